@@ -1,0 +1,63 @@
+"""The exceptions recrawl raises.
+
+One tree, rooted at :class:`Error`; every subclass also inherits the builtin
+whose meaning it shares, so callers may catch either::
+
+    Error
+    ├── InvalidObservation (ValueError)   a fetch observation failed validation
+    ├── InvalidTrace (ValueError)         a change-trace line failed validation
+    ├── ConfigError (ValueError)          configuration is missing or malformed
+    ├── StoreError (RuntimeError)         the store could not be opened or written
+    └── NotFound (LookupError)            a page, site or lease does not exist
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "Error",
+    "InvalidObservation",
+    "InvalidTrace",
+    "NotFound",
+    "StoreError",
+]
+
+
+class Error(Exception):
+    """Base class of every error recrawl raises on purpose."""
+
+
+class InvalidObservation(Error, ValueError):
+    """A fetch observation is malformed.
+
+    ``line`` counts from 1 within its input (None when not from a file);
+    ``field`` names the offending field (None when the line as a whole is bad).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, line: int | None = None):
+        self.field = field
+        self.line = line
+        self.reason = message
+        where = f"line {line}: " if line is not None else ""
+        what = f"field {field!r}: " if field else ""
+        super().__init__(f"{where}{what}{message}")
+
+
+class InvalidTrace(Error, ValueError):
+    """A change-trace line is malformed (``line`` counts from 1)."""
+
+    def __init__(self, message: str, *, line: int | None = None):
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class ConfigError(Error, ValueError):
+    """Configuration is missing or malformed."""
+
+
+class StoreError(Error, RuntimeError):
+    """The store could not be opened, migrated or written."""
+
+
+class NotFound(Error, LookupError):
+    """A page, site or lease does not exist."""

@@ -1,0 +1,75 @@
+"""Ingest speed: observations per second into a fresh SQLite store, and peak memory.
+
+Usage: python benchmarks/ingest.py [--observations 1000000] [--pages 100000]
+Prints one JSON object. Memory is sampled as the process's peak RSS
+(ru_maxrss) at two input sizes to show whether it stays flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_one(n: int, pages: int, workdir: str) -> dict[str, float]:
+    log = os.path.join(workdir, f"log-{n}.jsonl")
+    from recrawl.testing import write_fetch_log
+
+    write_fetch_log(log, n, n_pages=pages)
+    code = (
+        "import json, resource, sys, time\n"
+        "from recrawl.ingest import ingest_lines\n"
+        "from recrawl.store import SQLiteStore\n"
+        "s = SQLiteStore(sys.argv[2])\n"
+        "t = time.perf_counter()\n"
+        "with open(sys.argv[1]) as f:\n"
+        "    rep = ingest_lines(s, f)\n"
+        "dt = time.perf_counter() - t\n"
+        "s.close()\n"
+        "print(json.dumps({'stored': rep.stored, 'seconds': dt,"
+        " 'peak_rss_bytes': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n"
+    )
+    db = os.path.join(workdir, f"bench-{n}.db")
+    out = subprocess.run([sys.executable, "-c", code, log, db], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout)
+    res["observations_per_s"] = res["stored"] / res["seconds"]
+    res["db_bytes"] = os.path.getsize(db)
+    os.remove(log)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--observations", type=int, default=1_000_000)
+    ap.add_argument("--pages", type=int, default=100_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        small = run_one(args.observations // 10, args.pages // 10, d)
+        big = run_one(args.observations, args.pages, d)
+    print(
+        json.dumps(
+            {
+                "observations": big["stored"],
+                "seconds": round(big["seconds"], 2),
+                "observations_per_s": round(big["observations_per_s"]),
+                "peak_rss_bytes": big["peak_rss_bytes"],
+                "peak_rss_bytes_at_tenth": small["peak_rss_bytes"],
+                "observations_per_s_at_tenth": round(small["observations_per_s"]),
+                "db_bytes": big["db_bytes"],
+                "target_observations_per_s": 50_000,
+                "cpu": os.cpu_count(),
+                "resource_check": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0,
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from recrawl.cli import main
+
+main()

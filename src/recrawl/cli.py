@@ -1,0 +1,245 @@
+"""The ``recrawl`` command: a thin edge over the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TextIO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__
+from ._exceptions import Error
+from .config import Settings, load_settings
+from .ingest import IngestReport, ingest_lines
+from .stats import compute_stats
+from .store import SQLiteStore, default_db
+
+app = typer.Typer(
+    name="recrawl",
+    help="Decide what a long-running crawler should fetch next under a budget, "
+    "and notice when a site starts pushing back.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite store path (default $RECRAWL_DB or ./recrawl.db).", show_default=False),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Config file (default ./recrawl.toml when present).", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _store(db: str | None, settings: Settings | None = None) -> SQLiteStore:
+    return SQLiteStore(db or default_db(), half_life_days=settings.half_life_days if settings else None)
+
+
+def _fmt_num(x: float | None, digits: int = 2) -> str:
+    if x is None:
+        return "–"
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+@contextmanager
+def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
+    with ExitStack() as stack:
+        opened = []
+        for name in files:
+            if name == "-":
+                opened.append(("stdin", sys.stdin, 0))
+                continue
+            p = Path(name)
+            if not p.is_file():
+                raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
+            opened.append((name, stack.enter_context(p.open(encoding="utf-8", newline="")), p.stat().st_size))
+        yield opened
+
+
+class _Counting:
+    """Wraps a text stream, counting characters read (for the progress bar)."""
+
+    def __init__(self, f: TextIO) -> None:
+        self.f = f
+        self.pos = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.f:
+            self.pos += len(line)
+            yield line
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[str], typer.Argument(help="JSONL or CSV fetch logs; '-' reads stdin.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="jsonl or csv (default: from the file name).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Store fetch observations (SPEC §5). Bad lines are reported and skipped;
+    good lines are stored. Exits 1 when any line was rejected."""
+    settings = load_settings(config)
+    store = _store(db, settings)
+    total = IngestReport()
+    shown = 0
+    with _open_inputs(files) as inputs:
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("{task.fields[stored]:,} stored"), TimeRemainingColumn(),
+            console=err, disable=quiet or not err.is_terminal, transient=True,
+        )  # fmt: skip
+        with progress:
+            for name, f, size in inputs:
+                kind = fmt or ("csv" if name.lower().endswith(".csv") else "jsonl")
+                if kind not in ("jsonl", "csv"):
+                    raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
+                task = progress.add_task(name, total=size or None, stored=0)
+                counting = _Counting(f)
+
+                def tick(rep: IngestReport, task: Any = task, counting: _Counting = counting) -> None:
+                    progress.update(task, completed=counting.pos, stored=rep.stored)
+
+                def show(exc: Error, name: str = name) -> None:
+                    nonlocal shown
+                    shown += 1
+                    if shown <= 20:
+                        err.print(f"[red]rejected[/] {name}: {exc}")
+
+                kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
+                rep = ingest_lines(
+                    store, counting, fmt=kind_lit, rules=settings.page_types,
+                    on_batch=tick, on_error=show,
+                )  # fmt: skip
+                total.read += rep.read + rep.rejected
+                total.stored += rep.stored
+                total.duplicates += rep.duplicates
+                total.rejected += rep.rejected
+                total.reordered_pages += rep.reordered_pages
+    store.close()
+    if shown > 20:
+        err.print(f"… and {shown - 20} more rejected lines")
+    out.print(
+        f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
+        f"{total.rejected:,} rejected"
+        + (f" ({total.reordered_pages:,} pages re-ordered)" if total.reordered_pages else "")
+    )
+    if total.rejected:
+        raise typer.Exit(1)
+
+
+def _print_stats(data: dict[str, Any]) -> None:
+    unit = data["unit"]
+    table = Table(title=f"Fetch stats (cost in {unit})", title_justify="left")
+    for col in ("site", "page type", "fetches", "revisits", "changes", "no change", f"cost ({unit})", "cost/change"):
+        table.add_column(col, justify="left" if col in ("site", "page type") else "right")
+    for g in data["groups"]:
+        table.add_row(
+            g["site"], g["page_type"], _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),
+            _fmt_num(g["changes_detected"]), _fmt_num(g["fetches_without_change"]),
+            _fmt_num(g["cost"]), _fmt_num(g["cost_per_change"]),
+        )  # fmt: skip
+    t = data["total"]
+    table.add_row(
+        "[b]total[/]", "", _fmt_num(t["fetches"]), _fmt_num(t["revisits"]),
+        _fmt_num(t["changes_detected"]), _fmt_num(t["fetches_without_change"]),
+        _fmt_num(t["cost"]), _fmt_num(t["cost_per_change"]), end_section=True,
+    )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def stats(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    unit: Annotated[
+        str | None, typer.Option("--unit", help="Billing unit: fetches, bytes or credits (default: config).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetches, changes detected, fetches that found no change and cost per change,
+    per site and page type."""
+    settings = load_settings(config)
+    u = unit or settings.billing_unit
+    if u not in ("fetches", "bytes", "credits"):
+        raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
+    with _store(db) as store:
+        data = compute_stats(store.group_totals(), u)  # type: ignore[arg-type]
+    if as_json:
+        out.print_json(json.dumps(data))
+    else:
+        _print_stats(data)
+
+
+def _data_file(name: str) -> Path:
+    return Path(__file__).parent / "data" / name
+
+
+@app.command()
+def demo(
+    db: Annotated[str, typer.Option("--db", help="Store for the demo (recreated).")] = "recrawl-demo.db",
+) -> None:
+    """Ingest the bundled sample fetch log into a fresh store and show where the money goes."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(db + suffix).unlink(missing_ok=True)
+    settings = load_settings(_data_file("demo.toml"))
+    out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
+    with _store(db, settings) as store, _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f:
+        rep = ingest_lines(store, f, rules=settings.page_types)
+        out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
+        data = compute_stats(store.group_totals(), "fetches")
+    _print_stats(data)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    out.print(__version__)
+
+
+def main() -> None:
+    """Entry point: one clear sentence on error, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except Error as exc:
+        err.print(f"[red]error:[/] {exc}")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if os.environ.get("RECRAWL_DEBUG"):
+            raise
+        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Configuration: ``recrawl.toml``, validated at start-up, with environment overrides.
+
+Example ``recrawl.toml``::
+
+    billing_unit = "bytes"          # fetches | bytes | credits
+    budget_per_day = 5e9            # in the billing unit
+    cycle_hours = 1
+    objective = "freshness"         # freshness | events
+
+    [reserves]                      # shares of each cycle's budget
+    discovery = 0.05
+    reestimate = 0.03
+    verify = 0.02
+
+    [page_types.product]            # which record fields count as a change
+    ignore = ["fetched_at", "ad_slot", "session"]
+
+Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
+``RECRAWL_BUDGET_PER_DAY``, ``RECRAWL_CYCLE_HOURS``, ``RECRAWL_OBJECTIVE``,
+``RECRAWL_TOKEN``, ``RECRAWL_READ_TOKEN``, ``RECRAWL_WEBHOOK``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ._exceptions import ConfigError
+from .fingerprint import FieldRule
+
+__all__ = ["DEFAULT_CONFIG", "Reserves", "Settings", "load_settings"]
+
+DEFAULT_CONFIG = "recrawl.toml"
+
+
+class Reserves(BaseModel):
+    """Shares (0–1) of each cycle's budget kept for what the scorer cannot see."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    discovery: float = Field(0.05, ge=0, le=1)
+    reestimate: float = Field(0.03, ge=0, le=1)
+    verify: float = Field(0.02, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _total(self) -> Reserves:
+        if self.discovery + self.reestimate + self.verify > 0.9:
+            raise ValueError("reserves take more than 90% of the budget")
+        return self
+
+
+class Settings(BaseModel):
+    """Everything a deployment configures. Budgets and costs are in ``billing_unit``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    billing_unit: Literal["fetches", "bytes", "credits"] = "fetches"
+    budget_per_day: float | None = Field(None, gt=0)
+    cycle_hours: float = Field(1.0, gt=0, le=24 * 7)
+    objective: Literal["freshness", "events"] = "freshness"
+    reserves: Reserves = Reserves()
+    half_life_days: float | None = Field(None, gt=0)
+    page_types: dict[str, FieldRule] = {}
+    token: str | None = None
+    read_token: str | None = None
+    webhook: str | None = None
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    lease_seconds: float = Field(600.0, gt=0)
+
+
+_ENV = {
+    "RECRAWL_BILLING_UNIT": "billing_unit",
+    "RECRAWL_BUDGET_PER_DAY": "budget_per_day",
+    "RECRAWL_CYCLE_HOURS": "cycle_hours",
+    "RECRAWL_OBJECTIVE": "objective",
+    "RECRAWL_TOKEN": "token",
+    "RECRAWL_READ_TOKEN": "read_token",
+    "RECRAWL_WEBHOOK": "webhook",
+}
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{source}: {where}: {first['msg']}{more}"
+
+
+def load_settings(
+    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read ``path`` (default ``./recrawl.toml`` when present), then apply the
+    environment. Raises :class:`~recrawl.ConfigError` with one clear sentence."""
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is None and Path(DEFAULT_CONFIG).exists():
+        path = DEFAULT_CONFIG
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {source} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source} is not valid TOML: {exc}") from None
+    for var, name in _ENV.items():
+        if env.get(var):
+            data[name] = env[var]
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, source)) from None

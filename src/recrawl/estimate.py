@@ -1,0 +1,423 @@
+"""Change-rate estimation from a crawler's own revisit history.
+
+A revisit only tells whether a page changed since the previous visit, never
+how many times. Each page's history is kept as four decayed numbers, the
+*evidence*:
+
+``nc``  decayed count of revisit intervals that showed a change
+``tc``  decayed sum of those intervals' lengths, days
+``nu``  decayed count of intervals that showed no change
+``tu``  decayed sum of those intervals' lengths, days
+
+**Decay rule.** Evidence fades exponentially with elapsed time, half-life
+``half_life_days``: when a revisit closes an interval of length ``t`` days, all
+four numbers are first multiplied by ``2^(−t / half_life_days)`` and then the
+new interval is added with weight 1. An observation made ``a`` days ago
+therefore weighs ``2^(−a / half_life_days)``, however irregular the visits; a
+page that changes behaviour is re-learned within a few half-lives.
+:func:`estimate_rates` can apply the decay accrued since the last visit too.
+
+**Estimator.** Changes form a Poisson process of rate λ. An interval of length
+``t`` shows a change with probability ``1 − e^(−λt)``, so the censored
+log-likelihood (Cho & Garcia-Molina 2003, "Estimating Frequency of Change"),
+with each changed interval approximated by the mean ``τ = tc/nc``, is::
+
+    ℓ(λ) = nc · ln(1 − e^(−λτ)) − λ · tu
+
+whose maximum is ``λ = ln(1 + tc/tu) · nc/tc``. Unlike ``changes / time`` it is
+not biased low for pages that change faster than they are visited, but it is
+infinite when every interval showed a change. Each page's rate therefore gets
+a Gamma(α, β) prior fitted by moments across its group (site × page type,
+blended with the whole population for small groups: empirical Bayes), and the
+estimate is the posterior mode of ``ln λ``: the root of ::
+
+    α + nc · u/(e^u − 1) = (β + tu) · λ,     u = λτ
+
+which lies in ``[α/(β + tu), (α + nc)/(β + tu)]`` and is found by safeguarded
+Newton steps. With no evidence the estimate is the group mean ``α/β``; with
+much evidence it is the page's own censored MLE. The uncertainty is the
+Laplace approximation of the posterior standard deviation of λ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "DEFAULT_HALF_LIFE_DAYS",
+    "GroupPriors",
+    "decay_evidence",
+    "estimate_rates",
+    "fit_group_priors",
+    "raw_rates",
+    "update_evidence",
+    "update_evidence_arrays",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.integer]
+
+DEFAULT_HALF_LIFE_DAYS: float = 180.0
+"""Half-life of revisit evidence, days."""
+
+_CHUNK = 1 << 20
+
+
+def _decay_factor(days: ArrayLike, half_life_days: float) -> FloatArray:
+    d = np.asarray(days, dtype=np.float64)
+    if not np.isfinite(half_life_days):
+        return np.ones_like(d)
+    if half_life_days <= 0:
+        raise ValueError(f"half_life_days must be positive, got {half_life_days}")
+    return np.exp2(-np.maximum(d, 0.0) / half_life_days)
+
+
+def update_evidence(
+    nc: float,
+    tc: float,
+    nu: float,
+    tu: float,
+    interval_days: float,
+    changed: bool,
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> tuple[float, float, float, float]:
+    """Fold one revisit into a page's evidence.
+
+    Parameters
+    ----------
+    nc, tc, nu, tu : float
+        The page's evidence (see module docstring); ``tc`` and ``tu`` in days.
+    interval_days : float
+        Time since the previous visit, days (> 0).
+    changed : bool
+        Whether this visit found a change since the previous one.
+    half_life_days : float
+        Evidence half-life, days (``inf``: no decay).
+
+    Returns
+    -------
+    tuple of float
+        The new ``(nc, tc, nu, tu)``.
+
+    Examples
+    --------
+    >>> update_evidence(0.0, 0.0, 0.0, 0.0, 2.0, True)
+    (1.0, 2.0, 0.0, 0.0)
+    >>> update_evidence(1.0, 2.0, 0.0, 0.0, 180.0, False)
+    (0.5, 1.0, 1.0, 180.0)
+    """
+    if not interval_days > 0:
+        raise ValueError(f"interval_days must be positive, got {interval_days}")
+    d = 1.0 if not np.isfinite(half_life_days) else 2.0 ** (-interval_days / half_life_days)
+    nc, tc, nu, tu = nc * d, tc * d, nu * d, tu * d
+    if changed:
+        return nc + 1.0, tc + interval_days, nu, tu
+    return nc, tc, nu + 1.0, tu + interval_days
+
+
+def update_evidence_arrays(
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    index: ArrayLike,
+    interval_days: ArrayLike,
+    changed: ArrayLike,
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> None:
+    """Fold one revisit into each of the pages ``index``, in place.
+
+    The vectorised form of :func:`update_evidence`: ``nc[index]`` and the
+    other three arrays are updated; ``index`` must not repeat a page.
+
+    Parameters
+    ----------
+    nc, tc, nu, tu : ndarray
+        Evidence arrays of all pages, modified in place.
+    index : array_like of int
+        Pages revisited.
+    interval_days : array_like
+        Time since each page's previous visit, days.
+    changed : array_like of bool
+        Whether each visit found a change.
+    half_life_days : float
+        Evidence half-life, days.
+    """
+    idx = np.asarray(index, dtype=np.intp)
+    t = np.asarray(interval_days, dtype=np.float64)
+    ch = np.asarray(changed, dtype=bool)
+    d = _decay_factor(t, half_life_days)
+    cf = ch.astype(np.float64)
+    nc[idx] = nc[idx] * d + cf
+    tc[idx] = tc[idx] * d + cf * t
+    nu[idx] = nu[idx] * d + (1.0 - cf)
+    tu[idx] = tu[idx] * d + (1.0 - cf) * t
+
+
+def decay_evidence(
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    elapsed_days: ArrayLike,
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Evidence as it stands ``elapsed_days`` after its last update (new arrays)."""
+    d = _decay_factor(elapsed_days, half_life_days)
+    return nc * d, tc * d, nu * d, tu * d
+
+
+def raw_rates(
+    nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, tu: ArrayLike
+) -> FloatArray:
+    """Per-page censored estimate without any prior, changes per day.
+
+    ``λ = ln((tc + tu + τ/2) / (tu + τ/2)) / τ`` with ``τ = tc/nc``: the
+    censored MLE ``ln(1 + tc/tu)/τ`` with half an interval added to both
+    sides, which keeps it finite when every interval showed a change. For
+    regular intervals this is Cho & Garcia-Molina's bias-reduced estimator
+    ``−ln((n − X + 0.5)/(n + 0.5)) / I``. Pages with no change get 0.
+
+    Examples
+    --------
+    Ten daily visits, five of which found a change:
+
+    >>> round(float(raw_rates(5.0, 5.0, 5.0, 5.0)), 4)
+    0.6466
+    """
+    ncf = np.asarray(nc, dtype=np.float64)
+    tcf = np.asarray(tc, dtype=np.float64)
+    tuf = np.asarray(tu, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = tcf / ncf
+        half = 0.5 * tau
+        lam = np.log1p(tcf / (tuf + half)) / tau
+    return np.where((ncf > 0) & (tcf > 0), lam, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPriors:
+    """Gamma(α, β) prior of each group's change rate.
+
+    Attributes
+    ----------
+    alpha : ndarray
+        Shape α of each group (pseudo-changes), indexed by group code.
+    beta : ndarray
+        Rate β of each group (pseudo-days of exposure), indexed by group code.
+        The prior mean is ``alpha / beta`` changes per day.
+    """
+
+    alpha: FloatArray
+    beta: FloatArray
+
+    @property
+    def mean_rate(self) -> FloatArray:
+        """Prior mean of each group, changes per day."""
+        return self.alpha / self.beta
+
+
+def _moments(
+    x: FloatArray, e: FloatArray, groups: IntArray | None, n_groups: int
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Exposure-weighted mean, excess variance and page count per group."""
+    if groups is None:
+        groups = np.zeros(x.shape[0], dtype=np.intp)
+    k = np.bincount(groups, weights=(e > 0).astype(np.float64), minlength=n_groups)
+    se = np.bincount(groups, weights=e, minlength=n_groups)
+    sx = np.bincount(groups, weights=e * x, minlength=n_groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # half a change over the group's exposure keeps a change-free group above 0
+        m = (sx + 0.5) / (se + 1.0)
+        sxx = np.bincount(groups, weights=e * x * x, minlength=n_groups)
+        var = sxx / se - (sx / se) ** 2 - k * m / se
+    var = np.where(se > 0, var, np.nan)
+    return m, var, k
+
+
+def fit_group_priors(
+    nc: ArrayLike,
+    tc: ArrayLike,
+    nu: ArrayLike,
+    tu: ArrayLike,
+    groups: ArrayLike | None = None,
+    *,
+    n_groups: int | None = None,
+    pseudo_pages: float = 5.0,
+    max_alpha: float = 20.0,
+    min_alpha: float = 0.1,
+) -> GroupPriors:
+    """Fit a Gamma prior of the change rate per group (empirical Bayes).
+
+    Method of moments on the raw per-page estimates (:func:`raw_rates`),
+    weighted by each page's exposure ``tc + tu``: the group mean ``m`` and the
+    between-page variance ``v`` (observed variance minus the Poisson noise
+    expected from the exposures) give ``α = m²/v`` and ``β = m/v``. Each group
+    is blended with the whole population as if ``pseudo_pages`` pages of the
+    population had joined it, so a group of one page leans on everyone.
+
+    Parameters
+    ----------
+    nc, tc, nu, tu : array_like
+        Evidence of every page.
+    groups : array_like of int, optional
+        Group code of each page (0 … n_groups − 1); all pages in one group if
+        omitted.
+    n_groups : int, optional
+        Number of groups (default ``max(groups) + 1``).
+    pseudo_pages : float
+        Weight of the population in each group's moments, in pages.
+    max_alpha, min_alpha : float
+        Bounds on the prior's strength, in pseudo-changes: the prior never
+        outweighs ``max_alpha`` observed changes, and never fades below
+        ``min_alpha``.
+
+    Returns
+    -------
+    GroupPriors
+    """
+    ncf = np.asarray(nc, dtype=np.float64)
+    tcf = np.asarray(tc, dtype=np.float64)
+    tuf = np.asarray(tu, dtype=np.float64)
+    x = raw_rates(ncf, tcf, nu, tuf)
+    e = tcf + tuf
+    g = None if groups is None else np.asarray(groups, dtype=np.intp)
+    ng = int(n_groups if n_groups is not None else (0 if g is None else int(g.max(initial=-1)) + 1))
+    ng = max(ng, 1)
+    m0, v0, _ = _moments(x, e, None, 1)
+    m_all = float(m0[0])
+    v_all = float(v0[0]) if np.isfinite(v0[0]) else m_all**2
+    v_all = max(v_all, (m_all / np.sqrt(max_alpha)) ** 2)
+    if g is None:
+        m = np.array([m_all])
+        v = np.array([v_all])
+    else:
+        mg, vg, k = _moments(x, e, g, ng)
+        mg = np.where(np.isfinite(mg), mg, m_all)
+        vg = np.where(np.isfinite(vg), np.maximum(vg, 0.0), v_all)
+        m = (k * mg + pseudo_pages * m_all) / (k + pseudo_pages)
+        v = (k * vg + pseudo_pages * v_all) / (k + pseudo_pages)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = np.clip(m * m / v, min_alpha, max_alpha)
+    alpha = np.where(np.isfinite(alpha), alpha, max_alpha)
+    beta = alpha / m
+    return GroupPriors(alpha=alpha, beta=beta)
+
+
+def _posterior_mode(
+    alpha: FloatArray, beta: FloatArray, nc: FloatArray, tc: FloatArray, tu: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Mode of ln λ under the Gamma prior and censored likelihood; λ and sd(λ)."""
+    b = beta + tu
+    lam = alpha / b  # the answer for pages that never showed a change
+    hpp = -alpha  # h''(s) = −bλ there
+    live = np.flatnonzero(nc > 0)
+    if live.size:
+        al, bl, nl = alpha[live], b[live], nc[live]
+        tau = tc[live] / nl
+        lo = np.log(al / bl)
+        hi = np.log((al + nl) / bl)
+        # start from the Gamma-style guess (α + nc) / (β + tc + tu), inside the bracket
+        s = np.clip(np.log((al + nl) / (bl + tc[live])), lo, hi)
+        h2 = -bl
+        # safeguarded Newton: 4 steps reach a relative error below 1e-7
+        for _ in range(4):
+            ll = np.exp(s)
+            u = ll * tau
+            eu = np.exp(-u)
+            em = -np.expm1(-u)  # 1 − e^(−u)
+            small = u < 1e-5
+            u_safe = np.where(small, 1e-5, u)
+            phi = u_safe * eu / em
+            dphi = eu * (em - u_safe) / (em * em)
+            phi = np.where(small, 1.0 - 0.5 * u, phi)
+            dphi = np.where(small, -0.5 + u / 6.0, dphi)
+            blam = bl * ll
+            hp = al + nl * phi - blam
+            h2 = nl * u * dphi - blam
+            up = hp > 0
+            lo = np.where(up, s, lo)
+            hi = np.where(up, hi, s)
+            step = s - hp / h2
+            s = np.where((step >= lo) & (step <= hi), step, 0.5 * (lo + hi))
+        lam[live] = np.exp(s)
+        hpp[live] = h2
+    sd = lam / np.sqrt(-hpp)
+    return lam, sd
+
+
+def estimate_rates(
+    nc: ArrayLike,
+    tc: ArrayLike,
+    nu: ArrayLike,
+    tu: ArrayLike,
+    groups: ArrayLike | None = None,
+    *,
+    priors: GroupPriors | None = None,
+    elapsed_days: ArrayLike | None = None,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> tuple[FloatArray, FloatArray]:
+    """Estimate every page's change rate and its uncertainty.
+
+    Parameters
+    ----------
+    nc, tc, nu, tu : array_like
+        Evidence of every page (see module docstring).
+    groups : array_like of int, optional
+        Group code of each page (site × page type); one group if omitted.
+    priors : GroupPriors, optional
+        Priors per group; fitted with :func:`fit_group_priors` if omitted.
+    elapsed_days : array_like, optional
+        Days since each page's evidence was last updated; the evidence is
+        decayed by that much first, so a long-unvisited page leans more on its
+        group.
+    half_life_days : float
+        Evidence half-life used with ``elapsed_days``, days.
+
+    Returns
+    -------
+    rate_per_day : ndarray
+        Estimated change rate, changes per day (> 0).
+    sd_per_day : ndarray
+        Approximate posterior standard deviation of the rate, changes per day.
+
+    Examples
+    --------
+    Two pages in one group: one visited daily for 60 days that changed every
+    time, one with no history. The first gets a rate well above one change a
+    day; the second gets its group's mean.
+
+    >>> rate, sd = estimate_rates([60.0, 0.0], [60.0, 0.0], [0.0, 0.0], [0.0, 0.0])
+    >>> bool(rate[0] > 2.0), bool(0 < rate[1] < rate[0])
+    (True, True)
+    """
+    ncf = np.asarray(nc, dtype=np.float64)
+    tcf = np.asarray(tc, dtype=np.float64)
+    nuf = np.asarray(nu, dtype=np.float64)
+    tuf = np.asarray(tu, dtype=np.float64)
+    if elapsed_days is not None:
+        ncf, tcf, nuf, tuf = decay_evidence(
+            ncf, tcf, nuf, tuf, elapsed_days, half_life_days=half_life_days
+        )
+    g = None if groups is None else np.asarray(groups, dtype=np.intp)
+    if priors is None:
+        priors = fit_group_priors(ncf, tcf, nuf, tuf, g)
+    n = ncf.shape[0]
+    rate = np.empty(n)
+    sd = np.empty(n)
+    for start in range(0, n, _CHUNK):
+        sl = slice(start, min(n, start + _CHUNK))
+        if g is None:
+            a = np.full(sl.stop - sl.start, priors.alpha[0])
+            b = np.full(sl.stop - sl.start, priors.beta[0])
+        else:
+            a = priors.alpha[g[sl]]
+            b = priors.beta[g[sl]]
+        rate[sl], sd[sl] = _posterior_mode(a, b, ncf[sl], tcf[sl], tuf[sl])
+    return rate, sd

@@ -1,0 +1,423 @@
+"""Freshness math: what a visit buys, and how to split a budget of visits.
+
+Pure numpy, no I/O. Every rate is in changes per day, every duration in days,
+every frequency in visits per day, and every budget in billing units per day.
+
+Changes of a page arrive as a Poisson process with rate λ. Four quantities
+follow from that model:
+
+``freshness_gain(λ, t, I)``
+    The seed's priority term: the expected number of fresh days one visit buys
+    when the page was last visited ``t`` days ago and the next visit comes
+    ``I`` days later: ``(1 − e^(−λt)) · (1 − e^(−λI)) / λ``.
+``time_averaged_freshness(λ, f)``
+    The fraction of time the local copy is fresh when the page is visited
+    every ``1/f`` days: ``F(λ, f) = (f/λ)(1 − e^(−λ/f))``.
+``captured_change_rate(λ, f)``
+    The number of visits per day that find a change (the event-capture
+    objective): ``f (1 − e^(−λ/f))``.
+``optimal_allocation(λ, budget, weight=w, cost=c)``
+    The visit frequencies maximising ``Σ wᵢ F(λᵢ, fᵢ)`` (or, for the
+    ``events`` objective, ``Σ wᵢ fᵢ (1 − e^(−λᵢ/fᵢ))``) subject to
+    ``Σ cᵢ fᵢ = budget`` (Cho & Garcia-Molina, TODS 2003, with value and cost).
+
+Both objectives share one marginal function of ``r = λ/f``:
+``g(r) = 1 − (1 + r) e^(−r)``, which rises from 0 to 1. The optimum satisfies
+``wᵢ g(rᵢ)/λᵢ = μ cᵢ`` (freshness) or ``wᵢ g(rᵢ) = μ cᵢ`` (events), and a page
+whose left-hand side cannot reach ``μ cᵢ`` gets no visits. The solver inverts
+``g`` through a table and finds the multiplier ``μ`` by bisection on a
+log-histogram of the pages, then refines it on the full arrays: ten million
+pages take about a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, overload
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "Allocation",
+    "Objective",
+    "allocation_value",
+    "captured_change_rate",
+    "freshness_gain",
+    "inverse_marginal",
+    "marginal",
+    "optimal_allocation",
+    "time_averaged_freshness",
+]
+
+FloatArray = NDArray[np.float64]
+Objective = Literal["freshness", "events"]
+
+
+def _f64(x: ArrayLike) -> FloatArray:
+    return np.asarray(x, dtype=np.float64)
+
+
+@overload
+def freshness_gain(
+    rate_per_day: float, days_since_visit: float, interval_days: float = 1.0
+) -> float: ...
+@overload
+def freshness_gain(
+    rate_per_day: ArrayLike, days_since_visit: ArrayLike, interval_days: ArrayLike = 1.0
+) -> FloatArray: ...
+def freshness_gain(
+    rate_per_day: ArrayLike, days_since_visit: ArrayLike, interval_days: ArrayLike = 1.0
+) -> float | FloatArray:
+    """Expected fresh days bought by visiting now, under a Poisson change model.
+
+    This is the seed's ``freshness_gain``: the probability that the page is
+    stale now, ``1 − e^(−λ t)``, times the expected time it then stays fresh
+    until the next visit ``interval_days`` later, ``(1 − e^(−λ I)) / λ``
+    (``I`` when ``λ = 0``).
+
+    Parameters
+    ----------
+    rate_per_day : array_like
+        Change rate λ, changes per day (≥ 0).
+    days_since_visit : array_like
+        Time since the last visit, days.
+    interval_days : array_like, default 1.0
+        Time until the following visit, days.
+
+    Returns
+    -------
+    float or ndarray
+        Fresh days per visit; a float when every input is a scalar.
+
+    Examples
+    --------
+    A page that changes about daily, visited daily, gains 0.400 fresh days:
+
+    >>> round(freshness_gain(1.0, 1.0, 1.0), 3)
+    0.4
+    >>> freshness_gain([96.0, 24.0, 4.0, 1.0, 1 / 7, 1 / 30, 1 / 365], 1.0, 1.0).round(3)
+    array([0.01 , 0.042, 0.241, 0.4  , 0.124, 0.032, 0.003])
+    """
+    lam = _f64(rate_per_day)
+    t = _f64(days_since_visit)
+    interval = _f64(interval_days)
+    p_stale = -np.expm1(-lam * t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fresh_after = np.where(lam > 0, -np.expm1(-lam * interval) / lam, interval)
+    out = p_stale * fresh_after
+    if out.ndim == 0:
+        return float(out)
+    return out
+
+
+@overload
+def time_averaged_freshness(rate_per_day: float, visits_per_day: float) -> float: ...
+@overload
+def time_averaged_freshness(rate_per_day: ArrayLike, visits_per_day: ArrayLike) -> FloatArray: ...
+def time_averaged_freshness(
+    rate_per_day: ArrayLike, visits_per_day: ArrayLike
+) -> float | FloatArray:
+    """Long-run fraction of time a page visited at a fixed interval is fresh.
+
+    ``F(λ, f) = (f/λ)(1 − e^(−λ/f))``; 1 for a page that never changes, 0 for
+    a changing page that is never visited.
+
+    Parameters
+    ----------
+    rate_per_day : array_like
+        Change rate λ, changes per day.
+    visits_per_day : array_like
+        Visit frequency f, visits per day (fixed interval ``1/f`` days).
+
+    Returns
+    -------
+    float or ndarray
+        Freshness in [0, 1].
+
+    Examples
+    --------
+    >>> round(time_averaged_freshness(1.0, 1.0), 4)
+    0.6321
+    >>> time_averaged_freshness([0.0, 1.0], [0.0, 0.0]).tolist()
+    [1.0, 0.0]
+    """
+    lam = _f64(rate_per_day)
+    f = _f64(visits_per_day)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = lam / f
+        out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
+    out = np.where(lam <= 0, 1.0, np.where(f <= 0, 0.0, out))
+    if out.ndim == 0:
+        return float(out)
+    return out
+
+
+@overload
+def captured_change_rate(rate_per_day: float, visits_per_day: float) -> float: ...
+@overload
+def captured_change_rate(rate_per_day: ArrayLike, visits_per_day: ArrayLike) -> FloatArray: ...
+def captured_change_rate(rate_per_day: ArrayLike, visits_per_day: ArrayLike) -> float | FloatArray:
+    """Visits per day that find a change, for a page visited at a fixed interval.
+
+    ``f (1 − e^(−λ/f))``: the event-capture objective. It grows with both λ
+    and f and never exceeds either.
+
+    Parameters
+    ----------
+    rate_per_day : array_like
+        Change rate λ, changes per day.
+    visits_per_day : array_like
+        Visit frequency f, visits per day.
+
+    Returns
+    -------
+    float or ndarray
+        Detected changes per day.
+
+    Examples
+    --------
+    >>> round(captured_change_rate(1.0, 1.0), 4)
+    0.6321
+    """
+    lam = _f64(rate_per_day)
+    f = _f64(visits_per_day)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = np.where(f > 0, -f * np.expm1(-lam / f), 0.0)
+    if out.ndim == 0:
+        return float(out)
+    return out
+
+
+@overload
+def marginal(r: float) -> float: ...
+@overload
+def marginal(r: ArrayLike) -> FloatArray: ...
+def marginal(r: ArrayLike) -> float | FloatArray:
+    """``g(r) = 1 − (1 + r) e^(−r)``, the marginal value of a visit.
+
+    ``r = λ/f`` is the expected number of changes between two visits. The
+    derivative of ``f (1 − e^(−λ/f))`` with respect to ``f`` is ``g(λ/f)``, and
+    that of ``F(λ, f)`` is ``g(λ/f)/λ``. ``g`` rises from 0 (``g ≈ r²/2``) to 1.
+
+    >>> round(marginal(1.0), 6)
+    0.264241
+    """
+    x = _f64(r)
+    with np.errstate(over="ignore", invalid="ignore"):
+        big = -np.expm1(-x) - x * np.exp(-x)
+        small = x * x * (0.5 - x / 3.0 + x * x / 8.0)
+        out = np.where(x < 1e-3, small, big)
+    out = np.where(np.isinf(x), 1.0, out)
+    if out.ndim == 0:
+        return float(out)
+    return out
+
+
+# g⁻¹ tabulated on a uniform grid of logit(g) = log(g / (1 − g)), so a look-up
+# is an index computation rather than a binary search.
+_R_FINE = np.geomspace(1e-4, 38.0, 200_000)
+_LOGIT_FINE = np.log(marginal(_R_FINE)) - np.log1p(-marginal(_R_FINE))
+_L0, _L1 = float(_LOGIT_FINE[0]), float(_LOGIT_FINE[-1])
+_NTAB = 32_768
+_LSTEP = (_L1 - _L0) / (_NTAB - 1)
+_LOG_R_TAB = np.interp(np.linspace(_L0, _L1, _NTAB), _LOGIT_FINE, np.log(_R_FINE))
+_G_MIN, _G_MAX = float(marginal(_R_FINE[0])), float(marginal(_R_FINE[-1]))
+
+
+def inverse_marginal(x: ArrayLike, *, polish: bool = False) -> FloatArray:
+    """Solve ``g(r) = x`` for ``r`` (vectorised, tabulated).
+
+    Parameters
+    ----------
+    x : array_like
+        Target marginal values. ``x ≤ 0`` gives 0; ``x ≥ 1`` gives ``inf``
+        (no finite visit interval has that marginal value).
+    polish : bool, default False
+        Apply one Newton step after the table look-up (relative error on
+        ``g(r)`` below 1e-10 instead of about 1e-6).
+
+    Returns
+    -------
+    ndarray
+        ``r`` ≥ 0, the expected number of changes between visits.
+
+    Examples
+    --------
+    >>> round(float(inverse_marginal(marginal(2.5))), 5)
+    2.5
+    """
+    xin = _f64(x)
+    xa = np.atleast_1d(xin)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        xc = np.clip(xa, _G_MIN, _G_MAX)
+        logit = np.log(xc)
+        logit -= np.log1p(-xc)
+        del xc
+        pos = (logit - _L0) * (1.0 / _LSTEP)
+        np.clip(pos, 0.0, _NTAB - 1.000001, out=pos)
+        i = pos.astype(np.intp)
+        pos -= i
+        lo = _LOG_R_TAB[i]
+        r = _LOG_R_TAB[i + 1]
+        r -= lo
+        r *= pos
+        r += lo
+        np.exp(r, out=r)
+        low = xa < _G_MIN
+        if np.any(low):
+            s = np.sqrt(2.0 * np.clip(xa[low], 0.0, None))
+            r[low] = s * (1.0 + s / 3.0)
+        if polish:
+            ok = (xa > 0) & (xa < _G_MAX)
+            step = (marginal(r) - xa) / (r * np.exp(-r))
+            r = np.where(ok, r - step, r)
+        r[xa <= 0] = 0.0
+        r[xa >= 1.0] = np.inf
+    return r.reshape(xin.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The result of :func:`optimal_allocation`.
+
+    Attributes
+    ----------
+    visits_per_day : ndarray
+        Optimal visit frequency of each page, visits per day (0: never visit).
+    multiplier : float
+        The Lagrange multiplier μ: objective gained per extra billing unit
+        per day at the optimum (freshness-weight per unit for ``freshness``,
+        weighted detected changes per unit for ``events``).
+    spent_per_day : float
+        ``Σ cᵢ fᵢ``, billing units per day; equals the budget up to 1e-6.
+    """
+
+    visits_per_day: FloatArray
+    multiplier: float
+    spent_per_day: float
+
+
+def _spend(mu: float, a: FloatArray, b: FloatArray) -> float:
+    r = inverse_marginal(mu * a, polish=False)
+    with np.errstate(divide="ignore"):
+        return float(np.sum(b / r))
+
+
+def optimal_allocation(
+    rate_per_day: ArrayLike,
+    budget_per_day: float,
+    *,
+    weight: ArrayLike | None = None,
+    cost: ArrayLike | None = None,
+    objective: Objective = "freshness",
+) -> Allocation:
+    """Split a budget of visits between pages to maximise weighted freshness.
+
+    Maximises ``Σ wᵢ F(λᵢ, fᵢ)`` (``objective="freshness"``) or
+    ``Σ wᵢ fᵢ (1 − e^(−λᵢ/fᵢ))`` (``objective="events"``) subject to
+    ``Σ cᵢ fᵢ = budget_per_day``. Under freshness, pages changing much faster
+    than the budget can follow get no visits; under events, visits grow with λ.
+
+    Parameters
+    ----------
+    rate_per_day : array_like
+        Change rate λᵢ of each page, changes per day. Pages with λ = 0 get no
+        visits (a visit cannot gain anything).
+    budget_per_day : float
+        Billing units per day to spend (> 0).
+    weight : array_like, optional
+        Value weight wᵢ (≥ 0, default 1).
+    cost : array_like, optional
+        Cost of one visit cᵢ, billing units (> 0, default 1).
+    objective : {"freshness", "events"}
+        What to maximise.
+
+    Returns
+    -------
+    Allocation
+        Frequencies (visits per day), the multiplier μ and the spend.
+
+    Examples
+    --------
+    A budget of one visit a day over three pages changing every 15 minutes,
+    daily and weekly: the fastest page gets nothing.
+
+    >>> a = optimal_allocation([96.0, 1.0, 1 / 7], 1.0)
+    >>> a.visits_per_day.round(3)
+    array([0.   , 0.653, 0.347])
+    """
+    lam = _f64(rate_per_day)
+    n = lam.shape[0] if lam.ndim else 1
+    lam = np.broadcast_to(lam, (n,)) if lam.ndim == 0 else lam
+    w = np.ones(n) if weight is None else np.broadcast_to(_f64(weight), (n,))
+    c = np.ones(n) if cost is None else np.broadcast_to(_f64(cost), (n,))
+    if budget_per_day <= 0:
+        raise ValueError(f"budget_per_day must be positive, got {budget_per_day}")
+    if np.any(c <= 0):
+        raise ValueError("every cost must be positive")
+    if objective not in ("freshness", "events"):
+        raise ValueError(f"unknown objective {objective!r}")
+
+    useful = (lam > 0) & (w > 0) & np.isfinite(lam)
+    idx = np.flatnonzero(useful)
+    freq = np.zeros(n)
+    if idx.size == 0:
+        return Allocation(freq, 0.0, 0.0)
+    lam_u, w_u, c_u = lam[idx], w[idx], c[idx]
+    # f = λ / r with g(r) = μ a; spend = Σ b / r
+    a = c_u * lam_u / w_u if objective == "freshness" else c_u / w_u
+    b = c_u * lam_u
+
+    # Solve on a log-histogram of a (bins 0.05% wide, so a bin's pages share
+    # their r to within 0.03%), then apply μ to every page and rescale the
+    # frequencies so the budget is spent exactly.
+    log_a = np.log(a)
+    lo_edge, hi_edge = float(log_a.min()), float(log_a.max())
+    nbins = int(min(max((hi_edge - lo_edge) / 5e-4, 1), 200_000))
+    hist, edges = np.histogram(log_a, bins=nbins, range=(lo_edge, hi_edge + 1e-9), weights=b)
+    del log_a
+    keep = hist > 0
+    a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
+    b_bins = hist[keep]
+
+    lo = -hi_edge - 90.0  # log μ with μ a ≤ e^-90 everywhere: a huge spend
+    hi = -lo_edge  # μ a_min = 1: nothing is visited
+    while hi - lo > 1e-7:
+        mid = 0.5 * (lo + hi)
+        if _spend(float(np.exp(mid)), a_bins, b_bins) > budget_per_day:
+            lo = mid
+        else:
+            hi = mid
+    mu = float(np.exp(0.5 * (lo + hi)))
+    a *= mu
+    r = inverse_marginal(a)
+    del a
+    with np.errstate(divide="ignore"):
+        f = np.divide(lam_u, r, out=r)
+    spent = float(np.dot(c_u, f))
+    if spent > 0:
+        f *= budget_per_day / spent
+        spent = budget_per_day
+    freq[idx] = f
+    return Allocation(freq, mu, spent)
+
+
+def allocation_value(
+    rate_per_day: ArrayLike,
+    visits_per_day: ArrayLike,
+    *,
+    weight: ArrayLike | None = None,
+    objective: Objective = "freshness",
+) -> float:
+    """Objective value of an allocation: ``Σ wᵢ F(λᵢ, fᵢ)`` or ``Σ wᵢ fᵢ (1 − e^(−λᵢ/fᵢ))``.
+
+    >>> allocation_value([1.0, 1.0], [1.0, 1.0])  # doctest: +ELLIPSIS
+    1.264...
+    """
+    lam = _f64(rate_per_day)
+    f = _f64(visits_per_day)
+    w = np.ones_like(lam) if weight is None else _f64(weight)
+    if objective == "freshness":
+        return float(np.sum(w * time_averaged_freshness(lam, f)))
+    return float(np.sum(w * captured_change_rate(lam, f)))

@@ -1,0 +1,377 @@
+"""Fetch observations: the input contract (SPEC §5), parsed and validated.
+
+One observation is what a fetcher saw on one request. :func:`parse_observation`
+turns a mapping (a JSON object or a CSV row) into an :class:`Observation`, or
+raises :class:`~recrawl.InvalidObservation` naming the field.
+:func:`read_observations` streams a JSONL or CSV input line by line, yielding
+either an observation or the error for that line, so one bad line never costs
+the good ones around it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from ._exceptions import InvalidObservation
+from .buckets import OUTCOMES
+from .fingerprint import FieldRule, fingerprint
+
+__all__ = [
+    "ERRORS",
+    "OUTCOMES",
+    "Observation",
+    "normalize_url",
+    "parse_observation",
+    "parse_timestamp",
+    "read_observations",
+]
+
+ERRORS: Final = ("timeout", "connection_reset", "dns", "tls")
+"""Well-known values of ``error``; any other short word is accepted too."""
+
+_OUTCOME_SET: Final = frozenset(OUTCOMES)
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_KNOWN_FIELDS: Final = frozenset(
+    {
+        "url", "fetched_at", "site", "page_type", "status", "error", "bytes_sent",
+        "bytes_received", "credits", "rendered", "latency_ms", "route", "etag",
+        "last_modified", "conditional", "record", "record_hash", "outcome", "id",
+        "title", "body_excerpt", "lease_id", "value",
+    }
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class Observation:
+    """One fetch as a fetcher saw it.
+
+    Times are unix seconds, sizes are wire bytes (headers included), latency is
+    milliseconds. ``record_hash`` is the fingerprint of the extracted record
+    (given by the reporter, or computed from ``record``). ``key`` is the
+    idempotency key: 16 bytes derived from ``id``, or from the input line when
+    the reporter gave no id, so the same report stored twice is stored once.
+    """
+
+    url: str
+    fetched_at: float
+    site: str
+    page_type: str
+    status: int | None = None
+    error: str | None = None
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    credits: float | None = None
+    rendered: bool = False
+    latency_ms: float | None = None
+    route: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+    conditional: bool = False
+    record_hash: str | None = None
+    record_empty: bool = False
+    outcome: str | None = None
+    id: str | None = None
+    title: str | None = None
+    body_excerpt: str | None = None
+    lease_id: str | None = None
+    key: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        """The server answered with a 2xx or 304 (the request succeeded)."""
+        s = self.status
+        return s is not None and (200 <= s < 300 or s == 304)
+
+    def billed_credits(self) -> float:
+        """Credits this fetch cost: as reported, else one per successful response."""
+        if self.credits is not None:
+            return self.credits
+        return 1.0 if self.ok else 0.0
+
+
+@lru_cache(maxsize=65536)
+def _normalize_netloc(scheme: str, netloc: str) -> str:
+    userinfo, at, hostport = netloc.rpartition("@")
+    host, port = hostport, ""
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        host, rest = hostport[: end + 1], hostport[end + 1 :]
+        port = rest[1:] if rest.startswith(":") else ""
+    elif ":" in hostport:
+        host, _, port = hostport.rpartition(":")
+    host = host.lower().rstrip(".")
+    if not host:
+        raise ValueError("has no host")
+    if port:
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"has an invalid port {port!r}")
+        if int(port) == _DEFAULT_PORTS[scheme]:
+            port = ""
+    return (userinfo + at if at else "") + host + (":" + port if port else "")
+
+
+def normalize_url(url: str) -> str:
+    """Absolute http(s) URL with scheme and host lower-cased, default port and
+    fragment dropped, and an empty path written ``/``.
+
+    >>> normalize_url("HTTP://Example.COM:80/a?b=1#frag")
+    'http://example.com/a?b=1'
+
+    Raises ValueError when the URL is not absolute http(s).
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError("is not an absolute http(s) URL")
+    netloc = _normalize_netloc(scheme, parts.netloc)
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+
+
+def _host(url: str) -> str:
+    netloc = url.split("/", 3)[2]
+    host = netloc.rpartition("@")[2]
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.rpartition(":")[0] if ":" in host else host
+
+
+def parse_timestamp(value: Any) -> float:
+    """Unix seconds from unix seconds (number or numeric string) or RFC 3339.
+
+    >>> parse_timestamp("2024-01-01T00:00:00Z")
+    1704067200.0
+
+    Raises ValueError for anything else, including a time without an offset.
+    """
+    if isinstance(value, bool):
+        raise ValueError("is not a timestamp")
+    if isinstance(value, int | float):
+        t = float(value)
+    elif isinstance(value, str):
+        s = value.strip()
+        try:
+            t = float(s)
+        except ValueError:
+            try:
+                dt = datetime.fromisoformat(s)
+            except ValueError:
+                raise ValueError("is not RFC 3339 nor unix seconds") from None
+            if dt.tzinfo is None:
+                raise ValueError("has no UTC offset (RFC 3339 needs one)") from None
+            t = dt.timestamp()
+    else:
+        raise ValueError("is not a timestamp")
+    if not math.isfinite(t) or t < 0:
+        raise ValueError("is not a timestamp after 1970")
+    return t
+
+
+def _opt_str(raw: Mapping[str, Any], name: str) -> str | None:
+    v = raw.get(name)
+    if v is None or v == "":
+        return None
+    if not isinstance(v, str):
+        raise InvalidObservation("must be a string", field=name)
+    return v
+
+
+def _opt_number(raw: Mapping[str, Any], name: str, *, integer: bool) -> Any:
+    v = raw.get(name)
+    if v is None or v == "":
+        return None
+    if isinstance(v, str):
+        try:
+            v = float(v)
+        except ValueError:
+            raise InvalidObservation("must be a number", field=name) from None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise InvalidObservation("must be a number", field=name)
+    if v < 0:
+        raise InvalidObservation("must not be negative", field=name)
+    if integer:
+        if v != int(v):
+            raise InvalidObservation("must be a whole number", field=name)
+        return int(v)
+    return float(v)
+
+
+def _opt_bool(raw: Mapping[str, Any], name: str) -> bool:
+    v = raw.get(name)
+    if v is None or v == "":
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return v.lower() in ("true", "1", "yes")
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise InvalidObservation("must be true or false", field=name)
+
+
+def parse_observation(
+    raw: Mapping[str, Any],
+    *,
+    rules: Mapping[str, FieldRule] | None = None,
+    key: bytes | None = None,
+) -> Observation:
+    """Validate one observation (a JSON object or a CSV row).
+
+    ``rules`` maps a page type to the :class:`FieldRule` that decides which
+    record fields count towards its fingerprint. ``key`` is the idempotency key
+    to use when the observation carries no ``id``.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidObservation("an observation must be a JSON object")
+    url_raw = raw.get("url")
+    if url_raw is None or url_raw == "":
+        raise InvalidObservation("is missing", field="url")
+    if not isinstance(url_raw, str):
+        raise InvalidObservation("must be a string", field="url")
+    try:
+        url = normalize_url(url_raw)
+    except (ValueError, KeyError) as exc:
+        raise InvalidObservation(f"{url_raw!r} {exc}", field="url") from None
+    t_raw = raw.get("fetched_at")
+    if t_raw is None or t_raw == "":
+        raise InvalidObservation("is missing", field="fetched_at")
+    try:
+        fetched_at = parse_timestamp(t_raw)
+    except ValueError as exc:
+        raise InvalidObservation(f"{t_raw!r} {exc}", field="fetched_at") from None
+    status = _opt_number(raw, "status", integer=True)
+    if status is not None and not 100 <= status <= 599:
+        raise InvalidObservation(f"{status} is not an HTTP status", field="status")
+    error = _opt_str(raw, "error")
+    outcome = _opt_str(raw, "outcome")
+    if outcome is not None and outcome not in _OUTCOME_SET:
+        raise InvalidObservation(
+            f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})", field="outcome"
+        )
+    if status is None and error is None and outcome is None:
+        raise InvalidObservation("is missing (give 'status' or 'error')", field="status")
+    site = _opt_str(raw, "site") or _host(url)
+    page_type = _opt_str(raw, "page_type") or "page"
+    record_hash = _opt_str(raw, "record_hash")
+    record_empty = False
+    record = raw.get("record")
+    if record is not None and record != "":
+        if isinstance(record, str):
+            try:
+                record = json.loads(record)
+            except ValueError:
+                raise InvalidObservation("is not a JSON object", field="record") from None
+        if not isinstance(record, dict):
+            raise InvalidObservation("must be a JSON object", field="record")
+        record_empty = not record
+        if record_hash is None:
+            record_hash = fingerprint(record, (rules or {}).get(page_type))
+    ident = raw.get("id")
+    if ident is not None and not isinstance(ident, str):
+        if isinstance(ident, int) and not isinstance(ident, bool):
+            ident = str(ident)
+        else:
+            raise InvalidObservation("must be a string", field="id")
+    if ident:
+        key = hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
+    elif key is None:
+        body = json.dumps(raw, sort_keys=True, default=str).encode()
+        key = hashlib.blake2b(b"obs\0" + body, digest_size=16).digest()
+    return Observation(
+        url=url,
+        fetched_at=fetched_at,
+        site=site,
+        page_type=page_type,
+        status=status,
+        error=error,
+        bytes_sent=_opt_number(raw, "bytes_sent", integer=True) or 0,
+        bytes_received=_opt_number(raw, "bytes_received", integer=True) or 0,
+        credits=_opt_number(raw, "credits", integer=False),
+        rendered=_opt_bool(raw, "rendered"),
+        latency_ms=_opt_number(raw, "latency_ms", integer=False),
+        route=_opt_str(raw, "route") or "",
+        etag=_opt_str(raw, "etag"),
+        last_modified=_opt_str(raw, "last_modified"),
+        conditional=_opt_bool(raw, "conditional"),
+        record_hash=record_hash,
+        record_empty=record_empty,
+        outcome=outcome,
+        id=ident or None,
+        title=_opt_str(raw, "title"),
+        body_excerpt=_opt_str(raw, "body_excerpt"),
+        lease_id=_opt_str(raw, "lease_id"),
+        key=key,
+    )
+
+
+Parsed = tuple[int, "Observation | InvalidObservation"]
+
+
+def _line_key(line: bytes | str) -> bytes:
+    data = line.encode() if isinstance(line, str) else line
+    return hashlib.blake2b(b"line\0" + data.strip(), digest_size=16).digest()
+
+
+def read_observations(
+    lines: Iterable[str],
+    *,
+    fmt: Literal["jsonl", "csv"] = "jsonl",
+    rules: Mapping[str, FieldRule] | None = None,
+) -> Iterator[Parsed]:
+    """Yield ``(line_number, Observation or InvalidObservation)`` for each input line.
+
+    Line numbers count from 1 (for CSV, the header is line 1). Blank lines are
+    skipped. An observation without an ``id`` gets an idempotency key derived
+    from its line, so ingesting the same file twice stores each line once.
+    """
+    if fmt == "csv":
+        yield from _read_csv(lines, rules)
+        return
+    loads = json.loads
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = loads(line)
+        except ValueError as exc:
+            yield n, InvalidObservation(f"not JSON ({exc.args[0]})", line=n)
+            continue
+        try:
+            yield n, parse_observation(raw, rules=rules, key=_line_key(line))
+        except InvalidObservation as exc:
+            exc.line = n
+            exc.args = (f"line {n}: {exc.args[0]}",)
+            yield n, exc
+
+
+def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> Iterator[Parsed]:
+    it = iter(lines)
+    reader = csv.DictReader(it)
+    for row in reader:
+        n = reader.line_num
+        if row.get(None):  # type: ignore[call-overload]
+            yield n, InvalidObservation("has more columns than the header", line=n)
+            continue
+        clean = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
+        buf = io.StringIO()
+        csv.writer(buf).writerow(row.values())
+        try:
+            yield n, parse_observation(clean, rules=rules, key=_line_key(buf.getvalue()))
+        except InvalidObservation as exc:
+            exc.line = n
+            exc.args = (f"line {n}: {exc.args[0]}",)
+            yield n, exc
+
+
+def is_known_field(name: str) -> bool:
+    """True for a field the observation contract defines."""
+    return name in _KNOWN_FIELDS

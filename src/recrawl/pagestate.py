@@ -1,0 +1,175 @@
+"""What one fetch means for one page: outcome inference and the page-state fold.
+
+:func:`apply_observation` is the single place where an observation updates a
+page: it infers the outcome when the reporter gave none (SPEC §5), updates the
+page's current state (last fetch, last success, last change, validators,
+fingerprint, running cost, change-rate evidence, Nutch interval) and returns
+the outcome. It is pure: the store calls it in time order per page, and calls
+it again over a page's whole log when an observation arrives out of order, so
+the page ends up as if every observation had been applied in time order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from .estimate import update_evidence
+from .observation import Observation
+
+__all__ = [
+    "CONTENT_OUTCOMES",
+    "NUTCH_DEFAULT_S",
+    "Classifier",
+    "PageState",
+    "apply_observation",
+    "fixed_outcome",
+]
+
+CONTENT_OUTCOMES: Final = frozenset({"new", "changed", "unchanged", "not_modified"})
+"""Outcomes that tell whether the page changed (the fetch reached the content)."""
+
+NUTCH_DEFAULT_S: Final = 30 * 86400.0
+NUTCH_MIN_S: Final = 60.0
+NUTCH_MAX_S: Final = 90 * 86400.0
+_DAY: Final = 86400.0
+
+
+@dataclass(slots=True)
+class PageState:
+    """The current state of one page (times in unix seconds, sizes in bytes)."""
+
+    url: str
+    site: str
+    page_type: str
+    value: float = 1.0
+    first_seen: float = 0.0
+    last_fetch: float | None = None
+    last_ok: float | None = None
+    last_change: float | None = None
+    fingerprint: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    fetches: int = 0
+    changes: int = 0
+    bytes_total: int = 0
+    credits_total: float = 0.0
+    avg_bytes: float = 0.0
+    ev_nc: float = 0.0
+    ev_tc: float = 0.0
+    ev_nu: float = 0.0
+    ev_tu: float = 0.0
+    nutch_interval: float = NUTCH_DEFAULT_S
+    gone: bool = False
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def reset_history(self) -> None:
+        """Forget everything learned from fetches (kept: identity, value, first_seen)."""
+        self.last_fetch = self.last_ok = self.last_change = None
+        self.fingerprint = self.etag = self.last_modified = None
+        self.fetches = self.changes = self.bytes_total = 0
+        self.credits_total = self.avg_bytes = 0.0
+        self.ev_nc = self.ev_tc = self.ev_nu = self.ev_tu = 0.0
+        self.nutch_interval = NUTCH_DEFAULT_S
+        self.gone = False
+
+
+Classifier = Callable[[Observation, PageState | None], str | None]
+"""Content-based detection seam: returns ``challenge``/``soft_block``/... or None."""
+
+
+def fixed_outcome(
+    obs: Observation, page: PageState | None, classifier: Classifier | None
+) -> str | None:
+    """The outcome that does not depend on the page's history, or None.
+
+    The reporter's own outcome is trusted; then status and error rules; then
+    the content classifier for 2xx responses. None means "2xx with content":
+    ``new``, ``changed`` or ``unchanged`` depends on the previous fetch.
+    """
+    if obs.outcome is not None:
+        return obs.outcome
+    if obs.error is not None and obs.status is None:
+        return "hard_block" if obs.error == "connection_reset" else "error"
+    s = obs.status
+    if s is None:
+        return "error"
+    if s == 304:
+        return "not_modified"
+    if s in (403, 429):
+        return "hard_block"
+    if s in (404, 410):
+        return "gone"
+    if 200 <= s < 300:
+        if classifier is not None:
+            return classifier(obs, page)
+        return None
+    return "error"
+
+
+def _content_outcome(obs: Observation, page: PageState) -> str:
+    if page.last_ok is None:
+        return "new"
+    if obs.record_hash is not None and page.fingerprint is not None:
+        return "unchanged" if obs.record_hash == page.fingerprint else "changed"
+    if obs.etag is not None and page.etag is not None:
+        return "unchanged" if obs.etag == page.etag else "changed"
+    if obs.last_modified is not None and page.last_modified is not None:
+        return "unchanged" if obs.last_modified == page.last_modified else "changed"
+    return "unchanged"
+
+
+def apply_observation(
+    page: PageState,
+    obs: Observation,
+    fixed: str | None,
+    *,
+    half_life_days: float | None = None,
+) -> str:
+    """Apply one observation to ``page`` in place and return its outcome.
+
+    ``fixed`` is :func:`fixed_outcome` for this observation (computed once at
+    ingest and stored, so a rebuild never re-runs the classifier). Without a
+    fingerprint or validators to compare, a 2xx revisit counts as unchanged:
+    report ``record`` or ``record_hash`` (or validators) to detect changes.
+    """
+    outcome = fixed if fixed is not None else _content_outcome(obs, page)
+    t = obs.fetched_at
+    page.fetches += 1
+    page.bytes_total += obs.bytes_sent + obs.bytes_received
+    page.credits_total += obs.billed_credits()
+    if page.last_fetch is None or t > page.last_fetch:
+        page.last_fetch = t
+    if outcome not in CONTENT_OUTCOMES:
+        if outcome == "gone":
+            page.gone = True
+        return outcome
+    page.gone = False
+    if obs.status is not None and 200 <= obs.status < 300 and obs.bytes_received:
+        b = float(obs.bytes_received)
+        page.avg_bytes = b if page.avg_bytes == 0 else 0.9 * page.avg_bytes + 0.1 * b
+    if outcome == "new":
+        page.last_change = t
+    elif page.last_ok is not None:
+        changed = outcome == "changed"
+        interval_days = max(t - page.last_ok, 0.0) / _DAY
+        ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
+        if half_life_days is None:
+            ev = update_evidence(*ev, interval_days, changed)
+        else:
+            ev = update_evidence(*ev, interval_days, changed, half_life_days=half_life_days)
+        page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
+        factor = 0.8 if changed else 1.4
+        page.nutch_interval = min(max(page.nutch_interval * factor, NUTCH_MIN_S), NUTCH_MAX_S)
+        if changed:
+            page.changes += 1
+            page.last_change = t
+    page.last_ok = t
+    if obs.record_hash is not None:
+        page.fingerprint = obs.record_hash
+    if obs.etag is not None:
+        page.etag = obs.etag
+    if obs.last_modified is not None:
+        page.last_modified = obs.last_modified
+    return outcome

@@ -1,0 +1,33 @@
+"""Where recrawl keeps pages, the observation log and per-site buckets.
+
+:class:`Store` is the protocol every backend implements; :class:`SQLiteStore`
+is the embedded default (one file, WAL mode, nothing to install).
+:func:`open_store` picks the backend from a path or URL.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._protocol import BatchResult, BucketRows, GroupTotals, Store
+from .sqlite import SQLiteStore
+
+__all__ = [
+    "BatchResult",
+    "BucketRows",
+    "GroupTotals",
+    "SQLiteStore",
+    "Store",
+    "default_db",
+    "open_store",
+]
+
+
+def default_db() -> str:
+    """The store path: ``$RECRAWL_DB`` or ``./recrawl.db``."""
+    return os.environ.get("RECRAWL_DB") or "recrawl.db"
+
+
+def open_store(db: str | None = None) -> Store:
+    """Open (creating if needed) the store at ``db`` (a path, default :func:`default_db`)."""
+    return SQLiteStore(db or default_db())

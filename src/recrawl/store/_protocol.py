@@ -1,0 +1,95 @@
+"""The store protocol: the only interface the rest of recrawl sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..observation import Observation
+from ..pagestate import Classifier
+
+__all__ = ["BatchResult", "BucketRows", "GroupTotals", "Store"]
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """What one stored batch did: new observations stored, duplicates skipped."""
+
+    stored: int = 0
+    duplicates: int = 0
+    reordered_pages: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class GroupTotals:
+    """Bucket sums for one (site, page_type): counts, bytes, credits."""
+
+    site: str
+    page_type: str
+    fetches: int
+    outcomes: dict[str, int]
+    bytes_sent: int
+    bytes_received: int
+    credits: float
+
+
+@dataclass(slots=True)
+class BucketRows:
+    """Buckets as arrays, one row per (site, page_type, route, start).
+
+    ``counts`` columns follow :data:`recrawl.buckets.OUTCOMES`; ``latency`` has
+    :data:`recrawl.buckets.LATENCY_BINS` columns.
+    """
+
+    site: list[str]
+    page_type: list[str]
+    route: list[str]
+    start: npt.NDArray[np.int64]
+    n: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
+    bytes_sent: npt.NDArray[np.int64]
+    bytes_received: npt.NDArray[np.int64]
+    credits: npt.NDArray[np.float64]
+    canary_ok: npt.NDArray[np.int64]
+    canary_mismatch: npt.NDArray[np.int64]
+    latency: npt.NDArray[np.int64]
+
+
+class Store(Protocol):
+    """Pages, the observation log and per-site buckets, behind one small interface."""
+
+    def ingest(
+        self,
+        observations: Sequence[Observation],
+        *,
+        classifier: Classifier | None = None,
+    ) -> BatchResult:
+        """Store a batch in one transaction: skip known keys, update pages in
+        time order (rebuilding a page when a report arrives out of order) and
+        add to the buckets. Durable when it returns."""
+        ...
+
+    def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:
+        """Register ``(url, site, page_type, value)`` for discovery; returns how many were new."""
+        ...
+
+    def group_totals(self) -> list[GroupTotals]:
+        """Bucket sums per (site, page_type), sorted by site then page type."""
+        ...
+
+    def observation_count(self) -> int:
+        """Observations stored."""
+        ...
+
+    def buckets(self, since: float, until: float, sites: Sequence[str] | None = None) -> BucketRows:
+        """Buckets with ``since <= start < until`` (unix seconds)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...

@@ -1,0 +1,456 @@
+"""The embedded store: one SQLite file in WAL mode.
+
+WAL lets one writer (a fetcher reporting, an ingest) proceed while readers plan.
+Each batch is one ``BEGIN IMMEDIATE`` transaction: when :meth:`SQLiteStore.ingest`
+returns, its observations are on disk and survive a crash of the process.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from .._exceptions import StoreError
+from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
+from ..observation import Observation
+from ..pagestate import Classifier, PageState, apply_observation, fixed_outcome
+from ._protocol import BatchResult, BucketRows, GroupTotals
+
+__all__ = ["SQLiteStore"]
+
+SCHEMA_VERSION: Final = 1
+_OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
+_EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
+# Layout of one bucket delta: n, outcome counts, then the scalar sums, then the histogram.
+_SCALARS: Final = (
+    "bytes_sent", "bytes_received", "credits", "rendered", "conditional",
+    "canary_ok", "canary_mismatch", "lat_count", "lat_sum",
+)  # fmt: skip
+_O0: Final = 1
+_S0: Final = _O0 + len(OUTCOMES)
+_H0: Final = _S0 + len(_SCALARS)
+_WIDTH: Final = _H0 + LATENCY_BINS
+_BUCKET_COLS: Final = (
+    ["n"] + [f"o_{o}" for o in OUTCOMES] + list(_SCALARS) + [f"h{i}" for i in range(LATENCY_BINS)]
+)
+
+_PAGE_COLS: Final = (
+    "url", "site", "page_type", "value", "first_seen", "last_fetch", "last_ok", "last_change",
+    "fingerprint", "etag", "last_modified", "fetches", "changes", "bytes_total", "credits_total",
+    "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu", "nutch_interval", "gone",
+)  # fmt: skip
+_OBS_COLS: Final = (
+    "key", "url", "fetched_at", "status", "error", "fixed", "outcome", "record_hash",
+    "record_empty", "etag", "last_modified", "bytes_sent", "bytes_received", "credits",
+    "rendered", "latency_ms", "route", "conditional", "lease_id", "id",
+)  # fmt: skip
+
+_DDL: Final = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pages (
+    url TEXT PRIMARY KEY,
+    site TEXT NOT NULL,
+    page_type TEXT NOT NULL,
+    value REAL NOT NULL DEFAULT 1,
+    first_seen REAL NOT NULL,
+    last_fetch REAL, last_ok REAL, last_change REAL,
+    fingerprint TEXT, etag TEXT, last_modified TEXT,
+    fetches INTEGER NOT NULL DEFAULT 0,
+    changes INTEGER NOT NULL DEFAULT 0,
+    bytes_total INTEGER NOT NULL DEFAULT 0,
+    credits_total REAL NOT NULL DEFAULT 0,
+    avg_bytes REAL NOT NULL DEFAULT 0,
+    ev_nc REAL NOT NULL DEFAULT 0, ev_tc REAL NOT NULL DEFAULT 0,
+    ev_nu REAL NOT NULL DEFAULT 0, ev_tu REAL NOT NULL DEFAULT 0,
+    nutch_interval REAL NOT NULL DEFAULT 2592000,
+    gone INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS pages_site ON pages (site, page_type);
+CREATE TABLE IF NOT EXISTS observations (
+    seq INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    url TEXT NOT NULL,
+    fetched_at REAL NOT NULL,
+    status INTEGER, error TEXT,
+    fixed TEXT,
+    outcome TEXT NOT NULL,
+    record_hash TEXT, record_empty INTEGER NOT NULL DEFAULT 0,
+    etag TEXT, last_modified TEXT,
+    bytes_sent INTEGER NOT NULL DEFAULT 0, bytes_received INTEGER NOT NULL DEFAULT 0,
+    credits REAL,
+    rendered INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL,
+    route TEXT NOT NULL DEFAULT '',
+    conditional INTEGER NOT NULL DEFAULT 0,
+    lease_id TEXT, id TEXT
+);
+CREATE INDEX IF NOT EXISTS observations_url_time ON observations (url, fetched_at);
+CREATE TABLE IF NOT EXISTS buckets (
+    site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL, start INTEGER NOT NULL,
+    {
+    ", ".join(
+        f"{c} {'REAL' if c in ('credits', 'lat_sum') else 'INTEGER'} NOT NULL DEFAULT 0"
+        for c in _BUCKET_COLS
+    )
+},
+    PRIMARY KEY (start, site, page_type, route)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sites (
+    site TEXT PRIMARY KEY,
+    paused INTEGER NOT NULL DEFAULT 0,
+    cost_multiplier REAL NOT NULL DEFAULT 1,
+    note TEXT
+);
+"""
+
+_BUCKET_UPSERT: Final = (
+    f"INSERT INTO buckets (site, page_type, route, start, {', '.join(_BUCKET_COLS)}) "
+    f"VALUES (?, ?, ?, ?, {', '.join('?' * len(_BUCKET_COLS))}) "
+    "ON CONFLICT (start, site, page_type, route) DO UPDATE SET "
+    + ", ".join(f"{c} = {c} + excluded.{c}" for c in _BUCKET_COLS)
+)
+_PAGE_UPSERT: Final = (
+    f"INSERT OR REPLACE INTO pages ({', '.join(_PAGE_COLS)}) "
+    f"VALUES ({', '.join('?' * len(_PAGE_COLS))})"
+)
+_OBS_INSERT: Final = (
+    f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
+)
+_CHUNK: Final = 500
+
+
+def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _page_from_row(row: Sequence[Any]) -> PageState:
+    p = PageState(url=row[0], site=row[1], page_type=row[2], value=row[3], first_seen=row[4])
+    (
+        p.last_fetch, p.last_ok, p.last_change, p.fingerprint, p.etag, p.last_modified,
+        p.fetches, p.changes, p.bytes_total, p.credits_total, p.avg_bytes,
+        p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu, p.nutch_interval,
+    ) = row[5:21]  # fmt: skip
+    p.gone = bool(row[21])
+    return p
+
+
+def _page_row(p: PageState) -> tuple[Any, ...]:
+    return (
+        p.url, p.site, p.page_type, p.value, p.first_seen, p.last_fetch, p.last_ok,
+        p.last_change, p.fingerprint, p.etag, p.last_modified, p.fetches, p.changes,
+        p.bytes_total, p.credits_total, p.avg_bytes, p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu,
+        p.nutch_interval, int(p.gone),
+    )  # fmt: skip
+
+
+class SQLiteStore:
+    """The embedded store in one SQLite file (created if missing).
+
+    Safe to share between threads of one process (a lock serialises use of the
+    connection); several processes may open the same file.
+    """
+
+    def __init__(self, path: str | Path, *, half_life_days: float | None = None) -> None:
+        self.path = str(path)
+        self.half_life_days = half_life_days
+        self._lock = threading.RLock()
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA cache_size=-131072")
+            self._db.execute("PRAGMA temp_store=MEMORY")
+            self._db.executescript(_DDL)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open the store {self.path!r}: {exc}") from None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        observations: Sequence[Observation],
+        *,
+        classifier: Classifier | None = None,
+    ) -> BatchResult:
+        result = BatchResult()
+        if not observations:
+            return result
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                self._ingest_locked(db, observations, classifier, result)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        return result
+
+    def _ingest_locked(
+        self,
+        db: sqlite3.Connection,
+        observations: Sequence[Observation],
+        classifier: Classifier | None,
+        result: BatchResult,
+    ) -> None:
+        unique: dict[bytes, Observation] = {}
+        for o in observations:
+            if o.key in unique:
+                result.duplicates += 1
+            else:
+                unique[o.key] = o
+        keys = list(unique)
+        for chunk in _chunks(keys):
+            q = f"SELECT key FROM observations WHERE key IN ({','.join('?' * len(chunk))})"
+            for (k,) in db.execute(q, chunk):
+                del unique[k]
+                result.duplicates += 1
+        todo = sorted(unique.values(), key=lambda o: (o.url, o.fetched_at))
+        if not todo:
+            return
+        urls = list(dict.fromkeys(o.url for o in todo))
+        pages: dict[str, PageState] = {}
+        for chunk in _chunks(urls):
+            q = f"SELECT {', '.join(_PAGE_COLS)} FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+            for row in db.execute(q, chunk):
+                pages[row[0]] = _page_from_row(row)
+
+        deltas: dict[tuple[str, str, str, int], list[float]] = {}
+        obs_rows: list[tuple[Any, ...]] = []
+        rebuild: list[str] = []
+        counts = result.outcomes
+        hl = self.half_life_days
+        current_url = ""
+        page: PageState | None = None
+        out_of_order = False
+        for o in todo:
+            if o.url != current_url:
+                current_url = o.url
+                page = pages.get(o.url)
+                if page is None:
+                    page = PageState(
+                        url=o.url, site=o.site, page_type=o.page_type, first_seen=o.fetched_at
+                    )
+                    pages[o.url] = page
+                out_of_order = page.last_fetch is not None and o.fetched_at < page.last_fetch
+                if out_of_order:
+                    rebuild.append(o.url)
+            assert page is not None
+            fixed = fixed_outcome(o, page, classifier)
+            if out_of_order:
+                outcome = fixed or "unchanged"
+            else:
+                outcome = apply_observation(page, o, fixed, half_life_days=hl)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            obs_rows.append(
+                (
+                    o.key,
+                    o.url,
+                    o.fetched_at,
+                    o.status,
+                    o.error,
+                    fixed,
+                    outcome,
+                    o.record_hash,
+                    int(o.record_empty),
+                    o.etag,
+                    o.last_modified,
+                    o.bytes_sent,
+                    o.bytes_received,
+                    o.credits,
+                    int(o.rendered),
+                    o.latency_ms,
+                    o.route,
+                    int(o.conditional),
+                    o.lease_id,
+                    o.id,
+                )  # fmt: skip
+            )
+            bk = (
+                page.site,
+                page.page_type,
+                o.route,
+                int(o.fetched_at // BUCKET_SECONDS) * BUCKET_SECONDS,
+            )
+            d = deltas.get(bk)
+            if d is None:
+                d = deltas[bk] = [0.0] * _WIDTH
+            d[0] += 1
+            d[_O0 + _OUT_IDX[outcome]] += 1
+            d[_S0] += o.bytes_sent
+            d[_S0 + 1] += o.bytes_received
+            d[_S0 + 2] += o.billed_credits()
+            d[_S0 + 3] += o.rendered
+            d[_S0 + 4] += o.conditional
+            if o.latency_ms is not None:
+                d[_S0 + 7] += 1
+                d[_S0 + 8] += o.latency_ms
+                d[_H0 + bisect_left(_EDGES, o.latency_ms)] += 1
+        result.stored = len(todo)
+        db.executemany(_OBS_INSERT, obs_rows)
+        for url in rebuild:
+            self._rebuild_page(db, pages[url], deltas, counts)
+        result.reordered_pages = len(rebuild)
+        db.executemany(_PAGE_UPSERT, [_page_row(p) for p in pages.values()])
+        db.executemany(
+            _BUCKET_UPSERT,
+            [
+                (*k, *(int(x) if i not in (_S0 + 2, _S0 + 8) else x for i, x in enumerate(v)))
+                for k, v in deltas.items()
+            ],
+        )
+
+    def _rebuild_page(
+        self,
+        db: sqlite3.Connection,
+        page: PageState,
+        deltas: dict[tuple[str, str, str, int], list[float]],
+        counts: dict[str, int],
+    ) -> None:
+        """Re-fold a page's whole log in time order, fixing outcomes that depended on order."""
+        page.reset_history()
+        rows = db.execute(
+            "SELECT seq, fetched_at, status, error, fixed, outcome, record_hash, etag, "
+            "last_modified, bytes_sent, bytes_received, credits, route "
+            "FROM observations WHERE url = ? ORDER BY fetched_at, seq",
+            (page.url,),
+        ).fetchall()
+        fixes: list[tuple[str, int]] = []
+        for seq, t, status, error, fixed, old, rh, etag, lm, bs, br, cr, route in rows:
+            o = Observation(
+                url=page.url, fetched_at=t, site=page.site, page_type=page.page_type,
+                status=status, error=error, record_hash=rh, etag=etag, last_modified=lm,
+                bytes_sent=bs, bytes_received=br, credits=cr, route=route,
+            )  # fmt: skip
+            new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
+            if new != old:
+                fixes.append((new, seq))
+                bk = (page.site, page.page_type, route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)
+                d = deltas.get(bk)
+                if d is None:
+                    d = deltas[bk] = [0.0] * _WIDTH
+                d[_O0 + _OUT_IDX[old]] -= 1
+                d[_O0 + _OUT_IDX[new]] += 1
+                counts[old] = counts.get(old, 0) - 1
+                counts[new] = counts.get(new, 0) + 1
+        db.executemany("UPDATE observations SET outcome = ? WHERE seq = ?", fixes)
+
+    def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:
+        with self._lock:
+            db = self._db
+            before = db.total_changes
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT INTO pages (url, site, page_type, value, first_seen) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (url) DO NOTHING",
+                    [(u, s, t, v, now) for u, s, t, v in rows],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return db.total_changes - before
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def observation_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM observations").fetchone()[0])
+
+    def page(self, url: str) -> PageState | None:
+        """The current state of one page (``url`` as normalised), or None."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {', '.join(_PAGE_COLS)} FROM pages WHERE url = ?", (url,)
+            ).fetchone()
+        return None if row is None else _page_from_row(row)
+
+    def outcomes(self, url: str) -> list[tuple[float, str]]:
+        """``(fetched_at, outcome)`` of every stored fetch of ``url``, in time order."""
+        with self._lock:
+            return [
+                (t, o)
+                for t, o in self._db.execute(
+                    "SELECT fetched_at, outcome FROM observations WHERE url = ? ORDER BY fetched_at, seq",
+                    (url,),
+                )
+            ]
+
+    def group_totals(self) -> list[GroupTotals]:
+        sums = ", ".join(f"sum(o_{o})" for o in OUTCOMES)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT site, page_type, sum(n), {sums}, sum(bytes_sent), sum(bytes_received), "
+                "sum(credits) FROM buckets GROUP BY site, page_type ORDER BY site, page_type"
+            ).fetchall()
+        k = len(OUTCOMES)
+        return [
+            GroupTotals(
+                site=r[0],
+                page_type=r[1],
+                fetches=int(r[2]),
+                outcomes={o: int(v) for o, v in zip(OUTCOMES, r[3 : 3 + k], strict=True)},
+                bytes_sent=int(r[3 + k]),
+                bytes_received=int(r[4 + k]),
+                credits=float(r[5 + k]),
+            )
+            for r in rows
+        ]
+
+    def buckets(self, since: float, until: float, sites: Sequence[str] | None = None) -> BucketRows:
+        cols = ", ".join(_BUCKET_COLS)
+        q = f"SELECT site, page_type, route, start, {cols} FROM buckets WHERE start >= ? AND start < ?"
+        args: list[Any] = [int(since), int(until)]
+        if sites:
+            q += f" AND site IN ({','.join('?' * len(sites))})"
+            args.extend(sites)
+        with self._lock:
+            rows = self._db.execute(q, args).fetchall()
+        arr = np.array([r[3:] for r in rows], dtype=np.float64).reshape(len(rows), 1 + _WIDTH)
+        k = len(OUTCOMES)
+        s = 1 + _S0
+        return BucketRows(
+            site=[r[0] for r in rows],
+            page_type=[r[1] for r in rows],
+            route=[r[2] for r in rows],
+            start=arr[:, 0].astype(np.int64),
+            n=arr[:, 1].astype(np.int64),
+            counts=arr[:, 2 : 2 + k].astype(np.int64),
+            bytes_sent=arr[:, s].astype(np.int64),
+            bytes_received=arr[:, s + 1].astype(np.int64),
+            credits=arr[:, s + 2],
+            canary_ok=arr[:, s + 5].astype(np.int64),
+            canary_mismatch=arr[:, s + 6].astype(np.int64),
+            latency=arr[:, 1 + _H0 :].astype(np.int64),
+        )
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read query (for the other modules of the store package and tests)."""
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from recrawl.ingest import ingest_lines
+from recrawl.stats import compute_stats
+from recrawl.store import SQLiteStore
+from recrawl.testing import write_fetch_log
+
+
+def obs(url: str, t: float, **kw) -> str:
+    return json.dumps({"url": url, "fetched_at": t, **kw})
+
+
+U = "https://shop.example/p/1"
+
+
+def test_outcomes_inferred_from_status_and_record(store: SQLiteStore):
+    lines = [
+        obs(U, 100, status=200, record={"price": 1}),
+        obs(U, 200, status=200, record={"price": 1}),
+        obs(U, 300, status=200, record={"price": 2}),
+        obs(U, 400, status=304),
+        obs(U, 500, status=429),
+        obs(U, 600, error="connection_reset"),
+        obs(U, 700, error="timeout"),
+        obs(U, 800, status=503),
+        obs(U, 900, status=404),
+        obs(U, 1000, status=200, record={"price": 2}, outcome="soft_block"),
+    ]
+    rep = ingest_lines(store, lines)
+    assert rep.stored == 10 and rep.rejected == 0
+    assert [o for _, o in store.outcomes(U)] == [
+        "new", "unchanged", "changed", "not_modified", "hard_block", "hard_block",
+        "error", "error", "gone", "soft_block",
+    ]  # fmt: skip
+    page = store.page(U)
+    assert page is not None
+    assert page.last_ok == 400 and page.last_change == 300 and page.changes == 1 and page.fetches == 10
+
+
+def test_same_id_twice_is_stored_once(store: SQLiteStore):
+    a = obs(U, 100, status=200, id="a")
+    rep = ingest_lines(store, [a, a, obs(U, 200, status=200, id="a")])
+    assert rep.stored == 1 and rep.duplicates == 2
+    rep = ingest_lines(store, [a])
+    assert rep.stored == 0 and rep.duplicates == 1
+    assert store.observation_count() == 1
+
+
+def test_out_of_order_arrival_ends_as_if_in_time_order(tmp_path: Path):
+    rng = random.Random(3)
+    versions = [1, 1, 2, 2, 2, 3, 1, 1]
+    lines = [obs(U, 1000 + 100 * i, status=200, record={"v": v}, id=str(i)) for i, v in enumerate(versions)]
+    ordered = SQLiteStore(tmp_path / "a.db")
+    ingest_lines(ordered, lines)
+    shuffled = lines[:]
+    rng.shuffle(shuffled)
+    mixed = SQLiteStore(tmp_path / "b.db")
+    for line in shuffled:  # one batch per line: every arrival may be out of order
+        ingest_lines(mixed, [line])
+    assert mixed.outcomes(U) == ordered.outcomes(U)
+    a, b = ordered.page(U), mixed.page(U)
+    assert a is not None and b is not None
+    assert (a.last_change, a.changes, a.fingerprint, a.ev_nc, a.ev_nu) == (
+        b.last_change, b.changes, b.fingerprint, b.ev_nc, b.ev_nu,
+    )  # fmt: skip
+    assert compute_stats(mixed.group_totals()) == compute_stats(ordered.group_totals())
+
+
+def test_bad_lines_named_good_lines_kept(store: SQLiteStore):
+    lines = [
+        obs(U, 1, status=200),
+        '{"fetched_at": 2, "status": 200}',
+        obs("ftp://x/", 3, status=200),
+        "not json",
+        obs(U, 5, status=200, bytes_received=-1),
+        obs(U, 6, status=200, outcome="weird"),
+        obs(U, 7, status=200),
+    ]
+    rep = ingest_lines(store, lines)
+    assert rep.stored == 2 and rep.rejected == 5
+    assert [(e.line, e.field) for e in rep.errors] == [
+        (2, "url"), (3, "url"), (4, None), (5, "bytes_received"), (6, "outcome"),
+    ]  # fmt: skip
+
+
+def test_record_fields_rules_decide_what_a_change_is(store: SQLiteStore):
+    from recrawl.fingerprint import FieldRule
+
+    rules = {"page": FieldRule(ignore=("fetched",))}
+    lines = [obs(U, t, status=200, record={"p": 1, "fetched": t}) for t in (1, 2, 3)]
+    ingest_lines(store, lines, rules=rules)
+    assert [o for _, o in store.outcomes(U)] == ["new", "unchanged", "unchanged"]
+
+
+def test_stats_counts_revisits_changes_and_cost(store: SQLiteStore):
+    lines = [
+        obs(U, 1, status=200, record={"p": 1}, bytes_sent=100, bytes_received=900),
+        obs(U, 2, status=200, record={"p": 2}, bytes_sent=100, bytes_received=900),
+        obs(U, 3, status=304, bytes_sent=100, bytes_received=50),
+        obs(U, 4, status=429, bytes_sent=100, bytes_received=10, credits=0),
+        obs("https://news.example/a", 1, status=200, record={"t": 1}, page_type="article"),
+    ]
+    ingest_lines(store, lines)
+    s = compute_stats(store.group_totals(), "bytes")
+    shop = next(g for g in s["groups"] if g["site"] == "shop.example")
+    assert shop == {
+        "site": "shop.example", "page_type": "page", "fetches": 4, "revisits": 3,
+        "changes_detected": 1, "fetches_without_change": 1, "cost": 2260.0, "cost_per_change": 2260.0,
+    }  # fmt: skip
+    assert s["total"]["observations"] == 5 and s["total"]["changes_detected"] == 1
+    credits = compute_stats(store.group_totals(), "credits")
+    shop_c = next(g for g in credits["groups"] if g["site"] == "shop.example")
+    assert shop_c["cost"] == 3.0  # two 200s and a 304 cost a credit each; the 429 reported 0
+
+
+def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
+    log = tmp_path / "big.jsonl"
+    write_fetch_log(str(log), 120_000, n_pages=5000, with_ids=False)
+    db = tmp_path / "crash.db"
+    cmd = [sys.executable, "-m", "recrawl.cli", "ingest", str(log), "--db", str(db), "-q"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until some batches have landed, then kill
+        time.sleep(0.2)
+        try:
+            s = SQLiteStore(db)
+            n = s.observation_count()
+            s.close()
+        except Exception:
+            n = 0
+        if n >= 20_000:
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = SQLiteStore(db)
+    stored_before = partial.observation_count()
+    partial.close()
+    assert 0 < stored_before < 120_000, "the kill should land mid-ingest"
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    assert "already known" in done.stdout
+    s = SQLiteStore(db)
+    assert s.observation_count() == 120_000
+    assert s.execute("SELECT count(*) FROM (SELECT key FROM observations GROUP BY key HAVING count(*) > 1)")[0][0] == 0
+    assert s.execute("SELECT sum(n) FROM buckets")[0][0] == 120_000
+    s.close()

@@ -36,7 +36,9 @@ def run_one(n: int, pages: int, workdir: str) -> dict[str, float]:
         " 'peak_rss_bytes': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n"
     )
     db = os.path.join(workdir, f"bench-{n}.db")
-    out = subprocess.run([sys.executable, "-c", code, log, db], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, log, db], capture_output=True, text=True, check=True
+    )
     res = json.loads(out.stdout)
     res["observations_per_s"] = res["stored"] / res["seconds"]
     res["db_bytes"] = os.path.getsize(db)

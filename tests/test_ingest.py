@@ -43,7 +43,9 @@ def test_outcomes_inferred_from_status_and_record(store: SQLiteStore):
     ]  # fmt: skip
     page = store.page(U)
     assert page is not None
-    assert page.last_ok == 400 and page.last_change == 300 and page.changes == 1 and page.fetches == 10
+    assert (
+        page.last_ok == 400 and page.last_change == 300 and page.changes == 1 and page.fetches == 10
+    )
 
 
 def test_same_id_twice_is_stored_once(store: SQLiteStore):
@@ -58,7 +60,10 @@ def test_same_id_twice_is_stored_once(store: SQLiteStore):
 def test_out_of_order_arrival_ends_as_if_in_time_order(tmp_path: Path):
     rng = random.Random(3)
     versions = [1, 1, 2, 2, 2, 3, 1, 1]
-    lines = [obs(U, 1000 + 100 * i, status=200, record={"v": v}, id=str(i)) for i, v in enumerate(versions)]
+    lines = [
+        obs(U, 1000 + 100 * i, status=200, record={"v": v}, id=str(i))
+        for i, v in enumerate(versions)
+    ]
     ordered = SQLiteStore(tmp_path / "a.db")
     ingest_lines(ordered, lines)
     shuffled = lines[:]
@@ -150,6 +155,11 @@ def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
     assert "already known" in done.stdout
     s = SQLiteStore(db)
     assert s.observation_count() == 120_000
-    assert s.execute("SELECT count(*) FROM (SELECT key FROM observations GROUP BY key HAVING count(*) > 1)")[0][0] == 0
+    assert (
+        s.execute(
+            "SELECT count(*) FROM (SELECT key FROM observations GROUP BY key HAVING count(*) > 1)"
+        )[0][0]
+        == 0
+    )
     assert s.execute("SELECT sum(n) FROM buckets")[0][0] == 120_000
     s.close()

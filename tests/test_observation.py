@@ -17,7 +17,9 @@ def test_url_normalised():
     assert normalize_url("http://[::1]:80/x") == "http://[::1]/x"
 
 
-@pytest.mark.parametrize("bad", ["ftp://x.com/", "/relative", "mailto:a@b", "http://", "http://h:99999/"])
+@pytest.mark.parametrize(
+    "bad", ["ftp://x.com/", "/relative", "mailto:a@b", "http://", "http://h:99999/"]
+)
 def test_non_http_urls_rejected(bad: str):
     with pytest.raises(InvalidObservation) as e:
         parse_observation({"url": bad, "fetched_at": 1, "status": 200})
@@ -77,7 +79,11 @@ def test_read_names_line_numbers_and_keeps_good_lines():
 
 
 def test_csv_same_columns():
-    lines = ["url,fetched_at,status,bytes_received\n", "http://a.example/x,2024-01-01T00:00:00Z,200,10\n", "http://a.example/y,,200,\n"]
+    lines = [
+        "url,fetched_at,status,bytes_received\n",
+        "http://a.example/x,2024-01-01T00:00:00Z,200,10\n",
+        "http://a.example/y,,200,\n",
+    ]
     items = list(read_observations(lines, fmt="csv"))
     assert items[0][1].bytes_received == 10  # type: ignore[union-attr]
     assert isinstance(items[1][1], InvalidObservation)
@@ -100,7 +106,24 @@ _json = st.recursive(
 )
 
 
-@given(st.dictionaries(st.sampled_from(["url", "fetched_at", "status", "error", "bytes_sent", "record", "outcome", "id", "site"]), _json))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "url",
+                "fetched_at",
+                "status",
+                "error",
+                "bytes_sent",
+                "record",
+                "outcome",
+                "id",
+                "site",
+            ]
+        ),
+        _json,
+    )
+)
 def test_parser_never_crashes_on_arbitrary_objects(raw):
     try:
         parse_observation(raw)

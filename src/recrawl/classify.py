@@ -227,13 +227,17 @@ class _Profile:
     sizes: deque[int]
     records: int = 0
     present: dict[str, int] = field(default_factory=dict)
+    stale: int = 0
+    median: float | None = None
+    required: frozenset[str] | None = None
 
 
 class ResponseNormals:
     """What is normal for each ``(site, page_type)``: body size and required fields.
 
-    Body size is the median of the last ``window`` good responses, bytes.
-    A field is required once ``min_records`` good records were seen and every
+    Body size is the median of the last ``window`` good responses, bytes,
+    recomputed every ``refresh`` good responses (a median per response would
+    cost more than the rest of ingest). A field is required once ``min_records`` good records were seen and every
     one of them carried it (non-blank). Feed only responses accepted as good
     (not blocked, not failed): a block wave must not become the new normal.
 
@@ -243,6 +247,8 @@ class ResponseNormals:
         Number of recent good body sizes kept per site and page type.
     min_records
         Good responses needed before a normal size or required field is claimed.
+    refresh
+        Good responses between two recomputations of the median and fields.
 
     Examples
     --------
@@ -255,9 +261,10 @@ class ResponseNormals:
     ['price', 'title']
     """
 
-    def __init__(self, window: int = 201, min_records: int = 20) -> None:
+    def __init__(self, window: int = 201, min_records: int = 20, refresh: int = 25) -> None:
         self.window = window
         self.min_records = min_records
+        self.refresh = refresh
         self._profiles: dict[tuple[str, str], _Profile] = {}
 
     def update(
@@ -279,21 +286,29 @@ class ResponseNormals:
             for name, value in record.items():
                 if not _is_blank(value):
                     profile.present[name] = profile.present.get(name, 0) + 1
+        profile.stale += 1
+        if profile.median is None or profile.stale >= self.refresh:
+            self._refresh(profile)
+
+    def _refresh(self, profile: _Profile) -> None:
+        profile.stale = 0
+        if len(profile.sizes) >= self.min_records:
+            ordered = sorted(profile.sizes)
+            mid = len(ordered) // 2
+            profile.median = (
+                float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+            )
+        if profile.records >= self.min_records:
+            profile.required = frozenset(
+                k for k, c in profile.present.items() if c == profile.records
+            )
 
     def body_bytes(self, site: str, page_type: str) -> float | None:
         """Median size of recent good bodies, bytes; None before ``min_records``."""
         profile = self._profiles.get((site, page_type))
-        if profile is None or len(profile.sizes) < self.min_records:
-            return None
-        ordered = sorted(profile.sizes)
-        mid = len(ordered) // 2
-        if len(ordered) % 2:
-            return float(ordered[mid])
-        return (ordered[mid - 1] + ordered[mid]) / 2.0
+        return None if profile is None else profile.median
 
     def required_fields(self, site: str, page_type: str) -> frozenset[str] | None:
         """Fields every good record carried; None before ``min_records`` records."""
         profile = self._profiles.get((site, page_type))
-        if profile is None or profile.records < self.min_records:
-            return None
-        return frozenset(k for k, c in profile.present.items() if c == profile.records)
+        return None if profile is None else profile.required

@@ -35,17 +35,23 @@ err = Console(stderr=True, highlight=False)
 
 DbOpt = Annotated[
     str | None,
-    typer.Option("--db", help="SQLite store path (default $RECRAWL_DB or ./recrawl.db).", show_default=False),
+    typer.Option(
+        "--db", help="SQLite store path (default $RECRAWL_DB or ./recrawl.db).", show_default=False
+    ),
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="Config file (default ./recrawl.toml when present).", show_default=False),
+    typer.Option(
+        "--config", help="Config file (default ./recrawl.toml when present).", show_default=False
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def _store(db: str | None, settings: Settings | None = None) -> SQLiteStore:
-    return SQLiteStore(db or default_db(), half_life_days=settings.half_life_days if settings else None)
+    return SQLiteStore(
+        db or default_db(), half_life_days=settings.half_life_days if settings else None
+    )
 
 
 def _fmt_num(x: float | None, digits: int = 2) -> str:
@@ -67,7 +73,9 @@ def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
             p = Path(name)
             if not p.is_file():
                 raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
-            opened.append((name, stack.enter_context(p.open(encoding="utf-8", newline="")), p.stat().st_size))
+            opened.append(
+                (name, stack.enter_context(p.open(encoding="utf-8", newline="")), p.stat().st_size)
+            )
         yield opened
 
 
@@ -114,7 +122,9 @@ def ingest(
                 task = progress.add_task(name, total=size or None, stored=0)
                 counting = _Counting(f)
 
-                def tick(rep: IngestReport, task: Any = task, counting: _Counting = counting) -> None:
+                def tick(
+                    rep: IngestReport, task: Any = task, counting: _Counting = counting
+                ) -> None:
                     progress.update(task, completed=counting.pos, stored=rep.stored)
 
                 def show(exc: Error, name: str = name) -> None:
@@ -148,8 +158,17 @@ def ingest(
 def _print_stats(data: dict[str, Any]) -> None:
     unit = data["unit"]
     table = Table(title=f"Fetch stats (cost in {unit})", title_justify="left")
-    for col in ("site", "page type", "fetches", "revisits", "changes", "no change", f"cost ({unit})", "cost/change"):
-        table.add_column(col, justify="left" if col in ("site", "page type") else "right")
+    for col in (
+        "site",
+        "type",
+        "fetches",
+        "revisits",
+        "changes",
+        "no change",
+        "cost",
+        "per change",
+    ):
+        table.add_column(col, justify="left" if col in ("site", "type") else "right", no_wrap=col != "site")
     for g in data["groups"]:
         table.add_row(
             g["site"], g["page_type"], _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),
@@ -170,7 +189,8 @@ def stats(
     db: DbOpt = None,
     config: ConfigOpt = None,
     unit: Annotated[
-        str | None, typer.Option("--unit", help="Billing unit: fetches, bytes or credits (default: config).")
+        str | None,
+        typer.Option("--unit", help="Billing unit: fetches, bytes or credits (default: config)."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -194,14 +214,19 @@ def _data_file(name: str) -> Path:
 
 @app.command()
 def demo(
-    db: Annotated[str, typer.Option("--db", help="Store for the demo (recreated).")] = "recrawl-demo.db",
+    db: Annotated[
+        str, typer.Option("--db", help="Store for the demo (recreated).")
+    ] = "recrawl-demo.db",
 ) -> None:
     """Ingest the bundled sample fetch log into a fresh store and show where the money goes."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
     settings = load_settings(_data_file("demo.toml"))
     out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
-    with _store(db, settings) as store, _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f:
+    with (
+        _store(db, settings) as store,
+        _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
+    ):
         rep = ingest_lines(store, f, rules=settings.page_types)
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
         data = compute_stats(store.group_totals(), "fetches")
@@ -217,7 +242,7 @@ def version() -> None:
 def main() -> None:
     """Entry point: one clear sentence on error, never a traceback."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except Error as exc:
         err.print(f"[red]error:[/] {exc}")
         sys.exit(2)
@@ -230,16 +255,15 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        show = getattr(exc, "show", None)
+        if callable(show):  # a usage error from the command-line parser
+            show()
+            sys.exit(getattr(exc, "exit_code", 2))
         if os.environ.get("RECRAWL_DEBUG"):
             raise
         err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
         sys.exit(1)
-
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 if __name__ == "__main__":
     main()

@@ -173,9 +173,7 @@ def decay_evidence(
     return nc * d, tc * d, nu * d, tu * d
 
 
-def raw_rates(
-    nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, tu: ArrayLike
-) -> FloatArray:
+def raw_rates(nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, tu: ArrayLike) -> FloatArray:
     """Per-page censored estimate without any prior, changes per day.
 
     ``λ = ln((tc + tu + τ/2) / (tu + τ/2)) / τ`` with ``τ = tc/nc``: the

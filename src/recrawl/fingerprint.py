@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, model_validator
 
 __all__ = ["FieldRule", "canonical_json", "fingerprint"]
@@ -83,9 +84,12 @@ def _drop(record: Mapping[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no insignificant whitespace (stable across loads)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def canonical_json(value: Any) -> bytes:
+    """UTF-8 JSON with sorted keys and no insignificant whitespace (stable across loads)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # integers beyond 64 bits, non-string keys
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def fingerprint(record: Mapping[str, Any], rule: FieldRule | None = None) -> str:
@@ -97,4 +101,4 @@ def fingerprint(record: Mapping[str, Any], rule: FieldRule | None = None) -> str
         kept = _drop(record, rule.ignore)
     else:
         kept = record
-    return hashlib.blake2b(canonical_json(kept).encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(canonical_json(kept), digest_size=16).hexdigest()

@@ -304,6 +304,39 @@ def _spend(mu: float, a: FloatArray, b: FloatArray) -> float:
         return float(np.sum(b / r))
 
 
+def _solve_log_mu(a: FloatArray, b: FloatArray, budget: float, lo_a: float, hi_a: float) -> float:
+    """Root in ``m = ln μ`` of ``Σ b / g⁻¹(μ a) = budget`` (safeguarded Newton).
+
+    ``d ln S / dm = −Σ b g(r) / (r³ e^(−r)) / S``; it is −1/2 where every r is
+    small, so the start ``μ₀ = (Σ b/√(2a) / budget)²`` is usually close.
+    """
+    lo = -hi_a - 90.0  # μ a ≤ e^-90 everywhere: a huge spend
+    hi = -lo_a  # μ a_min = 1: nothing is visited
+    target = float(np.log(budget))
+    m = 2.0 * float(np.log(np.sum(b / np.sqrt(2.0 * a)) / budget))
+    m = min(max(m, lo), hi)
+    for _ in range(100):
+        r = inverse_marginal(np.exp(m) * a, polish=True)
+        ok = np.isfinite(r) & (r > 0)
+        if not np.any(ok):
+            hi = m
+            m = 0.5 * (lo + hi)
+            continue
+        ro, bo = r[ok], b[ok]
+        spend = float(np.sum(bo / ro))
+        err = float(np.log(spend)) - target
+        if abs(err) < 1e-10 or hi - lo < 1e-12:
+            break
+        if err > 0:
+            lo = m
+        else:
+            hi = m
+        slope = -float(np.sum(bo * marginal(ro) * np.exp(ro) / ro**3)) / spend
+        step = m - err / slope if slope < 0 else 0.5 * (lo + hi)
+        m = step if lo < step < hi else 0.5 * (lo + hi)
+    return m
+
+
 def optimal_allocation(
     rate_per_day: ArrayLike,
     budget_per_day: float,
@@ -381,15 +414,8 @@ def optimal_allocation(
     a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
     b_bins = hist[keep]
 
-    lo = -hi_edge - 90.0  # log μ with μ a ≤ e^-90 everywhere: a huge spend
-    hi = -lo_edge  # μ a_min = 1: nothing is visited
-    while hi - lo > 1e-7:
-        mid = 0.5 * (lo + hi)
-        if _spend(float(np.exp(mid)), a_bins, b_bins) > budget_per_day:
-            lo = mid
-        else:
-            hi = mid
-    mu = float(np.exp(0.5 * (lo + hi)))
+    log_mu = _solve_log_mu(a_bins, b_bins, budget_per_day, lo_edge, hi_edge)
+    mu = float(np.exp(log_mu))
     a *= mu
     r = inverse_marginal(a)
     del a

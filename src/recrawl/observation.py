@@ -22,6 +22,8 @@ from functools import lru_cache
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
+import orjson
+
 from ._exceptions import InvalidObservation
 from .buckets import OUTCOMES
 from .fingerprint import FieldRule, fingerprint
@@ -120,6 +122,7 @@ def _normalize_netloc(scheme: str, netloc: str) -> str:
     return (userinfo + at if at else "") + host + (":" + port if port else "")
 
 
+@lru_cache(maxsize=262144)
 def normalize_url(url: str) -> str:
     """Absolute http(s) URL with scheme and host lower-cased, default port and
     fragment dropped, and an empty path written ``/``.
@@ -180,14 +183,21 @@ def _opt_str(raw: Mapping[str, Any], name: str) -> str | None:
     v = raw.get(name)
     if v is None or v == "":
         return None
-    if not isinstance(v, str):
+    if type(v) is not str:
         raise InvalidObservation("must be a string", field=name)
     return v
 
 
 def _opt_number(raw: Mapping[str, Any], name: str, *, integer: bool) -> Any:
     v = raw.get(name)
-    if v is None or v == "":
+    if v is None:
+        return None
+    t = type(v)
+    if t is int and v >= 0:
+        return v if integer else float(v)
+    if t is float and not integer and v >= 0 and v != math.inf:
+        return v
+    if v == "":
         return None
     if isinstance(v, str):
         try:
@@ -245,7 +255,11 @@ def parse_observation(
     if t_raw is None or t_raw == "":
         raise InvalidObservation("is missing", field="fetched_at")
     try:
-        fetched_at = parse_timestamp(t_raw)
+        fetched_at = (
+            float(t_raw) if type(t_raw) in (int, float) and t_raw >= 0 else parse_timestamp(t_raw)
+        )
+        if fetched_at != fetched_at or fetched_at == math.inf:
+            raise ValueError("is not a timestamp")
     except ValueError as exc:
         raise InvalidObservation(f"{t_raw!r} {exc}", field="fetched_at") from None
     status = _opt_number(raw, "status", integer=True)
@@ -336,14 +350,14 @@ def read_observations(
     if fmt == "csv":
         yield from _read_csv(lines, rules)
         return
-    loads = json.loads
+    loads = orjson.loads
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             raw = loads(line)
-        except ValueError as exc:
-            yield n, InvalidObservation(f"not JSON ({exc.args[0]})", line=n)
+        except orjson.JSONDecodeError as exc:
+            yield n, InvalidObservation(f"not JSON ({exc.msg} at column {exc.colno})", line=n)
             continue
         try:
             yield n, parse_observation(raw, rules=rules, key=_line_key(line))

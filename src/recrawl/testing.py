@@ -14,7 +14,12 @@ import numpy as np
 __all__ = ["generate_fetch_log", "write_fetch_log"]
 
 _SITES = ("shop.example", "news.example", "jobs.example", "docs.example")
-_TYPES = {"shop.example": ("product", "category"), "news.example": ("article",), "jobs.example": ("listing",), "docs.example": ("page",)}
+_TYPES = {
+    "shop.example": ("product", "category"),
+    "news.example": ("article",),
+    "jobs.example": ("listing",),
+    "docs.example": ("page",),
+}
 
 
 def generate_fetch_log(
@@ -74,7 +79,11 @@ def generate_fetch_log(
             else:
                 obs["status"] = 200
                 obs["bytes_received"] = 40_000 + (i % 7) * 1000
-                obs["record"] = {"v": int(versions[i]), "price": 10 + int(versions[i]) % 9, "fetched": round(float(t))}
+                obs["record"] = {
+                    "v": int(versions[i]),
+                    "price": 10 + int(versions[i]) % 9,
+                    "fetched": round(float(t)),
+                }
             if with_ids:
                 obs["id"] = f"obs-{emitted}"
             emitted += 1

@@ -72,9 +72,10 @@ CREATE TABLE IF NOT EXISTS pages (
     gone INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS pages_site ON pages (site, page_type);
+CREATE TABLE IF NOT EXISTS observation_keys (key INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS observations (
     seq INTEGER PRIMARY KEY,
-    key BLOB NOT NULL UNIQUE,
+    key INTEGER NOT NULL,
     url TEXT NOT NULL,
     fetched_at REAL NOT NULL,
     status INTEGER, error TEXT,
@@ -123,6 +124,11 @@ _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
 _CHUNK: Final = 500
+
+
+def _ikey(key: bytes) -> int:
+    """The observation's idempotency key as the table's 64-bit integer primary key."""
+    return int.from_bytes(key[:8], "big", signed=True)
 
 
 def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
@@ -210,15 +216,16 @@ class SQLiteStore:
     ) -> None:
         unique: dict[bytes, Observation] = {}
         for o in observations:
-            if o.key in unique:
+            k8 = o.key[:8]
+            if k8 in unique:
                 result.duplicates += 1
             else:
-                unique[o.key] = o
+                unique[k8] = o
         keys = list(unique)
         for chunk in _chunks(keys):
-            q = f"SELECT key FROM observations WHERE key IN ({','.join('?' * len(chunk))})"
-            for (k,) in db.execute(q, chunk):
-                del unique[k]
+            q = f"SELECT key FROM observation_keys WHERE key IN ({','.join('?' * len(chunk))})"
+            for (k,) in db.execute(q, [_ikey(c) for c in chunk]):
+                del unique[k.to_bytes(8, "big", signed=True)]
                 result.duplicates += 1
         todo = sorted(unique.values(), key=lambda o: (o.url, o.fetched_at))
         if not todo:
@@ -259,7 +266,7 @@ class SQLiteStore:
             counts[outcome] = counts.get(outcome, 0) + 1
             obs_rows.append(
                 (
-                    o.key,
+                    _ikey(o.key),
                     o.url,
                     o.fetched_at,
                     o.status,
@@ -279,7 +286,7 @@ class SQLiteStore:
                     int(o.conditional),
                     o.lease_id,
                     o.id,
-                )  # fmt: skip
+                )
             )
             bk = (
                 page.site,
@@ -303,17 +310,12 @@ class SQLiteStore:
                 d[_H0 + bisect_left(_EDGES, o.latency_ms)] += 1
         result.stored = len(todo)
         db.executemany(_OBS_INSERT, obs_rows)
+        db.executemany("INSERT INTO observation_keys VALUES (?)", [(r[0],) for r in obs_rows])
         for url in rebuild:
             self._rebuild_page(db, pages[url], deltas, counts)
         result.reordered_pages = len(rebuild)
         db.executemany(_PAGE_UPSERT, [_page_row(p) for p in pages.values()])
-        db.executemany(
-            _BUCKET_UPSERT,
-            [
-                (*k, *(int(x) if i not in (_S0 + 2, _S0 + 8) else x for i, x in enumerate(v)))
-                for k, v in deltas.items()
-            ],
-        )
+        db.executemany(_BUCKET_UPSERT, [(*k, *v) for k, v in deltas.items()])
 
     def _rebuild_page(
         self,

@@ -1,0 +1,697 @@
+"""The planner: which pages to fetch this cycle, within the cycle's budget.
+
+Pure functions over numpy arrays: no I/O and no clock, ``now`` is always an
+argument (unix seconds). Budgets and costs are in the user's billing unit
+(bytes, credits, or plain fetches), rates in changes per day.
+
+A cycle's budget is split into reserves and the score pool:
+
+1. **discovery** (``PlannerConfig.discovery_share``): pages never fetched,
+   oldest ``first_seen`` first;
+2. **verify** (``verify_share``): a uniform random sample of fetchable pages,
+   labelled so the model's calibration can be checked;
+3. **reestimate** (``reestimate_share``): pages not fetched for
+   ``reestimate_after_days`` or more, longest-unvisited first, so a page
+   believed static still gets visited;
+4. **score**: the rest, including whatever the reserves did not use, goes to
+   the policy:
+
+   ``recrawl`` (default)
+       the optimal allocation of :func:`recrawl.freshness.optimal_allocation`
+       on the estimated rates, turned into a per-cycle selection: pages are
+       taken by how far they are into their optimal interval
+       (``days since fetch × optimal visits per day``), most overdue first,
+       until the budget is spent.
+   ``greedy``
+       the seed's ``value × freshness_gain ÷ cost``, best first.
+   ``uniform``
+       longest-unvisited first: every page at the same interval.
+   ``proportional``
+       visits proportional to the estimated rate, most overdue first.
+   ``nutch``
+       Apache Nutch's AdaptiveFetchSchedule: a page is due when its interval
+       has passed; the interval grows ×1.4 after a fetch without change and
+       shrinks ×0.8 after a change, within 60 s … 90 days, starting at 30
+       days (see :func:`nutch_next_interval`). Due pages, most overdue first.
+
+Reserves ``verify`` and ``reestimate`` serve the model-driven policies
+(``recrawl``, ``greedy``) only; baselines spend their whole budget by their own
+rule (``discovery`` applies to all: a page without a first fetch has no state).
+A reserve too small to pay for one fetch pays for it with the matching
+probability (drawn from ``rng``), so small cycles still honour the shares on
+average.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .estimate import DEFAULT_HALF_LIFE_DAYS, GroupPriors, estimate_rates, fit_group_priors
+from .freshness import Objective, freshness_gain, optimal_allocation
+
+__all__ = [
+    "NUTCH_DEC_FACTOR",
+    "NUTCH_INC_FACTOR",
+    "NUTCH_INITIAL_INTERVAL_S",
+    "NUTCH_MAX_INTERVAL_S",
+    "NUTCH_MIN_INTERVAL_S",
+    "POLICIES",
+    "REASONS",
+    "Model",
+    "PageState",
+    "Plan",
+    "PlannerConfig",
+    "Policy",
+    "nutch_next_interval",
+    "plan_cycle",
+    "reallocate",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+Policy = Literal["recrawl", "greedy", "uniform", "proportional", "nutch"]
+POLICIES: tuple[str, ...] = ("recrawl", "greedy", "uniform", "proportional", "nutch")
+REASONS: tuple[str, ...] = ("score", "discovery", "reestimate", "verify")
+"""Reason labels, indexed by :attr:`Plan.reason` codes."""
+SCORE, DISCOVERY, REESTIMATE, VERIFY = 0, 1, 2, 3
+
+DAY_S = 86_400.0
+NUTCH_INITIAL_INTERVAL_S = 30 * DAY_S
+"""Nutch ``db.fetch.interval.default``: 30 days, seconds."""
+NUTCH_MIN_INTERVAL_S = 60.0
+"""Nutch ``db.fetch.schedule.adaptive.min_interval``: 60 s."""
+NUTCH_MAX_INTERVAL_S = 90 * DAY_S
+"""Upper bound of the adaptive interval used here: 90 days, seconds."""
+NUTCH_INC_FACTOR = 1.4
+"""Interval multiplier after a fetch without change (Nutch ``inc_rate`` 0.4)."""
+NUTCH_DEC_FACTOR = 0.8
+"""Interval multiplier after a fetch with a change (Nutch ``dec_rate`` 0.2)."""
+
+
+def nutch_next_interval(interval_s: NDArray[Any] | float, changed: NDArray[Any] | bool) -> Any:
+    """Next interval of Nutch's AdaptiveFetchSchedule, seconds.
+
+    ``interval × 1.4`` after a fetch that found no change, ``× 0.8`` after a
+    change, clipped to ``[60 s, 90 days]``.
+
+    >>> nutch_next_interval(30 * 86400.0, False) / 86400
+    42.0
+    >>> nutch_next_interval(100.0, True)
+    80.0
+    """
+    out = np.clip(
+        np.asarray(interval_s, dtype=np.float64)
+        * np.where(np.asarray(changed), NUTCH_DEC_FACTOR, NUTCH_INC_FACTOR),
+        NUTCH_MIN_INTERVAL_S,
+        NUTCH_MAX_INTERVAL_S,
+    )
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass
+class PageState:
+    """State of every page, one entry per page (index = page number).
+
+    Attributes
+    ----------
+    value : ndarray of float
+        Value weight (business tier, e.g. 1, 2, 4, 8); 0 never scores.
+    cost : ndarray of float
+        Cost of one fetch of this page, billing units (> 0).
+    site : ndarray of int
+        Site code, an index into ``site_cost_multiplier`` and ``site_paused``.
+    host : ndarray of int
+        Host code, for the per-host cap of each cycle (politeness).
+    group : ndarray of int
+        Group code (site × page type), for the empirical-Bayes prior.
+    last_fetch : ndarray of float
+        Unix seconds of the last fetch (ignored where ``never_fetched``).
+    first_seen : ndarray of float
+        Unix seconds at which the URL was discovered.
+    never_fetched : ndarray of bool
+        The page has no fetch yet (a discovery candidate).
+    ev_nc, ev_tc, ev_nu, ev_tu : ndarray of float
+        Revisit evidence, see :mod:`recrawl.estimate` (``ev_tc``, ``ev_tu`` in
+        days).
+    nutch_interval : ndarray of float
+        Current Nutch adaptive interval, seconds.
+    site_cost_multiplier : ndarray of float
+        Per-site factor on every fetch cost (1 = normal; health raises it),
+        indexed by site code.
+    site_paused : ndarray of bool
+        Per-site pause flag (health band "pushing back"), indexed by site code.
+    active : ndarray of bool
+        The page may be fetched at all (not gone, not outside its lifetime).
+    """
+
+    value: FloatArray
+    cost: FloatArray
+    site: IntArray
+    host: IntArray
+    group: IntArray
+    last_fetch: FloatArray
+    first_seen: FloatArray
+    never_fetched: BoolArray
+    ev_nc: FloatArray
+    ev_tc: FloatArray
+    ev_nu: FloatArray
+    ev_tu: FloatArray
+    nutch_interval: FloatArray
+    site_cost_multiplier: FloatArray
+    site_paused: BoolArray
+    active: BoolArray = field(default_factory=lambda: np.ones(0, dtype=bool))
+
+    def __post_init__(self) -> None:
+        n = self.value.shape[0]
+        if self.active.shape[0] != n:
+            self.active = np.ones(n, dtype=bool)
+        for name in (
+            "cost",
+            "site",
+            "host",
+            "group",
+            "last_fetch",
+            "first_seen",
+            "never_fetched",
+            "ev_nc",
+            "ev_tc",
+            "ev_nu",
+            "ev_tu",
+            "nutch_interval",
+        ):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"PageState.{name} must have shape ({n},)")
+        if self.site_cost_multiplier.shape != self.site_paused.shape:
+            raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    @classmethod
+    def new(
+        cls,
+        n: int,
+        *,
+        now: float = 0.0,
+        value: Any = 1.0,
+        cost: Any = 1.0,
+        site: Any = 0,
+        host: Any = None,
+        group: Any = None,
+        n_sites: int | None = None,
+    ) -> PageState:
+        """State for ``n`` newly discovered pages (never fetched, no evidence).
+
+        >>> s = PageState.new(3, now=1.7e9)
+        >>> len(s), bool(s.never_fetched.all())
+        (3, True)
+        """
+        site_a = np.broadcast_to(np.asarray(site, dtype=np.int64), (n,)).copy()
+        ns = int(n_sites if n_sites is not None else (int(site_a.max(initial=-1)) + 1))
+        ns = max(ns, 1)
+        return cls(
+            value=np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)).copy(),
+            cost=np.broadcast_to(np.asarray(cost, dtype=np.float64), (n,)).copy(),
+            site=site_a,
+            host=site_a.copy() if host is None else np.asarray(host, dtype=np.int64),
+            group=site_a.copy() if group is None else np.asarray(group, dtype=np.int64),
+            last_fetch=np.full(n, float(now)),
+            first_seen=np.full(n, float(now)),
+            never_fetched=np.ones(n, dtype=bool),
+            ev_nc=np.zeros(n),
+            ev_tc=np.zeros(n),
+            ev_nu=np.zeros(n),
+            ev_tu=np.zeros(n),
+            nutch_interval=np.full(n, NUTCH_INITIAL_INTERVAL_S),
+            site_cost_multiplier=np.ones(ns),
+            site_paused=np.zeros(ns, dtype=bool),
+            active=np.ones(n, dtype=bool),
+        )
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Settings of the planner.
+
+    Attributes
+    ----------
+    cycle_hours : float
+        Length of a cycle, hours; the daily budget is the cycle's budget ×
+        ``24 / cycle_hours``.
+    discovery_share, reestimate_share, verify_share : float
+        Fractions of each cycle's budget reserved for new URLs, for pages not
+        fetched for ``reestimate_after_days``, and for a uniform random sample.
+        What a reserve does not use goes to the score pool.
+    reestimate_after_days : float
+        A page becomes a re-estimation candidate after this many days without
+        a fetch.
+    max_per_host : int or None
+        At most this many fetches per host per cycle (None: no cap).
+    half_life_days : float
+        Evidence half-life for the estimator, days.
+    greedy_interval_days : float or None
+        The ``interval_days`` of the seed's priority for ``greedy``; None uses
+        the mean revisit interval the budget affords.
+    """
+
+    cycle_hours: float = 1.0
+    discovery_share: float = 0.05
+    reestimate_share: float = 0.02
+    verify_share: float = 0.01
+    reestimate_after_days: float = 180.0
+    max_per_host: int | None = None
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    greedy_interval_days: float | None = None
+
+    def __post_init__(self) -> None:
+        shares = (self.discovery_share, self.reestimate_share, self.verify_share)
+        if any(s < 0 for s in shares) or sum(shares) > 1:
+            raise ValueError("reserve shares must be ≥ 0 and sum to at most 1")
+        if self.cycle_hours <= 0:
+            raise ValueError("cycle_hours must be positive")
+
+
+@dataclass(frozen=True)
+class Model:
+    """Estimated rates and the allocation they imply (see :func:`reallocate`).
+
+    Attributes
+    ----------
+    rate_per_day : ndarray
+        Estimated change rate of each page, changes per day.
+    rate_sd_per_day : ndarray
+        Its uncertainty (posterior standard deviation), changes per day.
+    visits_per_day : ndarray
+        Target visit frequency of each page, visits per day (0: none).
+    budget_per_day : float
+        The daily budget the allocation spends, billing units.
+    objective : str
+        ``"freshness"`` or ``"events"``.
+    policy : str
+        The policy whose targets ``visits_per_day`` holds.
+    """
+
+    rate_per_day: FloatArray
+    rate_sd_per_day: FloatArray
+    visits_per_day: FloatArray
+    budget_per_day: float
+    objective: str
+    policy: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One cycle's fetch tasks, as parallel arrays.
+
+    Attributes
+    ----------
+    index : ndarray of int
+        Page numbers to fetch, in priority order within each reason.
+    reason : ndarray of int8
+        Why each page was chosen: an index into :data:`REASONS`.
+    expected_gain : ndarray of float
+        Expected fresh days bought (``freshness``) or probability of finding
+        a change (``events``), times the page's value.
+    cost : ndarray of float
+        Effective cost of each fetch (cost × site multiplier), billing units.
+    priority : ndarray of float
+        The policy's score of each page (larger first; reserve picks keep
+        their policy score too).
+    """
+
+    index: IntArray
+    reason: NDArray[np.int8]
+    expected_gain: FloatArray
+    cost: FloatArray
+    priority: FloatArray
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def spent(self) -> float:
+        """Total cost of the plan, billing units."""
+        return float(self.cost.sum())
+
+    def to_tasks(self, page_ids: Any = None) -> list[dict[str, Any]]:
+        """The plan as a list of task dicts.
+
+        Each has ``page`` (``page_ids[i]`` if given, else the page number),
+        ``reason``, ``expected_gain``, ``cost`` and ``priority``.
+        """
+        ids = self.index.tolist() if page_ids is None else [page_ids[i] for i in self.index]
+        return [
+            {
+                "page": pid,
+                "reason": REASONS[r],
+                "expected_gain": g,
+                "cost": c,
+                "priority": p,
+            }
+            for pid, r, g, c, p in zip(
+                ids,
+                self.reason.tolist(),
+                self.expected_gain.tolist(),
+                self.cost.tolist(),
+                self.priority.tolist(),
+                strict=True,
+            )
+        ]
+
+
+def reallocate(
+    pages: PageState,
+    budget_per_day: float,
+    now: float,
+    *,
+    policy: str = "recrawl",
+    objective: Objective = "freshness",
+    config: PlannerConfig | None = None,
+    priors: GroupPriors | None = None,
+) -> Model:
+    """Re-estimate every page's rate and re-solve the allocation.
+
+    Parameters
+    ----------
+    pages : PageState
+        Page state.
+    budget_per_day : float
+        Billing units per day available to the score pool.
+    now : float
+        Unix seconds.
+    policy : str
+        ``recrawl`` solves the optimal allocation; ``proportional`` sets visits
+        proportional to the rate; other policies only need the rates.
+    objective : {"freshness", "events"}
+        What the allocation maximises.
+    config : PlannerConfig, optional
+    priors : GroupPriors, optional
+        Group priors; fitted on the fetched pages' evidence if omitted.
+
+    Returns
+    -------
+    Model
+    """
+    cfg = config or PlannerConfig()
+    fetched = ~pages.never_fetched
+    elapsed = np.where(fetched, (now - pages.last_fetch) / DAY_S, 0.0)
+    if priors is None:
+        n_groups = int(pages.group.max(initial=-1)) + 1
+        priors = fit_group_priors(
+            pages.ev_nc[fetched],
+            pages.ev_tc[fetched],
+            pages.ev_nu[fetched],
+            pages.ev_tu[fetched],
+            pages.group[fetched],
+            n_groups=n_groups,
+        )
+    rate, sd = estimate_rates(
+        pages.ev_nc,
+        pages.ev_tc,
+        pages.ev_nu,
+        pages.ev_tu,
+        pages.group,
+        priors=priors,
+        elapsed_days=elapsed,
+        half_life_days=cfg.half_life_days,
+    )
+    eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
+    live = pages.active & ~pages.site_paused[pages.site] & fetched
+    visits = np.zeros(len(pages))
+    if policy in ("recrawl", "proportional") and np.any(live) and budget_per_day > 0:
+        idx = np.flatnonzero(live)
+        if policy == "recrawl":
+            alloc = optimal_allocation(
+                rate[idx],
+                budget_per_day,
+                weight=pages.value[idx],
+                cost=eff_cost[idx],
+                objective=objective,
+            )
+            visits[idx] = alloc.visits_per_day
+        else:
+            share = rate[idx] * (pages.value[idx] > 0)
+            total = float(np.dot(share, eff_cost[idx]))
+            if total > 0:
+                visits[idx] = share * (budget_per_day / total)
+    return Model(rate, sd, visits, float(budget_per_day), objective, policy)
+
+
+def _rank_within(keys: IntArray) -> IntArray:
+    """Rank of each element among the earlier elements with the same key."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    counts = np.diff(np.r_[start, sk.shape[0]])
+    first = np.repeat(start, counts)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(sk.shape[0]) - first
+    return rank
+
+
+class _Selector:
+    """Spends budget over ordered candidates, honouring the per-host cap."""
+
+    def __init__(
+        self, pages: PageState, eff_cost: FloatArray, cap: int | None, rng: np.random.Generator
+    ) -> None:
+        self.pages = pages
+        self.eff_cost = eff_cost
+        self.cap = cap
+        self.rng = rng
+        self.taken = np.zeros(len(pages), dtype=bool)
+        self.host_used: dict[int, int] = {}
+
+    def take(self, ordered: IntArray, budget: float, *, round_up: bool = False) -> float:
+        """Take candidates in order while they fit; return the budget used."""
+        if budget <= 0 or ordered.size == 0:
+            return 0.0
+        ordered = ordered[~self.taken[ordered]]
+        if self.cap is not None and ordered.size:
+            hosts = self.pages.host[ordered]
+            rank = _rank_within(hosts)
+            if self.host_used:
+                rank = rank + np.array([self.host_used.get(int(h), 0) for h in hosts])
+            ordered = ordered[rank < self.cap]
+        if ordered.size == 0:
+            return 0.0
+        cum = np.cumsum(self.eff_cost[ordered])
+        k = int(np.searchsorted(cum, budget * (1 + 1e-9) + 1e-12, side="right"))
+        used = float(cum[k - 1]) if k else 0.0
+        if round_up and k < ordered.size:
+            # a reserve too small for the next fetch pays for it with that probability
+            nxt = float(self.eff_cost[ordered[k]])
+            if self.rng.random() < (budget - used) / nxt:
+                k += 1
+                used += nxt
+        chosen = ordered[:k]
+        return self._commit(chosen, used)
+
+    def _commit(self, chosen: IntArray, used: float) -> float:
+        if chosen.size == 0:
+            return 0.0
+        self.taken[chosen] = True
+        if self.cap is not None:
+            hs, cnt = np.unique(self.pages.host[chosen], return_counts=True)
+            for h, c in zip(hs.tolist(), cnt.tolist(), strict=True):
+                self.host_used[h] = self.host_used.get(h, 0) + c
+        return used
+
+
+def _top(priority: FloatArray, candidates: IntArray, k: int) -> IntArray:
+    """The ``k`` candidates of highest priority, best first."""
+    if candidates.size > k:
+        part = np.argpartition(-priority[candidates], k - 1)[:k]
+        candidates = candidates[part]
+    return candidates[np.argsort(-priority[candidates], kind="stable")]
+
+
+def plan_cycle(
+    pages: PageState,
+    budget: float,
+    now: float,
+    *,
+    policy: str = "recrawl",
+    objective: Objective = "freshness",
+    config: PlannerConfig | None = None,
+    rng: np.random.Generator | None = None,
+    model: Model | None = None,
+) -> Plan:
+    """Choose this cycle's fetches.
+
+    Parameters
+    ----------
+    pages : PageState
+        State of every page.
+    budget : float
+        The cycle's budget, billing units.
+    now : float
+        Unix seconds.
+    policy : {"recrawl", "greedy", "uniform", "proportional", "nutch"}
+        How the score pool is spent (see module docstring).
+    objective : {"freshness", "events"}
+        What a visit is worth.
+    config : PlannerConfig, optional
+        Reserve shares, host cap, cycle length.
+    rng : numpy.random.Generator, optional
+        Source of the verification sample and of reserve rounding.
+    model : Model, optional
+        Rates and targets from :func:`reallocate`; computed here when omitted
+        (pass one to re-use it across cycles: selection alone is much faster).
+
+    Returns
+    -------
+    Plan
+
+    Examples
+    --------
+    >>> s = PageState.new(4, now=0.0)
+    >>> plan = plan_cycle(s, budget=2.0, now=3600.0)
+    >>> [t["reason"] for t in plan.to_tasks()]
+    ['discovery', 'discovery']
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    cfg = config or PlannerConfig()
+    gen = rng if rng is not None else np.random.default_rng()
+    n = len(pages)
+    eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
+    fetchable = pages.active & ~pages.site_paused[pages.site] & (eff_cost > 0)
+    sel = _Selector(pages, eff_cost, cfg.max_per_host, gen)
+    model_driven = policy in ("recrawl", "greedy")
+    cycles_per_day = 24.0 / cfg.cycle_hours
+
+    # 1. discovery: never-fetched pages, oldest first
+    new_idx = np.flatnonzero(fetchable & pages.never_fetched)
+    disc_used = 0.0
+    if new_idx.size:
+        new_idx = new_idx[np.argsort(pages.first_seen[new_idx], kind="stable")]
+        disc_used = sel.take(new_idx, budget * cfg.discovery_share, round_up=True)
+    disc_chosen = np.flatnonzero(sel.taken)
+
+    known = np.flatnonzero(fetchable & ~pages.never_fetched)
+    days_since = (now - pages.last_fetch[known]) / DAY_S
+    np.maximum(days_since, 0.0, out=days_since)
+
+    if model is None and policy in ("recrawl", "greedy", "proportional"):
+        reserves = (cfg.verify_share + cfg.reestimate_share) if model_driven else 0.0
+        model = reallocate(
+            pages,
+            budget * cycles_per_day * (1.0 - reserves),
+            now,
+            policy=policy,
+            objective=objective,
+            config=cfg,
+        )
+
+    # policy priority of the known pages
+    prio_known: FloatArray
+    if policy in ("recrawl", "proportional"):
+        assert model is not None
+        prio_known = days_since * model.visits_per_day[known]
+    elif policy == "greedy":
+        assert model is not None
+        interval = cfg.greedy_interval_days
+        if interval is None:
+            daily = budget * cycles_per_day
+            interval = float(eff_cost[known].sum()) / daily if daily > 0 else 1.0
+        lam = model.rate_per_day[known]
+        if objective == "freshness":
+            gain = freshness_gain(lam, days_since, interval)
+        else:
+            gain = -np.expm1(-lam * days_since)
+        prio_known = pages.value[known] * gain / eff_cost[known]
+    elif policy == "uniform":
+        prio_known = days_since.copy()
+    else:  # nutch
+        ratio = days_since * DAY_S / pages.nutch_interval[known]
+        prio_known = np.where(ratio >= 1.0, ratio, 0.0)
+    priority = np.zeros(n)
+    priority[known] = prio_known
+
+    parts: list[tuple[IntArray, int]] = [(disc_chosen, DISCOVERY)]
+    used = disc_used
+
+    if model_driven and known.size:
+        # 2. verification: uniform random sample
+        vb = budget * cfg.verify_share
+        if vb > 0:
+            k = int(min(known.size, vb / max(float(eff_cost[known].min()), 1e-300) + 1))
+            sample = gen.choice(known, size=k, replace=False) if k < known.size else known
+            before = sel.taken.copy()
+            used += sel.take(np.asarray(sample, dtype=np.int64), vb, round_up=True)
+            parts.append((np.flatnonzero(sel.taken & ~before), VERIFY))
+        # 3. re-estimation: pages unvisited for a long time, oldest first
+        rb = budget * cfg.reestimate_share
+        stale = known[days_since >= cfg.reestimate_after_days]
+        if rb > 0 and stale.size:
+            stale = stale[np.argsort(pages.last_fetch[stale], kind="stable")]
+            before = sel.taken.copy()
+            used += sel.take(stale, rb, round_up=True)
+            parts.append((np.flatnonzero(sel.taken & ~before), REESTIMATE))
+
+    # 4. the score pool: everything left, best priority first
+    left = budget - used
+    cand = known[prio_known > 0]
+    if left > 0 and cand.size:
+        min_cost = max(float(eff_cost[cand].min()), 1e-300)
+        k = int(min(cand.size, left / min_cost + 1))
+        while True:
+            kk = k if cfg.max_per_host is None else min(cand.size, 4 * k)
+            ordered = _top(priority, cand, kk)
+            before = sel.taken.copy()
+            got = sel.take(ordered, left)
+            chosen = np.flatnonzero(sel.taken & ~before)
+            if kk >= cand.size or got >= left - min_cost or cfg.max_per_host is None:
+                break
+            # the host cap filtered too many: undo and retry with more candidates
+            sel.taken[chosen] = False
+            for h, c in zip(*np.unique(pages.host[chosen], return_counts=True), strict=True):
+                sel.host_used[int(h)] -= int(c)
+            k = 4 * kk
+        chosen = chosen[np.argsort(-priority[chosen], kind="stable")]
+        parts.append((chosen, SCORE))
+
+    # 5. whatever the score pool could not use goes to more new pages
+    left = budget - used - sum(float(eff_cost[p].sum()) for p, r in parts if r == SCORE)
+    if new_idx.size and left > 0:
+        before = sel.taken.copy()
+        sel.take(new_idx, left)
+        parts.append((np.flatnonzero(sel.taken & ~before), DISCOVERY))
+
+    index = np.concatenate([p for p, _ in parts]).astype(np.int64)
+    reason = np.concatenate([np.full(p.size, r, dtype=np.int8) for p, r in parts])
+    # expected gain of each chosen visit, times value
+    ds = np.where(pages.never_fetched[index], np.inf, (now - pages.last_fetch[index]) / DAY_S)
+    if model is not None:
+        lam = model.rate_per_day[index]
+    else:
+        lam = estimate_rates(
+            pages.ev_nc[index], pages.ev_tc[index], pages.ev_nu[index], pages.ev_tu[index]
+        )[0]
+    if objective == "freshness":
+        if model is not None and policy in ("recrawl", "proportional"):
+            f = model.visits_per_day[index]
+            horizon = np.where(f > 0, 1.0 / np.where(f > 0, f, 1.0), 1.0)
+        else:
+            daily = budget * cycles_per_day
+            horizon = np.full(
+                index.size, float(eff_cost[fetchable].sum()) / daily if daily > 0 else 1.0
+            )
+        gain = freshness_gain(lam, ds, horizon)
+    else:
+        gain = -np.expm1(-lam * ds)
+    gain = np.asarray(gain) * pages.value[index]
+    return Plan(
+        index=index,
+        reason=reason,
+        expected_gain=np.asarray(gain, dtype=np.float64),
+        cost=eff_cost[index],
+        priority=priority[index],
+    )

@@ -1,0 +1,501 @@
+"""Replay change traces against the planner's policies (SPEC §5 semantics).
+
+Every page is fetched once at its ``start`` (not counted, not charged). Time
+advances in cycles (default one hour) from the earliest start; each cycle
+earns ``budget × live pages × cycle length`` cost units (``budget`` is per live
+page per day; unspent budget carries over up to the cost of one fetch). A
+fetch at time ``t`` reveals only whether any change happened since that
+page's previous fetch: the policies learn from that and from nothing else.
+
+**Freshness** is the mean over pages, weighted by value, of the fraction of
+``[start, end]`` during which the local copy equalled the live page (a copy
+fetched at ``t`` stays fresh until the first change after ``t``).
+
+``oracle`` is the hindsight optimum: the Cho & Garcia-Molina allocation solved
+with each page's true average rate (changes ÷ watched days, at least 0.5
+changes), visited at fixed intervals with a random phase, each visit rounded up
+to the next cycle. It is the benchmark's yardstick, not a policy one could run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .estimate import update_evidence_arrays
+from .freshness import Objective, optimal_allocation
+from .planner import (
+    NUTCH_INITIAL_INTERVAL_S,
+    POLICIES,
+    Model,
+    PageState,
+    PlannerConfig,
+    nutch_next_interval,
+    plan_cycle,
+    reallocate,
+)
+from .traces import Trace, load_traces
+
+__all__ = [
+    "ALL_POLICIES",
+    "GENERATED_KINDS",
+    "ProgressHook",
+    "generate_traces",
+    "load_traces",
+    "replay",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+DAY_S = 86_400.0
+ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
+"""Policies :func:`replay` runs by default."""
+
+ProgressHook = Callable[[str, int, int], None]
+"""``progress(policy, cycles_done, cycles_total)``, called as a replay advances."""
+
+
+class _Pages:
+    """A set of traces as flat arrays, with vectorised change queries."""
+
+    def __init__(self, traces: Sequence[Trace]) -> None:
+        if not traces:
+            raise ValueError("no traces to replay")
+        self.n = len(traces)
+        self.start = np.array([t.start for t in traces], dtype=np.float64)
+        self.end = np.array([t.end for t in traces], dtype=np.float64)
+        self.value = np.array([t.value for t in traces], dtype=np.float64)
+        self.cost = np.array([t.cost for t in traces], dtype=np.float64)
+        self.n_changes = np.array([t.changes.size for t in traces], dtype=np.int64)
+        self.t0 = float(self.start.min())
+        self.t1 = float(self.end.max())
+        self.span = self.t1 - self.t0 + 2.0
+        self.offsets = np.concatenate([[0], np.cumsum(self.n_changes)]).astype(np.int64)
+        flat = [t.changes - self.t0 + i * self.span for i, t in enumerate(traces)]
+        self.keys = np.concatenate(flat) if self.offsets[-1] else np.zeros(0)
+        sites: dict[str, int] = {}
+        groups: dict[tuple[str, str], int] = {}
+        self.site = np.array([sites.setdefault(t.site, len(sites)) for t in traces])
+        self.group = np.array(
+            [groups.setdefault((t.site, t.page_type), len(groups)) for t in traces]
+        )
+        self.n_sites = len(sites)
+
+    def _pos(self, idx: IntArray, t: FloatArray) -> IntArray:
+        q = idx * self.span + (t - self.t0)
+        return np.searchsorted(self.keys, q, side="right").astype(np.int64)
+
+    def count_upto(self, idx: IntArray, t: FloatArray) -> IntArray:
+        """Number of changes of pages ``idx`` at or before ``t``."""
+        return self._pos(idx, t) - self.offsets[idx]
+
+    def next_after(self, idx: IntArray, t: FloatArray) -> FloatArray:
+        """Time of the first change of pages ``idx`` after ``t`` (inf if none)."""
+        j = self._pos(idx, t)
+        ok = j < self.offsets[idx + 1]
+        jj = np.minimum(j, max(self.keys.size - 1, 0))
+        when = self.keys[jj] - idx * self.span + self.t0 if self.keys.size else np.zeros(idx.size)
+        return np.where(ok, when, np.inf)
+
+
+@dataclass
+class _Tally:
+    fetches: int = 0
+    changes_detected: int = 0
+    cost: float = 0.0
+
+    def result(self, freshness: float) -> dict[str, Any]:
+        return {
+            "freshness": freshness,
+            "fetches": self.fetches,
+            "changes_detected": self.changes_detected,
+            "fetches_without_change": self.fetches - self.changes_detected,
+            "cost": self.cost,
+            "cost_per_change": (
+                self.cost / self.changes_detected if self.changes_detected else None
+            ),
+        }
+
+
+def _final_freshness(p: _Pages, last: FloatArray, fresh: FloatArray) -> float:
+    idx = np.arange(p.n, dtype=np.int64)
+    fresh = fresh + np.minimum(p.next_after(idx, last), p.end) - last
+    frac = fresh / (p.end - p.start)
+    return float(np.dot(p.value, frac) / p.value.sum()) if p.value.sum() > 0 else 0.0
+
+
+def _run_oracle(
+    p: _Pages,
+    budget: float,
+    cycle_s: float,
+    objective: Objective,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    days = (p.end - p.start) / DAY_S
+    lam = np.maximum(p.n_changes, 0.5) / days
+    mean_days = float(days.mean())
+    # Σ c f D = budget Σ D  ⇔  Σ (c D / D̄) f = budget · n
+    weight = p.value if objective == "freshness" else p.value * days
+    alloc = optimal_allocation(
+        lam, budget * p.n, weight=weight, cost=p.cost * days / mean_days, objective=objective
+    )
+    tally = _Tally()
+    fresh = np.zeros(p.n)
+    last = p.start.copy()
+    for i in range(p.n):
+        f = alloc.visits_per_day[i]
+        if f <= 0:
+            continue
+        step = DAY_S / f
+        due = (
+            p.start[i]
+            + rng.uniform(0.0, step)
+            + step * np.arange(int((p.end[i] - p.start[i]) / step) + 2)
+        )
+        when = p.t0 + np.ceil((due - p.t0) / cycle_s) * cycle_s
+        when = np.unique(when[(when <= p.end[i]) & (when > p.start[i])])
+        if when.size == 0:
+            continue
+        prev = np.concatenate([[p.start[i]], when[:-1]])
+        ii = np.full(when.size, i, dtype=np.int64)
+        changed = p.count_upto(ii, when) > p.count_upto(ii, prev)
+        fresh[i] = float(np.sum(np.minimum(p.next_after(ii, prev), when) - prev))
+        last[i] = when[-1]
+        tally.fetches += int(when.size)
+        tally.changes_detected += int(changed.sum())
+        tally.cost += float(p.cost[i] * when.size)
+    return tally.result(_final_freshness(p, last, fresh))
+
+
+def _run_policy(
+    p: _Pages,
+    policy: str,
+    budget: float,
+    cycle_s: float,
+    objective: Objective,
+    rng: np.random.Generator,
+    config: PlannerConfig,
+    reallocate_s: float,
+    progress: ProgressHook | None,
+) -> dict[str, Any]:
+    n = p.n
+    state = PageState(
+        value=p.value.copy(),
+        cost=p.cost.copy(),
+        site=p.site.copy(),
+        host=p.site.copy(),
+        group=p.group.copy(),
+        last_fetch=p.start.copy(),
+        first_seen=p.start.copy(),
+        never_fetched=np.zeros(n, dtype=bool),
+        ev_nc=np.zeros(n),
+        ev_tc=np.zeros(n),
+        ev_nu=np.zeros(n),
+        ev_tu=np.zeros(n),
+        nutch_interval=np.full(n, NUTCH_INITIAL_INTERVAL_S),
+        site_cost_multiplier=np.ones(p.n_sites),
+        site_paused=np.zeros(p.n_sites, dtype=bool),
+        active=np.zeros(n, dtype=bool),
+    )
+    fresh = np.zeros(n)
+    tally = _Tally()
+    n_cycles = int(math.ceil((p.t1 - p.t0) / cycle_s))
+    by_start = np.argsort(p.start, kind="stable")
+    by_end = np.argsort(p.end, kind="stable")
+    started = ended = 0
+    bank = 0.0
+    model: Model | None = None
+    model_t = -math.inf
+    needs_model = policy in ("recrawl", "greedy", "proportional")
+    reserves = (
+        (config.verify_share + config.reestimate_share)
+        if policy
+        in (
+            "recrawl",
+            "greedy",
+        )
+        else 0.0
+    )
+    every = max(1, n_cycles // 200)
+    n_live = 0
+    for k in range(1, n_cycles + 1):
+        t = p.t0 + k * cycle_s
+        changed_set = False
+        while started < n and p.start[by_start[started]] <= t:
+            state.active[by_start[started]] = True
+            started += 1
+            n_live += 1
+            changed_set = True
+        while ended < n and p.end[by_end[ended]] < t:
+            state.active[by_end[ended]] = False
+            ended += 1
+            n_live -= 1
+            changed_set = True
+        if progress is not None and (k % every == 0 or k == n_cycles):
+            progress(policy, k, n_cycles)
+        if n_live == 0:
+            continue
+        live_cost = state.cost[state.active]
+        bank = min(bank, float(live_cost.max())) + budget * n_live * cycle_s / DAY_S
+        if bank * (1 + 1e-9) + 1e-12 < float(live_cost.min()):
+            continue
+        if needs_model and (model is None or changed_set or t - model_t >= reallocate_s):
+            model = reallocate(
+                state,
+                budget * n_live * (1.0 - reserves),
+                t,
+                policy=policy,
+                objective=objective,
+                config=config,
+            )
+            model_t = t
+        plan = plan_cycle(
+            state, bank, t, policy=policy, objective=objective, config=config, rng=rng, model=model
+        )
+        if len(plan) == 0:
+            continue
+        bank -= plan.spent
+        idx = plan.index
+        prev = state.last_fetch[idx]
+        now = np.full(idx.size, t)
+        changed = p.count_upto(idx, now) > p.count_upto(idx, prev)
+        fresh[idx] += np.minimum(p.next_after(idx, prev), now) - prev
+        update_evidence_arrays(
+            state.ev_nc,
+            state.ev_tc,
+            state.ev_nu,
+            state.ev_tu,
+            idx,
+            (now - prev) / DAY_S,
+            changed,
+            half_life_days=config.half_life_days,
+        )
+        state.nutch_interval[idx] = nutch_next_interval(state.nutch_interval[idx], changed)
+        state.last_fetch[idx] = t
+        tally.fetches += int(idx.size)
+        tally.changes_detected += int(changed.sum())
+        tally.cost += plan.spent
+    return tally.result(_final_freshness(p, state.last_fetch, fresh))
+
+
+def replay(
+    traces: Sequence[Trace] | str | Iterable[str],
+    budget: float,
+    *,
+    policies: Sequence[str] | None = None,
+    cycle_hours: float = 1.0,
+    objective: Objective = "freshness",
+    seed: int = 0,
+    progress: ProgressHook | None = None,
+    config: PlannerConfig | None = None,
+    reallocate_hours: float = 24.0,
+) -> dict[str, Any]:
+    """Replay change traces under each policy and measure what they achieve.
+
+    Parameters
+    ----------
+    traces : sequence of Trace, path, or lines of JSON
+        The pages' change histories (see :mod:`recrawl.traces`).
+    budget : float
+        Cost units per live page per day (with unit costs: fetches per page
+        per day).
+    policies : sequence of str, optional
+        Any of ``oracle``, ``recrawl``, ``greedy``, ``uniform``,
+        ``proportional``, ``nutch``; all by default.
+    cycle_hours : float
+        Length of a planning cycle, hours.
+    objective : {"freshness", "events"}
+        What the policies maximise (freshness is measured either way).
+    seed : int
+        Seed of the verification sample and the oracle's phases.
+    progress : callable, optional
+        ``progress(policy, cycles_done, cycles_total)``, called about 200 times
+        per policy.
+    config : PlannerConfig, optional
+        Planner settings (reserve shares, half-life); ``cycle_hours`` wins over
+        ``config.cycle_hours``.
+    reallocate_hours : float
+        How often the model-driven policies re-estimate and re-allocate, hours
+        (also whenever pages start or end).
+
+    Returns
+    -------
+    dict
+        ``{"pages", "days", "budget", "policies": {name: {"freshness",
+        "fetches", "changes_detected", "fetches_without_change", "cost",
+        "cost_per_change"}}}``; ``cost_per_change`` is None when nothing
+        changed.
+
+    Examples
+    --------
+    >>> lines = [
+    ...     '{"page": "a", "start": 0, "end": 864000, "changes": [86400, 432000]}',
+    ...     '{"page": "b", "start": 0, "end": 864000, "changes": []}',
+    ... ]
+    >>> r = replay(lines, 0.5, policies=["uniform"])
+    >>> r["pages"], r["days"], r["policies"]["uniform"]["fetches"]
+    (2, 10.0, 10)
+    """
+    if isinstance(traces, str) or not isinstance(traces, Sequence):
+        traces = load_traces(traces)
+    elif traces and not isinstance(traces[0], Trace):
+        traces = load_traces(traces)  # type: ignore[arg-type]
+    trace_list: list[Trace] = list(traces)  # type: ignore[arg-type]
+    if budget <= 0:
+        raise ValueError(f"budget must be positive, got {budget}")
+    names = list(ALL_POLICIES if policies is None else policies)
+    for name in names:
+        if name not in ALL_POLICIES:
+            raise ValueError(f"unknown policy {name!r}; choose from {', '.join(ALL_POLICIES)}")
+    cfg = config or PlannerConfig()
+    if cfg.cycle_hours != cycle_hours:
+        cfg = PlannerConfig(**{**_config_dict(cfg), "cycle_hours": cycle_hours})
+    p = _Pages(trace_list)
+    cycle_s = cycle_hours * 3600.0
+    out: dict[str, Any] = {
+        "pages": p.n,
+        "days": (p.t1 - p.t0) / DAY_S,
+        "budget": budget,
+        "policies": {},
+    }
+    for i, name in enumerate(names):
+        rng = np.random.default_rng([seed, i])
+        if name == "oracle":
+            res = _run_oracle(p, budget, cycle_s, objective, rng)
+            if progress is not None:
+                progress(name, 1, 1)
+        else:
+            res = _run_policy(
+                p, name, budget, cycle_s, objective, rng, cfg, reallocate_hours * 3600.0, progress
+            )
+        out["policies"][name] = res
+    return out
+
+
+def _config_dict(cfg: PlannerConfig) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(cfg)
+
+
+GENERATED_KINDS: tuple[str, ...] = ("poisson", "bursts", "business_hours", "rate_jump")
+
+
+def generate_traces(
+    kind: str = "poisson",
+    *,
+    pages: int = 300,
+    days: float = 365.0,
+    seed: int = 0,
+    min_rate: float = 1 / 365,
+    max_rate: float = 1.0,
+    start: float = 1_700_000_000.0,
+    sites: int = 10,
+) -> list[Trace]:
+    """Synthetic change traces with known rates, Poisson or not.
+
+    Average rates are log-uniform in ``[min_rate, max_rate]`` changes per day.
+
+    ``poisson``
+        changes at that rate.
+    ``bursts``
+        bursts arrive as a Poisson process at ``rate / 4``; a burst holds a
+        geometric number of changes (mean 4), spaced about an hour apart.
+    ``business_hours``
+        changes only Monday to Friday, 09:00 to 17:00 UTC, at the rate that
+        gives the stated daily average.
+    ``rate_jump``
+        the rate jumps ten-fold at mid-trace, up for half the pages and down
+        for the other half (the stated rate is the geometric mean).
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`GENERATED_KINDS`.
+    pages : int
+        Number of pages.
+    days : float
+        Length of every trace, days.
+    seed : int
+        Random seed.
+    min_rate, max_rate : float
+        Range of average rates, changes per day.
+    start : float
+        Start of every trace, unix seconds.
+    sites : int
+        Number of sites (pages are spread evenly; two page types per site).
+
+    Returns
+    -------
+    list of Trace
+    """
+    if kind not in GENERATED_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(GENERATED_KINDS)}")
+    rng = np.random.default_rng(seed)
+    rates = np.exp(rng.uniform(math.log(min_rate), math.log(max_rate), pages))
+    end = start + days * DAY_S
+    out: list[Trace] = []
+    for i, lam in enumerate(rates):
+        if kind == "poisson":
+            ch = _poisson(rng, lam, days) * DAY_S + start
+        elif kind == "bursts":
+            heads = _poisson(rng, lam / 4.0, days) * DAY_S + start
+            parts = []
+            for h in heads:
+                k = int(rng.geometric(0.25))
+                parts.append(h + np.cumsum(np.r_[0.0, rng.exponential(3600.0, k - 1)]))
+            ch = np.sort(np.concatenate(parts)) if parts else np.zeros(0)
+        elif kind == "business_hours":
+            # 40 business hours a week; generate on business time, map to wall clock
+            bh_per_day = 40.0 / 7.0
+            bt = _poisson(rng, lam * 24.0 / bh_per_day, days * bh_per_day / 24.0) * 24.0
+            ch = start + _business_to_wall(bt, start)
+        else:
+            up = i % 2 == 0
+            lo_rate, hi_rate = lam / math.sqrt(10.0), lam * math.sqrt(10.0)
+            first, second = (lo_rate, hi_rate) if up else (hi_rate, lo_rate)
+            half = days / 2.0
+            a = _poisson(rng, first, half)
+            b = _poisson(rng, second, half) + half
+            ch = np.concatenate([a, b]) * DAY_S + start
+        ch = ch[(ch > start) & (ch <= end)]
+        site = i % sites
+        out.append(
+            Trace(
+                page=f"gen-{kind}/{i}",
+                site=f"site{site}",
+                page_type=f"type{(i // sites) % 2}",
+                start=start,
+                end=end,
+                changes=np.sort(ch),
+            )
+        )
+    return out
+
+
+def _poisson(rng: np.random.Generator, rate: float, days: float) -> FloatArray:
+    """Sorted event times (days) of a Poisson process on ``[0, days)``."""
+    k = int(rng.poisson(rate * days))
+    return np.sort(rng.uniform(0.0, days, k))
+
+
+def _business_to_wall(bt_hours: FloatArray, start: float) -> FloatArray:
+    """Map business hours elapsed since ``start`` to wall-clock seconds since ``start``."""
+    if bt_hours.size == 0:
+        return bt_hours
+    # enumerate business hours hour by hour, far enough ahead
+    n_hours = int(bt_hours.max() / 40.0 * 168.0) + 24 * 8
+    wall = start + 3600.0 * np.arange(n_hours)
+    dt = wall.astype("datetime64[s]")
+    hour = (dt.astype("datetime64[h]") - dt.astype("datetime64[D]")).astype(int)
+    weekday = (dt.astype("datetime64[D]").astype(int) + 3) % 7  # 0 = Monday
+    open_ = (weekday < 5) & (hour >= 9) & (hour < 17)
+    open_hours = np.flatnonzero(open_)
+    whole = np.floor(bt_hours).astype(np.int64)
+    return (open_hours[whole] + (bt_hours - whole)) * 3600.0

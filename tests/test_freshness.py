@@ -1,0 +1,163 @@
+"""Freshness math: the seed's table, F(λ, f), and the optimal allocation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recrawl.freshness import (
+    allocation_value,
+    captured_change_rate,
+    freshness_gain,
+    inverse_marginal,
+    marginal,
+    optimal_allocation,
+    time_averaged_freshness,
+)
+
+rates = st.floats(min_value=1e-4, max_value=100.0)
+positive = st.floats(min_value=1e-3, max_value=100.0)
+
+
+def seed_freshness_gain(rate: float, days_since_visit: float, interval_days: float) -> float:
+    """The seed essay's code, verbatim."""
+    p_stale = 1 - math.exp(-rate * days_since_visit)
+    fresh_after = (1 - math.exp(-rate * interval_days)) / rate if rate > 0 else interval_days
+    return p_stale * fresh_after
+
+
+def test_reproduces_the_seed_table() -> None:
+    # change every 15 min, hourly, 6-hourly, daily, weekly, monthly, yearly
+    per_day = [96.0, 24.0, 4.0, 1.0, 1 / 7, 1 / 30, 1 / 365]
+    table = [0.010, 0.042, 0.241, 0.400, 0.124, 0.032, 0.003]
+    got = freshness_gain(np.array(per_day), 1.0, 1.0)
+    assert np.round(got, 3).tolist() == table
+
+
+@given(rate=st.floats(min_value=0.0, max_value=500.0), t=positive, interval=positive)
+def test_freshness_gain_matches_the_seed_code(rate: float, t: float, interval: float) -> None:
+    assert freshness_gain(rate, t, interval) == pytest.approx(
+        seed_freshness_gain(rate, t, interval), rel=1e-9, abs=1e-12
+    )
+
+
+def test_scalars_give_floats_and_arrays_broadcast() -> None:
+    assert isinstance(freshness_gain(1.0, 1.0, 1.0), float)
+    assert freshness_gain([1.0, 2.0], [[1.0], [2.0]], 1.0).shape == (2, 2)
+
+
+def test_time_averaged_freshness_edges() -> None:
+    assert time_averaged_freshness(0.0, 1.0) == 1.0
+    assert time_averaged_freshness(1.0, 0.0) == 0.0
+    assert time_averaged_freshness(1.0, 1e9) == pytest.approx(1.0)
+    assert time_averaged_freshness(1.0, 1.0) == pytest.approx(1 - math.exp(-1))
+
+
+@given(lam=rates, f=positive)
+def test_time_averaged_freshness_is_the_average_of_the_stale_curve(lam: float, f: float) -> None:
+    # F = f ∫₀^{1/f} e^(−λt) dt, by the trapezoid rule on a fine grid
+    t = np.linspace(0.0, 1.0 / f, 20001)
+    numeric = f * np.trapezoid(np.exp(-lam * t), t)
+    assert time_averaged_freshness(lam, f) == pytest.approx(numeric, rel=1e-6)
+
+
+@given(lam=rates, f=positive)
+def test_more_visits_never_hurt(lam: float, f: float) -> None:
+    assert time_averaged_freshness(lam, 1.5 * f) >= time_averaged_freshness(lam, f) - 1e-12
+    assert captured_change_rate(lam, 1.5 * f) >= captured_change_rate(lam, f) - 1e-12
+    assert captured_change_rate(lam, f) <= min(lam, f) + 1e-12
+
+
+@given(x=st.floats(min_value=1e-14, max_value=1 - 1e-12))
+def test_inverse_marginal_inverts(x: float) -> None:
+    r = float(inverse_marginal(x))
+    assert marginal(r) == pytest.approx(x, rel=1e-5)
+    assert float(inverse_marginal(x, polish=True)) == pytest.approx(r, rel=1e-5)
+
+
+def test_inverse_marginal_out_of_range() -> None:
+    assert inverse_marginal([0.0, -1.0, 1.0, 2.0]).tolist() == [0.0, 0.0, math.inf, math.inf]
+
+
+@st.composite
+def problems(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    n = draw(st.integers(min_value=1, max_value=40))
+    lam = np.array(draw(st.lists(st.floats(1e-3, 50.0), min_size=n, max_size=n)))
+    w = np.array(draw(st.lists(st.sampled_from([1.0, 2.0, 4.0, 8.0]), min_size=n, max_size=n)))
+    c = np.array(draw(st.lists(st.floats(0.1, 10.0), min_size=n, max_size=n)))
+    budget = draw(st.floats(0.01, 10.0)) * n
+    return lam, w, c, budget
+
+
+@settings(max_examples=60, deadline=None)
+@given(problem=problems(), objective=st.sampled_from(["freshness", "events"]))
+def test_allocation_spends_the_budget_and_meets_the_optimality_conditions(
+    problem: tuple[np.ndarray, np.ndarray, np.ndarray, float], objective: str
+) -> None:
+    lam, w, c, budget = problem
+    a = optimal_allocation(lam, budget, weight=w, cost=c, objective=objective)  # type: ignore[arg-type]
+    f = a.visits_per_day
+    assert np.all(f >= 0)
+    assert float(np.dot(c, f)) == pytest.approx(budget, rel=1e-6)
+    mu = a.multiplier
+    visited = f > 0
+    # KKT: w g(λ/f) / λ = μ c for visited pages (÷λ only for freshness)
+    scale = lam if objective == "freshness" else np.ones_like(lam)
+    lhs = w[visited] * marginal(lam[visited] / f[visited]) / scale[visited]
+    assert np.allclose(lhs, mu * c[visited], rtol=1e-3)
+    # unvisited pages could not reach μ c even with their first visit
+    assert np.all(w[~visited] / scale[~visited] <= mu * c[~visited] * (1 + 1e-3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(problem=problems(), objective=st.sampled_from(["freshness", "events"]))
+def test_allocation_beats_uniform_and_proportional(
+    problem: tuple[np.ndarray, np.ndarray, np.ndarray, float], objective: str
+) -> None:
+    lam, w, c, budget = problem
+    best = optimal_allocation(lam, budget, weight=w, cost=c, objective=objective)  # type: ignore[arg-type]
+    uniform = np.full_like(lam, budget / c.sum())
+    proportional = lam * budget / np.dot(c, lam)
+    value = allocation_value(lam, best.visits_per_day, weight=w, objective=objective)  # type: ignore[arg-type]
+    for other in (uniform, proportional):
+        assert value >= allocation_value(lam, other, weight=w, objective=objective) - 1e-9  # type: ignore[arg-type]
+
+
+def test_freshness_penalises_the_fastest_pages_and_events_chases_them() -> None:
+    lam = np.array([96.0, 1.0, 1 / 7, 1 / 365])
+    fresh = optimal_allocation(lam, 1.0).visits_per_day
+    events = optimal_allocation(lam, 1.0, objective="events").visits_per_day
+    assert fresh[0] == 0.0  # the 15-minute page is not worth chasing
+    assert fresh[1] > fresh[2] > fresh[3] > 0
+    assert np.argmax(events) == 0
+    assert np.all(np.diff(events) < 0)
+
+
+def test_value_and_cost_move_visits() -> None:
+    lam = np.array([0.5, 0.5])
+    by_value = optimal_allocation(lam, 1.0, weight=[4.0, 1.0]).visits_per_day
+    by_cost = optimal_allocation(lam, 1.0, cost=[1.0, 4.0]).visits_per_day
+    assert by_value[0] > by_value[1]
+    assert by_cost[0] > by_cost[1]
+
+
+def test_pages_without_change_get_no_visits_and_bad_input_is_refused() -> None:
+    a = optimal_allocation([0.0, 1.0], 2.0)
+    assert a.visits_per_day[0] == 0.0
+    assert a.visits_per_day[1] == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        optimal_allocation([1.0], 0.0)
+    with pytest.raises(ValueError):
+        optimal_allocation([1.0], 1.0, cost=[0.0])
+
+
+def test_large_allocation_matches_a_small_one_on_the_same_distribution() -> None:
+    rng = np.random.default_rng(3)
+    lam = np.exp(rng.normal(-4.0, 2.0, 200_000))
+    big = optimal_allocation(lam, 0.05 * lam.size)
+    small = optimal_allocation(lam[:2000], 0.05 * 2000)
+    assert big.multiplier == pytest.approx(small.multiplier, rel=0.1)

@@ -60,9 +60,9 @@ def test_time_averaged_freshness_edges() -> None:
 @given(lam=rates, f=positive)
 def test_time_averaged_freshness_is_the_average_of_the_stale_curve(lam: float, f: float) -> None:
     # F = f ∫₀^{1/f} e^(−λt) dt, by the trapezoid rule on a fine grid
-    t = np.linspace(0.0, 1.0 / f, 20001)
+    t = np.linspace(0.0, min(1.0 / f, 60.0 / lam), 200_001)
     numeric = f * np.trapezoid(np.exp(-lam * t), t)
-    assert time_averaged_freshness(lam, f) == pytest.approx(numeric, rel=1e-6)
+    assert time_averaged_freshness(lam, f) == pytest.approx(numeric, rel=1e-4)
 
 
 @given(lam=rates, f=positive)

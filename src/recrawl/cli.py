@@ -30,7 +30,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
 
 DbOpt = Annotated[
@@ -168,7 +168,7 @@ def _print_stats(data: dict[str, Any]) -> None:
         "cost",
         "per change",
     ):
-        table.add_column(col, justify="left" if col in ("site", "type") else "right", no_wrap=col != "site")
+        table.add_column(col, justify="left" if col in ("site", "type") else "right", no_wrap=True)
     for g in data["groups"]:
         table.add_row(
             g["site"], g["page_type"], _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),

@@ -304,7 +304,15 @@ def _spend(mu: float, a: FloatArray, b: FloatArray) -> float:
         return float(np.sum(b / r))
 
 
-def _solve_log_mu(a: FloatArray, b: FloatArray, budget: float, lo_a: float, hi_a: float) -> float:
+def _solve_log_mu(
+    a: FloatArray,
+    b: FloatArray,
+    budget: float,
+    lo_a: float,
+    hi_a: float,
+    start: float | None = None,
+    max_iter: int = 100,
+) -> float:
     """Root in ``m = ln μ`` of ``Σ b / g⁻¹(μ a) = budget`` (safeguarded Newton).
 
     ``d ln S / dm = −Σ b g(r) / (r³ e^(−r)) / S``; it is −1/2 where every r is
@@ -313,9 +321,12 @@ def _solve_log_mu(a: FloatArray, b: FloatArray, budget: float, lo_a: float, hi_a
     lo = -hi_a - 90.0  # μ a ≤ e^-90 everywhere: a huge spend
     hi = -lo_a  # μ a_min = 1: nothing is visited
     target = float(np.log(budget))
-    m = 2.0 * float(np.log(np.sum(b / np.sqrt(2.0 * a)) / budget))
+    if start is None:
+        m = 2.0 * float(np.log(np.sum(b / np.sqrt(2.0 * a)) / budget))
+    else:
+        m = start
     m = min(max(m, lo), hi)
-    for _ in range(100):
+    for _ in range(max_iter):
         r = inverse_marginal(np.exp(m) * a, polish=True)
         ok = np.isfinite(r) & (r > 0)
         if not np.any(ok):
@@ -402,27 +413,34 @@ def optimal_allocation(
     a = c_u * lam_u / w_u if objective == "freshness" else c_u / w_u
     b = c_u * lam_u
 
-    # Solve on a log-histogram of a (bins 0.05% wide, so a bin's pages share
-    # their r to within 0.03%), then apply μ to every page and rescale the
-    # frequencies so the budget is spent exactly.
     log_a = np.log(a)
     lo_edge, hi_edge = float(log_a.min()), float(log_a.max())
-    nbins = int(min(max((hi_edge - lo_edge) / 5e-4, 1), 200_000))
-    hist, edges = np.histogram(log_a, bins=nbins, range=(lo_edge, hi_edge + 1e-9), weights=b)
+    if a.size > 50_000:
+        # Solve on a log-histogram of a (bins 0.05% wide), then polish on every page
+        nbins = int(min(max((hi_edge - lo_edge) / 5e-4, 1), 200_000))
+        hist, edges = np.histogram(log_a, bins=nbins, range=(lo_edge, hi_edge + 1e-9), weights=b)
+        keep = hist > 0
+        a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
+        log_mu = _solve_log_mu(a_bins, hist[keep], budget_per_day, lo_edge, hi_edge)
+        log_mu = _solve_log_mu(a, b, budget_per_day, lo_edge, hi_edge, log_mu, max_iter=2)
+    else:
+        log_mu = _solve_log_mu(a, b, budget_per_day, lo_edge, hi_edge)
     del log_a
-    keep = hist > 0
-    a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
-    b_bins = hist[keep]
-
-    log_mu = _solve_log_mu(a_bins, b_bins, budget_per_day, lo_edge, hi_edge)
     mu = float(np.exp(log_mu))
     a *= mu
-    r = inverse_marginal(a)
+    r = inverse_marginal(a, polish=True)
+    # pages whose μa rounds to 1 sit on the cut-off: any tiny frequency meets
+    # the optimality condition there, so they absorb what the solver left over
+    edge = (np.abs(a - 1.0) < 1e-6) & ~np.isfinite(r)
     del a
     with np.errstate(divide="ignore"):
         f = np.divide(lam_u, r, out=r)
     spent = float(np.dot(c_u, f))
+    if spent < budget_per_day * (1 - 1e-6) and np.any(edge):
+        f[edge] = (budget_per_day - spent) * (b[edge] / b[edge].sum()) / c_u[edge]
+        spent = float(np.dot(c_u, f))
     if spent > 0:
+        # absorb the solver's last rounding so the budget is spent exactly
         f *= budget_per_day / spent
         spent = budget_per_day
     freq[idx] = f

@@ -81,6 +81,7 @@ class Observation:
     conditional: bool = False
     record_hash: str | None = None
     record_empty: bool = False
+    record: dict[str, Any] | None = None
     outcome: str | None = None
     id: str | None = None
     title: str | None = None
@@ -318,6 +319,7 @@ def parse_observation(
         conditional=_opt_bool(raw, "conditional"),
         record_hash=record_hash,
         record_empty=record_empty,
+        record=record if isinstance(record, dict) else None,
         outcome=outcome,
         id=ident or None,
         title=_opt_str(raw, "title"),

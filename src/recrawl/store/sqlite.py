@@ -7,6 +7,8 @@ returns, its observations are on disk and survive a crash of the process.
 
 from __future__ import annotations
 
+import json
+import secrets
 import sqlite3
 import threading
 from bisect import bisect_left
@@ -18,8 +20,9 @@ import numpy as np
 
 from .._exceptions import StoreError
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
+from ..canary import canary_mismatches
 from ..observation import Observation
-from ..pagestate import Classifier, PageState, apply_observation, fixed_outcome
+from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
 from ._protocol import BatchResult, BucketRows, GroupTotals
 
 __all__ = ["SQLiteStore"]
@@ -106,7 +109,25 @@ CREATE TABLE IF NOT EXISTS sites (
     site TEXT PRIMARY KEY,
     paused INTEGER NOT NULL DEFAULT 0,
     cost_multiplier REAL NOT NULL DEFAULT 1,
-    note TEXT
+    concurrency_cap INTEGER,
+    band TEXT NOT NULL DEFAULT 'unknown',
+    updated_at REAL
+);
+CREATE TABLE IF NOT EXISTS site_events (
+    id INTEGER PRIMARY KEY, site TEXT NOT NULL, at REAL NOT NULL, kind TEXT NOT NULL, detail TEXT
+);
+CREATE TABLE IF NOT EXISTS health_history (
+    site TEXT NOT NULL, at REAL NOT NULL, report TEXT NOT NULL, PRIMARY KEY (site, at)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS health_state (site TEXT PRIMARY KEY, at REAL NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    url TEXT PRIMARY KEY, lease_id TEXT NOT NULL UNIQUE, worker TEXT NOT NULL, site TEXT NOT NULL,
+    reason TEXT NOT NULL, leased_at REAL NOT NULL, expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS leases_site ON leases (site);
+CREATE TABLE IF NOT EXISTS canaries (
+    url TEXT PRIMARY KEY, site TEXT NOT NULL, expect TEXT NOT NULL,
+    every_s REAL NOT NULL, added_at REAL NOT NULL
 );
 """
 
@@ -237,6 +258,7 @@ class SQLiteStore:
             for row in db.execute(q, chunk):
                 pages[row[0]] = _page_from_row(row)
 
+        canaries = self._canaries(db)
         deltas: dict[tuple[str, str, str, int], list[float]] = {}
         obs_rows: list[tuple[Any, ...]] = []
         rebuild: list[str] = []
@@ -304,6 +326,16 @@ class SQLiteStore:
             d[_S0 + 2] += o.billed_credits()
             d[_S0 + 3] += o.rendered
             d[_S0 + 4] += o.conditional
+            if (
+                canaries
+                and o.url in canaries
+                and o.record is not None
+                and outcome in CONTENT_OUTCOMES
+            ):
+                if canary_mismatches(o.record, canaries[o.url]):
+                    d[_S0 + 6] += 1
+                else:
+                    d[_S0 + 5] += 1
             if o.latency_ms is not None:
                 d[_S0 + 7] += 1
                 d[_S0 + 8] += o.latency_ms
@@ -311,6 +343,9 @@ class SQLiteStore:
         result.stored = len(todo)
         db.executemany(_OBS_INSERT, obs_rows)
         db.executemany("INSERT INTO observation_keys VALUES (?)", [(r[0],) for r in obs_rows])
+        leases = [(o.lease_id,) for o in todo if o.lease_id is not None]
+        if leases:
+            db.executemany("DELETE FROM leases WHERE lease_id = ?", leases)
         for url in rebuild:
             self._rebuild_page(db, pages[url], deltas, counts)
         result.reordered_pages = len(rebuild)
@@ -446,6 +481,269 @@ class SQLiteStore:
         """Run one read query (for the other modules of the store package and tests)."""
         with self._lock:
             return self._db.execute(sql, args).fetchall()
+
+    # -- canaries --------------------------------------------------------------------------
+
+    def _canaries(self, db: sqlite3.Connection) -> dict[str, dict[str, str]]:
+        return {u: json.loads(e) for u, e in db.execute("SELECT url, expect FROM canaries")}
+
+    def add_canary(
+        self, url: str, site: str, expect: dict[str, str], every_s: float, now: float
+    ) -> None:
+        """Declare (or replace) a canary: ``url`` must carry ``expect`` (field → value)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO canaries VALUES (?, ?, ?, ?, ?)",
+                (url, site, json.dumps(expect, sort_keys=True), every_s, now),
+            )
+            self._db.execute(
+                "INSERT INTO pages (url, site, page_type, value, first_seen) VALUES (?, ?, 'canary', 1, ?) "
+                "ON CONFLICT (url) DO NOTHING",
+                (url, site, now),
+            )
+
+    def canaries(self) -> list[dict[str, Any]]:
+        """Every canary with its expectation, cadence (seconds) and last fetch (unix seconds)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.url, c.site, c.expect, c.every_s, c.added_at, p.last_fetch "
+                "FROM canaries c LEFT JOIN pages p ON p.url = c.url ORDER BY c.site, c.url"
+            ).fetchall()
+        return [
+            {
+                "url": u,
+                "site": s,
+                "expect": json.loads(e),
+                "every_s": ev,
+                "added_at": a,
+                "last_fetch": lf,
+            }
+            for u, s, e, ev, a, lf in rows
+        ]
+
+    # -- sites -----------------------------------------------------------------------------
+
+    def site_controls(self) -> dict[str, dict[str, Any]]:
+        """Per site: ``paused``, ``cost_multiplier``, ``concurrency_cap``, ``band``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT site, paused, cost_multiplier, concurrency_cap, band FROM sites"
+            ).fetchall()
+        return {
+            r[0]: {
+                "paused": bool(r[1]),
+                "cost_multiplier": r[2],
+                "concurrency_cap": r[3],
+                "band": r[4],
+            }
+            for r in rows
+        }
+
+    def set_site_controls(
+        self,
+        site: str,
+        *,
+        now: float,
+        paused: bool | None = None,
+        cost_multiplier: float | None = None,
+        concurrency_cap: int | None = None,
+        band: str | None = None,
+        event: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Update a site's controls (None leaves a field as is); ``event`` is recorded."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "INSERT INTO sites (site) VALUES (?) ON CONFLICT (site) DO NOTHING", (site,)
+                )
+                db.execute(
+                    "UPDATE sites SET paused = coalesce(?, paused), "
+                    "cost_multiplier = coalesce(?, cost_multiplier), concurrency_cap = ?, "
+                    "band = coalesce(?, band), updated_at = ? WHERE site = ?",
+                    (
+                        None if paused is None else int(paused),
+                        cost_multiplier,
+                        concurrency_cap,
+                        band,
+                        now,
+                        site,
+                    ),
+                )
+                if event is not None:
+                    db.execute(
+                        "INSERT INTO site_events (site, at, kind, detail) VALUES (?, ?, ?, ?)",
+                        (site, now, event, detail),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def site_events(self, site: str | None = None) -> list[dict[str, Any]]:
+        """Recorded site events (pauses, resumes, band changes), oldest first."""
+        q = "SELECT site, at, kind, detail FROM site_events"
+        args: tuple[Any, ...] = ()
+        if site is not None:
+            q += " WHERE site = ?"
+            args = (site,)
+        with self._lock:
+            rows = self._db.execute(q + " ORDER BY at, id", args).fetchall()
+        return [{"site": s, "at": a, "kind": k, "detail": d} for s, a, k, d in rows]
+
+    def sites(self) -> list[str]:
+        """Every site that has pages."""
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT site FROM pages ORDER BY site")]
+
+    # -- health history --------------------------------------------------------------------
+
+    def record_health(
+        self, at: float, reports: Sequence[dict[str, Any]], states: dict[str, Any]
+    ) -> None:
+        """Keep each site's health report at ``at`` and the scorer's smoothing state."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT OR REPLACE INTO health_history VALUES (?, ?, ?)",
+                    [(r["site"], at, json.dumps(r)) for r in reports],
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO health_state VALUES (?, ?, ?)",
+                    [(site, at, json.dumps(st)) for site, st in states.items()],
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def health_states(self) -> dict[str, tuple[float, Any]]:
+        """The last smoothing state per site: ``site → (at, state)``."""
+        with self._lock:
+            rows = self._db.execute("SELECT site, at, state FROM health_state").fetchall()
+        return {s: (a, json.loads(st)) for s, a, st in rows}
+
+    def health_history(
+        self, site: str | None = None, since: float = 0.0, until: float = float("inf")
+    ) -> list[tuple[float, dict[str, Any]]]:
+        """``(at, report)`` pairs, oldest first."""
+        q = "SELECT at, report FROM health_history WHERE at >= ? AND at <= ?"
+        args: list[Any] = [since, until if until != float("inf") else 1e18]
+        if site is not None:
+            q += " AND site = ?"
+            args.append(site)
+        with self._lock:
+            rows = self._db.execute(q + " ORDER BY at, site", args).fetchall()
+        return [(a, json.loads(r)) for a, r in rows]
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def claim(
+        self,
+        candidates: Sequence[tuple[str, str, str]],
+        *,
+        worker: str,
+        limit: int,
+        now: float,
+        ttl_s: float,
+        site_caps: dict[str, int] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Lease up to ``limit`` of ``candidates`` (``(url, site, reason)``, best first).
+
+        Atomic: a URL is leased to one worker at a time; expired leases return
+        to the pool first; a site never has more outstanding leases than its
+        cap in ``site_caps``. Returns ``{"lease_id", "url", "site", "reason",
+        "expires_at"}`` dicts.
+        """
+        caps = site_caps or {}
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
+                held = {u for (u,) in db.execute("SELECT url FROM leases")}
+                per_site = dict(
+                    db.execute("SELECT site, count(*) FROM leases GROUP BY site").fetchall()
+                )
+                rows = []
+                for url, site, reason in candidates:
+                    if len(out) >= limit:
+                        break
+                    if url in held:
+                        continue
+                    cap = caps.get(site)
+                    if cap is not None and per_site.get(site, 0) >= cap:
+                        continue
+                    lease_id = secrets.token_urlsafe(12)
+                    held.add(url)
+                    per_site[site] = per_site.get(site, 0) + 1
+                    rows.append((url, lease_id, worker, site, reason, now, now + ttl_s))
+                    out.append(
+                        {
+                            "lease_id": lease_id,
+                            "url": url,
+                            "site": site,
+                            "reason": reason,
+                            "expires_at": now + ttl_s,
+                        }
+                    )
+                db.executemany("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return out
+
+    def outstanding_leases(self, now: float) -> dict[str, int]:
+        """Unexpired leases per site."""
+        with self._lock:
+            return dict(
+                self._db.execute(
+                    "SELECT site, count(*) FROM leases WHERE expires_at > ? GROUP BY site", (now,)
+                ).fetchall()
+            )
+
+    def leased_urls(self, now: float) -> set[str]:
+        """URLs currently leased (unexpired)."""
+        with self._lock:
+            return {
+                u
+                for (u,) in self._db.execute("SELECT url FROM leases WHERE expires_at > ?", (now,))
+            }
+
+    # -- planner input ---------------------------------------------------------------------
+
+    def page_columns(self) -> dict[str, Any]:
+        """Every page's planning state as columns (lists and numpy arrays).
+
+        Keys: ``url``, ``site``, ``page_type`` (lists of str); ``value``,
+        ``first_seen``, ``last_ok``, ``last_fetch`` (unix seconds, NaN when
+        never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
+        (seconds), ``avg_bytes`` (float64 arrays); ``gone`` (bool array).
+        """
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
+                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone FROM pages ORDER BY url"
+            ).fetchall()
+        cols: dict[str, Any] = {
+            "url": [r[0] for r in rows],
+            "site": [r[1] for r in rows],
+            "page_type": [r[2] for r in rows],
+        }
+        num = np.array([r[3:] for r in rows], dtype=np.float64).reshape(len(rows), 11)
+        for i, name in enumerate(
+            ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
+             "nutch_interval", "avg_bytes")
+        ):  # fmt: skip
+            cols[name] = num[:, i]
+        cols["gone"] = num[:, 10] > 0
+        return cols
 
     def close(self) -> None:
         with self._lock:

@@ -3,7 +3,8 @@
 Generates :func:`recrawl.healthsim.default_scenario` (twelve sites, three weeks,
 labelled incidents), aggregates it into 15-minute buckets in memory with
 :func:`recrawl.health.aggregate_buckets`, then evaluates every 15 minutes from
-the end of the first day with both scorers:
+the start of day 3 (the first time the seed's baseline holds a full day) with
+both scorers:
 
 * production: :func:`recrawl.health.evaluate_sites` (daily-median baselines,
   adaptive window, route diagnosis, smoothing, hysteresis, canaries, parser);
@@ -64,11 +65,16 @@ def _reference_health(site: str, at: float, score: int | None, reasons: list[str
     )
 
 
-def run_scenario(seed: int) -> dict[str, Any]:
-    """Generate, aggregate, evaluate and review; returns the JSON report."""
+def run_scenario(seed: int, buckets: BucketArrays | None = None) -> dict[str, Any]:
+    """Generate, aggregate, evaluate and review; returns the JSON report.
+
+    Evaluation starts at the end of day 2, the first time the seed's baseline
+    (14 whole days ending a day before) holds a day of data.
+    """
     sc = default_scenario(seed)
     t0 = time.perf_counter()
-    buckets = aggregate_buckets(sc.observations())
+    if buckets is None:
+        buckets = aggregate_buckets(sc.observations())
     t_agg = time.perf_counter() - t0
     state = HealthState()
     prod: list[SiteHealth] = []
@@ -76,7 +82,7 @@ def run_scenario(seed: int) -> dict[str, Any]:
     baselines = None
     t_prod = t_ref = 0.0
     steps = 0
-    for at in range(sc.start + DAY, sc.end + 1, BUCKET_SECONDS):
+    for at in range(sc.start + 2 * DAY, sc.end + 1, BUCKET_SECONDS):
         if baselines is None or baselines.valid_from != at // DAY * DAY:
             baselines = compute_baselines(buckets, at)
         t1 = time.perf_counter()

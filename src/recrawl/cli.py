@@ -18,7 +18,9 @@ from rich.table import Table
 from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
+from .engine import Engine
 from .ingest import IngestReport, ingest_lines
+from .observation import parse_timestamp
 from .stats import compute_stats
 from .store import SQLiteStore, default_db
 
@@ -208,6 +210,260 @@ def stats(
         _print_stats(data)
 
 
+urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True)
+app.add_typer(urls_app, name="urls")
+
+
+@urls_app.command("add")
+def urls_add(
+    file: Annotated[
+        str,
+        typer.Argument(
+            help="One URL per line, or JSONL/CSV with url[,site,page_type,value]; '-' reads stdin."
+        ),
+    ],
+    db: DbOpt = None,
+    site: Annotated[
+        str | None, typer.Option(help="Site for every URL (default: its host).")
+    ] = None,
+    page_type: Annotated[
+        str | None, typer.Option("--page-type", help="Page type for every URL.")
+    ] = None,
+    value: Annotated[
+        float | None, typer.Option(help="Value tier for every URL (default 1).")
+    ] = None,
+) -> None:
+    """Register new URLs: they have no history, so the planner's discovery reserve fetches them."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    with _open_inputs([file]) as inputs:
+        name, f, _ = inputs[0]
+        lines = list(f)
+    header: list[str] | None = None
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        row: dict[str, Any]
+        if text.startswith("{"):
+            try:
+                row = json.loads(text)
+            except ValueError:
+                err.print(f"[red]rejected[/] {name}: line {n}: not JSON")
+                bad += 1
+                continue
+        elif "," in text:
+            cells = [c.strip() for c in text.split(",")]
+            if header is None and "url" in cells:
+                header = cells
+                continue
+            row = dict(zip(header or ["url", "site", "page_type", "value"], cells, strict=False))
+        else:
+            row = {"url": text}
+        row = {k: v for k, v in row.items() if v not in (None, "")}
+        if site:
+            row["site"] = site
+        if page_type:
+            row["page_type"] = page_type
+        if value is not None:
+            row["value"] = value
+        if "url" not in row:
+            err.print(f"[red]rejected[/] {name}: line {n}: field 'url': is missing")
+            bad += 1
+            continue
+        try:
+            Engine(_NullStore()).add_urls([row], now=0)  # validate only
+        except (ValueError, TypeError) as exc:
+            err.print(f"[red]rejected[/] {name}: line {n}: field 'url': {exc}")
+            bad += 1
+            continue
+        rows.append(row)
+    with _store(db) as store:
+        added = Engine(store).add_urls(rows)
+    out.print(
+        f"{added:,} new URLs registered, {len(rows) - added:,} already known, {bad:,} rejected"
+    )
+    if bad:
+        raise typer.Exit(1)
+
+
+class _NullStore:
+    """Accepts URL registrations and forgets them (validation without a store)."""
+
+    def add_urls(self, rows: Any, now: float) -> int:
+        return len(list(rows))
+
+
+@app.command()
+def plan(
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="This cycle's budget in the billing unit (default: budget_per_day × cycle length)."
+        ),
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    objective: Annotated[str | None, typer.Option(help="freshness (default) or events.")] = None,
+    policy: Annotated[
+        str, typer.Option(help="recrawl, greedy, uniform, proportional or nutch.")
+    ] = "recrawl",
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Plan as of this time (RFC 3339 or unix seconds; default now)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(help="Rows shown in the table (JSON has every task).")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The next cycle's fetch tasks, best first, each with why it was chosen."""
+    settings = load_settings(config)
+    if objective is not None and objective not in ("freshness", "events"):
+        raise typer.BadParameter("must be freshness or events", param_hint="--objective")
+    now = parse_timestamp(at) if at else None
+    with _store(db, settings) as store:
+        result = Engine(store, settings).plan(
+            budget=budget, now=now, objective=objective, policy=policy
+        )
+    if as_json:
+        out.print_json(
+            json.dumps(
+                {
+                    "at": result.at,
+                    "budget": result.budget,
+                    "spent": result.spent,
+                    "split": result.split(),
+                    "tasks": result.tasks,
+                },
+                default=_json_default,
+            )
+        )
+        return
+    table = Table(
+        title=f"Plan: {len(result.tasks):,} tasks, {result.spent:,.2f} of {result.budget:,.2f} {settings.billing_unit}",
+        title_justify="left",
+    )
+    for col in ("url", "reason", "priority", "expected gain", "cost"):
+        table.add_column(
+            col,
+            justify="left" if col in ("url", "reason") else "right",
+            overflow="fold" if col == "url" else "ellipsis",
+        )
+    for t in result.tasks[:limit]:
+        table.add_row(
+            t["url"],
+            t["reason"],
+            f"{t['priority']:.4g}",
+            f"{t['expected_gain']:.4f}",
+            f"{t['cost']:.4g}",
+        )
+    out.print(table)
+    if len(result.tasks) > limit:
+        out.print(f"… {len(result.tasks) - limit:,} more (use --json or --limit)")
+    out.print("by reason: " + ", ".join(f"{k} {v:,}" for k, v in sorted(result.split().items())))
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, float):
+        return None
+    raise TypeError(type(x).__name__)
+
+
+def _print_replay(res: dict[str, Any], title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in (
+        "policy",
+        "freshness",
+        "vs oracle",
+        "fetches",
+        "changes",
+        "no change",
+        "cost",
+        "per change",
+    ):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+    pol = res["policies"]
+    best = pol.get("oracle", {}).get("freshness")
+    for name, r in sorted(pol.items(), key=lambda kv: -kv[1]["freshness"]):
+        ratio = f"{r['freshness'] / best:.3f}" if best else "–"
+        table.add_row(
+            f"[b]{name}[/]" if name == "recrawl" else name, f"{r['freshness']:.4f}", ratio,
+            _fmt_num(r["fetches"]), _fmt_num(r["changes_detected"]), _fmt_num(r["fetches_without_change"]),
+            _fmt_num(r["cost"]), _fmt_num(r["cost_per_change"]),
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def simulate(
+    trace: Annotated[
+        Path,
+        typer.Option(
+            "--trace", help="Change traces (JSONL, SPEC §5).", exists=True, dir_okay=False
+        ),
+    ],
+    budget: Annotated[
+        float,
+        typer.Option(
+            help="Cost units per live page per day (fetches per page per day at unit cost)."
+        ),
+    ],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", help="Policy to replay (repeatable; default: all plus oracle)."),
+    ] = None,
+    cycle_hours: Annotated[
+        float, typer.Option("--cycle-hours", help="Planning cycle, hours.")
+    ] = 1.0,
+    objective: Annotated[str, typer.Option(help="freshness or events.")] = "freshness",
+    seed: Annotated[
+        int, typer.Option(help="Random seed (verification sample, oracle phases).")
+    ] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay real or generated change traces under each policy and compare freshness and cost."""
+    from .simulate import replay
+    from .traces import load_traces
+
+    if objective not in ("freshness", "events"):
+        raise typer.BadParameter("must be freshness or events", param_hint="--objective")
+    if budget <= 0:
+        raise typer.BadParameter("must be positive", param_hint="--budget")
+    traces = load_traces(trace)
+    res = _replay_with_progress(replay, traces, budget, policy, cycle_hours, objective, seed)
+    if as_json:
+        out.print_json(json.dumps(res))
+    else:
+        _print_replay(
+            res,
+            f"Replay of {trace.name}: {res['pages']:,} pages over {res['days']:,.0f} days, budget {budget:g} per page per day",
+        )
+
+
+def _replay_with_progress(
+    replay: Any,
+    traces: Any,
+    budget: float,
+    policies: Any,
+    cycle_hours: float,
+    objective: str,
+    seed: int,
+) -> dict[str, Any]:
+    progress = Progress(
+        TextColumn("{task.description:<12}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+        console=err, disable=not err.is_terminal, transient=True,
+    )  # fmt: skip
+    tasks: dict[str, Any] = {}
+
+    def hook(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = progress.add_task(name, total=total)
+        progress.update(tasks[name], completed=done)
+
+    with progress:
+        return dict(replay(traces, budget, policies=policies or None, cycle_hours=cycle_hours,
+                           objective=objective, seed=seed, progress=hook))  # fmt: skip
+
+
 def _data_file(name: str) -> Path:
     return Path(__file__).parent / "data" / name
 
@@ -231,6 +487,17 @@ def demo(
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
         data = compute_stats(store.group_totals(), "fetches")
     _print_stats(data)
+    from .simulate import replay
+    from .traces import load_traces
+
+    out.rule("[b]recrawl demo[/]: replay real change histories under each revisit policy")
+    traces = load_traces(_data_file("ota-sample.jsonl"))
+    res = _replay_with_progress(replay, traces, 0.05, None, 1.0, "freshness", 0)
+    _print_replay(
+        res,
+        f"{res['pages']} real documents over {res['days']:,.0f} days (Open Terms Archive, ODC-By), "
+        "0.05 fetches per page per day",
+    )
 
 
 @app.command()
@@ -264,6 +531,7 @@ def main() -> None:
         err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
         sys.exit(1)
     sys.exit(rc if isinstance(rc, int) else 0)
+
 
 if __name__ == "__main__":
     main()

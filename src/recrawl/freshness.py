@@ -431,7 +431,8 @@ def optimal_allocation(
     r = inverse_marginal(a, polish=True)
     # pages whose μa rounds to 1 sit on the cut-off: any tiny frequency meets
     # the optimality condition there, so they absorb what the solver left over
-    edge = (np.abs(a - 1.0) < 1e-6) & ~np.isfinite(r)
+    edge = np.abs(a - 1.0) < 1e-9
+    r[edge] = np.inf
     del a
     with np.errstate(divide="ignore"):
         f = np.divide(lam_u, r, out=r)

@@ -602,7 +602,7 @@ class HealthConfig:
     baseline_days: int = 14
     min_day_requests: int = 50
     min_baseline_days: int = 3
-    half_life_s: float = 900.0
+    half_life_s: float = 600.0
     stale_after_s: float = 6 * 3600.0
     hysteresis_points: float = 5.0
     healthy_min: float = 80.0
@@ -955,8 +955,17 @@ class HealthState:
         return cls({s: SiteState(**dict(v)) for s, v in data.items()})
 
 
-def _alpha(dt: float, config: HealthConfig) -> float:
-    return 1.0 - 0.5 ** (max(dt, 0.0) / config.half_life_s)
+def _alpha(dt: float, window_s: float, config: HealthConfig) -> float:
+    """EWMA weight of a new window ``dt`` seconds after the last one.
+
+    A window wider than ``dt`` repeats data the average already holds, so the
+    elapsed time is scaled by the new fraction ``dt / window_s``: a blip seen
+    by three overlapping one-hour windows moves the score as much as once in a
+    15-minute window.
+    """
+    dt = max(dt, 0.0)
+    new = dt * min(1.0, dt / window_s) if window_s > 0 else dt
+    return 1.0 - 0.5 ** (new / config.half_life_s)
 
 
 # ---------------------------------------------------------------------------
@@ -1137,6 +1146,28 @@ def _diagnose_routes(
 # ---------------------------------------------------------------------------
 
 
+def _widths(
+    site: IntArray,
+    slot: IntArray,
+    n: npt.ArrayLike,
+    n_sites: int,
+    slots: int,
+    config: HealthConfig,
+) -> IntArray:
+    """Per site, the fewest recent buckets (from the newest) holding ``min_requests``.
+
+    All ``slots`` when even those fall short.
+    """
+    per_slot = np.bincount(
+        site * slots + slot, weights=np.asarray(n, np.float64), minlength=n_sites * slots
+    ).reshape(n_sites, slots)
+    cum = np.cumsum(per_slot, axis=1)
+    min_slots = max(1, config.current_min_s // BUCKET_SECONDS)
+    reach = cum >= config.min_requests
+    reach[:, : min_slots - 1] = False
+    return np.where(reach.any(axis=1), reach.argmax(axis=1) + 1, slots).astype(np.int64)
+
+
 def _fmt(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -1197,15 +1228,7 @@ def evaluate_sites(
         b.site, b.route, b.n.astype(np.float64), fail, n_sites, buckets.routes, config
     )
     healthy = ~row_failing
-    # Adaptive window over healthy routes: the fewest slots reaching min_requests.
-    per_slot = np.bincount(
-        b.site[healthy] * slots + slot[healthy], weights=b.n[healthy], minlength=n_sites * slots
-    ).reshape(n_sites, slots)
-    cum = np.cumsum(per_slot, axis=1)
-    min_slots = max(1, config.current_min_s // BUCKET_SECONDS)
-    reach = cum >= config.min_requests
-    reach[:, : min_slots - 1] = False
-    width = np.where(reach.any(axis=1), reach.argmax(axis=1) + 1, slots)
+    width = _widths(b.site[healthy], slot[healthy], b.n[healthy], n_sites, slots, config)
     in_win = healthy & (slot < width[b.site])
     cur = _group_sums(b.site[in_win], n_sites, [c[in_win] for c in cols])
     hist = _hist_sums(b.site[in_win], n_sites, b.latency[in_win])
@@ -1217,8 +1240,11 @@ def evaluate_sites(
     raw = _score_from(pen)
     scored = n_now >= config.min_requests
 
-    # Parser and canaries read the whole last hour on every route.
-    whole = _group_sums(b.site, n_sites, cols)
+    # Parser health reads every route, over its own adaptive window of parsed responses.
+    parsed_rows = cols[_C["valid"]] + cols[_C["extract"]]
+    pwidth = _widths(b.site, slot, parsed_rows, n_sites, slots, config)
+    p_in = slot < pwidth[b.site]
+    whole = _group_sums(b.site[p_in], n_sites, [c[p_in] for c in cols])
     parsed = whole[:, _C["valid"]] + whole[:, _C["extract"]]
     with np.errstate(divide="ignore", invalid="ignore"):
         ex_rate = whole[:, _C["extract"]] / parsed
@@ -1235,6 +1261,8 @@ def evaluate_sites(
         base_bpv = np.where(known, pooled[:, _C["bytes"]] / pooled[:, _C["valid"]], np.nan)
         base_cpv = np.where(known, pooled[:, _C["credits"]] / pooled[:, _C["valid"]], np.nan)
 
+    win_s = at - (top - (width - 1) * BUCKET_SECONDS)
+    pwin_s = at - (top - (pwidth - 1) * BUCKET_SECONDS)
     results: list[SiteHealth] = []
     for i, name in enumerate(sites):
         st = state.sites.get(name)
@@ -1244,7 +1272,7 @@ def evaluate_sites(
             if st is None or at - st.at > config.stale_after_s:
                 sm = p
             else:
-                a = _alpha(at - st.at, config)
+                a = _alpha(at - st.at, float(win_s[i]), config)
                 sm = [(1 - a) * old + a * new for old, new in zip(st.penalties, p, strict=True)]
             score_f = 100 - (((sm[0] + sm[1]) + sm[2]) + sm[3])
             band: Band = _hysteresis(st.band if st else "unknown", score_f, config)
@@ -1265,7 +1293,7 @@ def evaluate_sites(
             if st.parser_at is None or at - st.parser_at > config.stale_after_s:
                 psm = float(ex_pen[i])
             else:
-                a = _alpha(at - st.parser_at, config)
+                a = _alpha(at - st.parser_at, float(pwin_s[i]), config)
                 psm = (1 - a) * st.parser_penalty + a * float(ex_pen[i])
             pband = _hysteresis(st.parser_band, 100.0 - psm, config)
             st.parser_at, st.parser_penalty, st.parser_band = at, psm, pband
@@ -1301,7 +1329,7 @@ def evaluate_sites(
                 failing_routes=list(failing),
                 parser=parser,
                 action=action_for(band, failing, config),
-                window_s=int(at - (top - (int(width[i]) - 1) * BUCKET_SECONDS)),
+                window_s=int(win_s[i]),
                 signals={
                     "requests": float(n_now[i]),
                     "hard_block": _fmt(rates[i, 0]),

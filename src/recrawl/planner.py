@@ -468,10 +468,13 @@ class _Selector:
         self.taken = np.zeros(len(pages), dtype=bool)
         self.host_used: dict[int, int] = {}
 
-    def take(self, ordered: IntArray, budget: float, *, round_up: bool = False) -> float:
-        """Take candidates in order while they fit; return the budget used."""
+    def take(
+        self, ordered: IntArray, budget: float, *, round_up: bool = False
+    ) -> tuple[float, IntArray]:
+        """Take candidates in order while they fit; return the budget used and them."""
+        none = np.zeros(0, dtype=np.int64)
         if budget <= 0 or ordered.size == 0:
-            return 0.0
+            return 0.0, none
         ordered = ordered[~self.taken[ordered]]
         if self.cap is not None and ordered.size:
             hosts = self.pages.host[ordered]
@@ -480,7 +483,7 @@ class _Selector:
                 rank = rank + np.array([self.host_used.get(int(h), 0) for h in hosts])
             ordered = ordered[rank < self.cap]
         if ordered.size == 0:
-            return 0.0
+            return 0.0, none
         cum = np.cumsum(self.eff_cost[ordered])
         k = int(np.searchsorted(cum, budget * (1 + 1e-9) + 1e-12, side="right"))
         used = float(cum[k - 1]) if k else 0.0
@@ -490,18 +493,13 @@ class _Selector:
             if self.rng.random() < (budget - used) / nxt:
                 k += 1
                 used += nxt
-        chosen = ordered[:k]
-        return self._commit(chosen, used)
-
-    def _commit(self, chosen: IntArray, used: float) -> float:
-        if chosen.size == 0:
-            return 0.0
+        chosen = ordered[:k].astype(np.int64)
         self.taken[chosen] = True
-        if self.cap is not None:
+        if self.cap is not None and chosen.size:
             hs, cnt = np.unique(self.pages.host[chosen], return_counts=True)
             for h, c in zip(hs.tolist(), cnt.tolist(), strict=True):
                 self.host_used[h] = self.host_used.get(h, 0) + c
-        return used
+        return used, chosen
 
 
 def _top(priority: FloatArray, candidates: IntArray, k: int) -> IntArray:
@@ -570,10 +568,10 @@ def plan_cycle(
     # 1. discovery: never-fetched pages, oldest first
     new_idx = np.flatnonzero(fetchable & pages.never_fetched)
     disc_used = 0.0
+    disc_chosen = np.zeros(0, dtype=np.int64)
     if new_idx.size:
         new_idx = new_idx[np.argsort(pages.first_seen[new_idx], kind="stable")]
-        disc_used = sel.take(new_idx, budget * cfg.discovery_share, round_up=True)
-    disc_chosen = np.flatnonzero(sel.taken)
+        disc_used, disc_chosen = sel.take(new_idx, budget * cfg.discovery_share, round_up=True)
 
     known = np.flatnonzero(fetchable & ~pages.never_fetched)
     days_since = (now - pages.last_fetch[known]) / DAY_S
@@ -624,17 +622,17 @@ def plan_cycle(
         if vb > 0:
             k = int(min(known.size, vb / max(float(eff_cost[known].min()), 1e-300) + 1))
             sample = gen.choice(known, size=k, replace=False) if k < known.size else known
-            before = sel.taken.copy()
-            used += sel.take(np.asarray(sample, dtype=np.int64), vb, round_up=True)
-            parts.append((np.flatnonzero(sel.taken & ~before), VERIFY))
+            got, chosen = sel.take(np.asarray(sample, dtype=np.int64), vb, round_up=True)
+            used += got
+            parts.append((chosen, VERIFY))
         # 3. re-estimation: pages unvisited for a long time, oldest first
         rb = budget * cfg.reestimate_share
         stale = known[days_since >= cfg.reestimate_after_days]
         if rb > 0 and stale.size:
             stale = stale[np.argsort(pages.last_fetch[stale], kind="stable")]
-            before = sel.taken.copy()
-            used += sel.take(stale, rb, round_up=True)
-            parts.append((np.flatnonzero(sel.taken & ~before), REESTIMATE))
+            got, chosen = sel.take(stale, rb, round_up=True)
+            used += got
+            parts.append((chosen, REESTIMATE))
 
     # 4. the score pool: everything left, best priority first
     left = budget - used
@@ -645,9 +643,7 @@ def plan_cycle(
         while True:
             kk = k if cfg.max_per_host is None else min(cand.size, 4 * k)
             ordered = _top(priority, cand, kk)
-            before = sel.taken.copy()
-            got = sel.take(ordered, left)
-            chosen = np.flatnonzero(sel.taken & ~before)
+            got, chosen = sel.take(ordered, left)
             if kk >= cand.size or got >= left - min_cost or cfg.max_per_host is None:
                 break
             # the host cap filtered too many: undo and retry with more candidates
@@ -655,15 +651,12 @@ def plan_cycle(
             for h, c in zip(*np.unique(pages.host[chosen], return_counts=True), strict=True):
                 sel.host_used[int(h)] -= int(c)
             k = 4 * kk
-        chosen = chosen[np.argsort(-priority[chosen], kind="stable")]
         parts.append((chosen, SCORE))
 
     # 5. whatever the score pool could not use goes to more new pages
     left = budget - used - sum(float(eff_cost[p].sum()) for p, r in parts if r == SCORE)
     if new_idx.size and left > 0:
-        before = sel.taken.copy()
-        sel.take(new_idx, left)
-        parts.append((np.flatnonzero(sel.taken & ~before), DISCOVERY))
+        parts.append((sel.take(new_idx, left)[1], DISCOVERY))
 
     index = np.concatenate([p for p, _ in parts]).astype(np.int64)
     reason = np.concatenate([np.full(p.size, r, dtype=np.int8) for p, r in parts])

@@ -1,0 +1,182 @@
+"""Change-rate estimation: censored MLE, empirical-Bayes shrinkage, decay."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recrawl.estimate import (
+    estimate_rates,
+    fit_group_priors,
+    raw_rates,
+    update_evidence,
+    update_evidence_arrays,
+)
+
+
+def simulate_revisits(
+    rates: np.ndarray,
+    visits: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    mean_interval_days: float = 7.0,
+    half_life_days: float = math.inf,
+    jitter: float = 0.5,
+) -> tuple[np.ndarray, ...]:
+    """Evidence of pages with known rates, revisited at irregular intervals.
+
+    Intervals are uniform in ``mean × [1 − jitter, 1 + jitter]``.
+    """
+    n = rates.size
+    ev = [np.zeros(n) for _ in range(4)]
+    for k in range(int(visits.max())):
+        idx = np.flatnonzero(visits > k)
+        t = mean_interval_days * rng.uniform(1 - jitter, 1 + jitter, idx.size)
+        changed = rng.random(idx.size) < -np.expm1(-rates[idx] * t)
+        update_evidence_arrays(*ev, idx, t, changed, half_life_days=half_life_days)
+    return tuple(ev)
+
+
+def log_error(estimate: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    return np.abs(np.log(np.maximum(estimate, 1e-6) / truth))
+
+
+@settings(max_examples=50)
+@given(
+    steps=st.lists(
+        st.tuples(st.floats(0.01, 400.0), st.booleans()), min_size=1, max_size=20
+    ),
+    half_life=st.sampled_from([30.0, 180.0, math.inf]),
+)
+def test_scalar_and_vectorised_updates_agree(
+    steps: list[tuple[float, bool]], half_life: float
+) -> None:
+    scalar = (0.0, 0.0, 0.0, 0.0)
+    arrays = [np.zeros(3) for _ in range(4)]
+    for interval, changed in steps:
+        scalar = update_evidence(*scalar, interval, changed, half_life_days=half_life)
+        update_evidence_arrays(*arrays, [1], [interval], [changed], half_life_days=half_life)
+    assert [a[1] for a in arrays] == pytest.approx(list(scalar))
+    assert all(a[0] == 0.0 and a[2] == 0.0 for a in arrays)  # other pages untouched
+
+
+def test_decay_halves_old_evidence_after_one_half_life() -> None:
+    ev = update_evidence(0.0, 0.0, 0.0, 0.0, 10.0, True, half_life_days=100.0)
+    ev = update_evidence(*ev, 100.0, False, half_life_days=100.0)
+    assert ev == pytest.approx((0.5, 5.0, 1.0, 100.0))
+    with pytest.raises(ValueError):
+        update_evidence(*ev, 0.0, False)
+
+
+def test_censored_estimate_is_not_biased_low_for_fast_pages() -> None:
+    # daily visits to pages that change about three times a day
+    rng = np.random.default_rng(0)
+    truth = np.full(2000, 3.0)
+    ev = simulate_revisits(truth, np.full(2000, 200), rng, mean_interval_days=0.5)
+    naive = ev[0] / (ev[1] + ev[3])  # changes / observed time
+    rate, _ = estimate_rates(*ev)
+    assert np.median(naive) < 0.75 * 3.0  # the naive estimate is badly low
+    assert np.median(rate) == pytest.approx(3.0, rel=0.1)
+
+
+def test_closed_form_is_the_likelihood_maximum_for_regular_intervals() -> None:
+    # n intervals of length I, X of them changed: MLE = −ln(1 − X/n) / I
+    n, x, interval = 40.0, 13.0, 2.0
+    nc, tc, nu, tu = x, x * interval, n - x, (n - x) * interval
+    closed = math.log(1 + tc / tu) * nc / tc
+    assert closed == pytest.approx(-math.log(1 - x / n) / interval)
+    grid = np.linspace(0.01, 1.0, 100_000)
+    loglik = nc * np.log1p(-np.exp(-grid * interval)) - grid * tu
+    assert closed == pytest.approx(grid[np.argmax(loglik)], abs=1e-4)
+    # and the estimator lands on it when the evidence dwarfs the prior
+    rate, _ = estimate_rates(
+        [nc * 1000], [tc * 1000], [nu * 1000], [tu * 1000], priors=None
+    )
+    assert rate[0] == pytest.approx(closed, rel=1e-3)
+
+
+def test_error_against_known_rates_and_shrinkage_wins_for_few_revisits() -> None:
+    rng = np.random.default_rng(7)
+    n_groups, per_group = 40, 100
+    groups = np.repeat(np.arange(n_groups), per_group)
+    # each group has its own typical rate; pages scatter around it
+    group_rate = np.exp(rng.uniform(math.log(1 / 200), math.log(2.0), n_groups))
+    truth = group_rate[groups] * np.exp(rng.normal(0.0, 0.5, groups.size))
+    visits = rng.integers(1, 41, groups.size)
+    ev = simulate_revisits(truth, visits, rng)
+    rate, sd = estimate_rates(*ev, groups)
+    raw = raw_rates(*ev)
+
+    few = visits <= 3
+    many = visits >= 30
+    err_shrunk_few = float(np.median(log_error(rate[few], truth[few])))
+    err_raw_few = float(np.median(log_error(raw[few], truth[few])))
+    err_many = float(np.median(log_error(rate[many], truth[many])))
+    # a sensible estimate from three revisits, a much better one from thirty
+    assert err_shrunk_few < 0.6 * err_raw_few
+    assert err_shrunk_few < 1.0  # within a factor e of the truth for half of them
+    assert err_many < 0.35
+    # many revisits: the page's own evidence dominates (close to the raw estimate)
+    assert float(np.median(np.abs(np.log(rate[many] / np.maximum(raw[many], 1e-9))))) < 0.15
+    # the uncertainty means something: about two-thirds within one sd
+    inside = np.abs(rate - truth) <= sd
+    assert 0.45 < float(inside[many].mean()) < 0.9
+    assert float(np.median(sd[few] / rate[few])) > float(np.median(sd[many] / rate[many]))
+
+
+def test_no_evidence_gives_the_group_mean() -> None:
+    rng = np.random.default_rng(1)
+    truth = np.r_[np.full(300, 0.02), np.full(300, 0.3)]
+    groups = np.r_[np.zeros(300, int), np.ones(300, int)]
+    ev = simulate_revisits(truth, np.full(600, 30), rng)
+    ev = tuple(np.r_[e, 0.0, 0.0] for e in ev)  # two new pages, one per group
+    rate, _ = estimate_rates(*ev, np.r_[groups, 0, 1])
+    assert rate[-2] == pytest.approx(0.02, rel=0.3)
+    assert rate[-1] == pytest.approx(0.3, rel=0.3)
+
+
+def test_time_decay_relearns_a_page_that_changes_behaviour() -> None:
+    rng = np.random.default_rng(3)
+    n = 500
+    rate_before, rate_after = 0.02, 0.5
+    results = {}
+    for half_life in (60.0, math.inf):
+        ev = [np.zeros(n) for _ in range(4)]
+        # four half-lives after the change, the new behaviour has been learned
+        for rate, days in ((rate_before, 720.0), (rate_after, 240.0)):
+            for _ in range(int(days / 3)):
+                t = np.full(n, 3.0)
+                changed = rng.random(n) < -np.expm1(-rate * t)
+                update_evidence_arrays(*ev, np.arange(n), t, changed, half_life_days=half_life)
+        results[half_life] = float(np.median(estimate_rates(*ev)[0]))
+    assert results[60.0] == pytest.approx(rate_after, rel=0.25)
+    assert results[math.inf] < 0.5 * rate_after  # without decay the past dominates
+
+
+def test_elapsed_time_weakens_old_evidence() -> None:
+    # a page believed static drifts back toward its group as it goes unvisited
+    nc = np.array([5.0, 0.0])
+    tc = np.array([50.0, 0.0])
+    nu = np.array([45.0, 30.0])
+    tu = np.array([450.0, 900.0])
+    priors = fit_group_priors(nc, tc, nu, tu)
+    fresh, _ = estimate_rates(nc, tc, nu, tu, priors=priors)
+    stale, _ = estimate_rates(
+        nc, tc, nu, tu, priors=priors, elapsed_days=[0.0, 720.0], half_life_days=180.0
+    )
+    assert stale[0] == fresh[0]
+    assert stale[1] > fresh[1]
+
+
+def test_priors_are_finite_for_degenerate_groups() -> None:
+    pri = fit_group_priors([0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0], [20.0, 0.0, 0.0],
+                           [0, 1, 2])
+    assert np.all(np.isfinite(pri.alpha)) and np.all(pri.alpha > 0)
+    assert np.all(np.isfinite(pri.beta)) and np.all(pri.beta > 0)
+    rate, sd = estimate_rates([0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0],
+                              [20.0, 0.0, 0.0], [0, 1, 2])
+    assert np.all(np.isfinite(rate)) and np.all(rate > 0) and np.all(sd > 0)

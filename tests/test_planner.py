@@ -1,0 +1,220 @@
+"""The planner: budget, reserves, policies, politeness and health inputs."""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recrawl.freshness import freshness_gain
+from recrawl.planner import (
+    NUTCH_MAX_INTERVAL_S,
+    NUTCH_MIN_INTERVAL_S,
+    REASONS,
+    PageState,
+    PlannerConfig,
+    nutch_next_interval,
+    plan_cycle,
+    reallocate,
+)
+
+DAY = 86_400.0
+NOW = 1_800_000_000.0
+NO_RESERVES = PlannerConfig(discovery_share=0.0, reestimate_share=0.0, verify_share=0.0)
+
+
+def known_pages(n: int = 200, *, seed: int = 0, sites: int = 5) -> PageState:
+    """Pages with history: rates from 1/year to 2/day, visited weekly for a year."""
+    rng = np.random.default_rng(seed)
+    s = PageState.new(n, now=NOW - 400 * DAY, site=np.arange(n) % sites, n_sites=sites)
+    s.never_fetched[:] = False
+    rate = np.exp(rng.uniform(math.log(1 / 365), math.log(2.0), n))
+    visits = 50
+    t = np.full(n, 7.0)
+    changes = rng.binomial(visits, -np.expm1(-rate * t))
+    s.ev_nc[:] = changes
+    s.ev_tc[:] = changes * 7.0
+    s.ev_nu[:] = visits - changes
+    s.ev_tu[:] = (visits - changes) * 7.0
+    s.last_fetch[:] = NOW - rng.uniform(0, 30, n) * DAY
+    s.value[:] = rng.choice([1.0, 2.0, 4.0], n)
+    return s
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    budget=st.floats(0.5, 300.0),
+    policy=st.sampled_from(["recrawl", "greedy", "uniform", "proportional", "nutch"]),
+    cap=st.sampled_from([None, 3]),
+)
+def test_never_exceeds_the_budget(budget: float, policy: str, cap: int | None) -> None:
+    s = known_pages(120)
+    s.cost[:] = np.random.default_rng(1).uniform(0.5, 3.0, len(s))
+    cfg = PlannerConfig(max_per_host=cap)
+    plan = plan_cycle(s, budget, NOW, policy=policy, config=cfg, rng=np.random.default_rng(0))
+    assert plan.spent <= budget + 3.0  # a reserve may round up by one fetch
+    assert np.unique(plan.index).size == len(plan)
+    if cap is not None:
+        assert np.bincount(s.host[plan.index]).max(initial=0) <= cap
+    if policy != "nutch" and cap is None:
+        # spend the budget: what is left cannot buy the cheapest page not taken
+        left_out = np.setdiff1d(np.arange(len(s)), plan.index)
+        if left_out.size:
+            assert budget - plan.spent < s.cost.max() + 1e-9
+
+
+def test_plans_are_pure_and_reproducible() -> None:
+    s = known_pages()
+    before = copy.deepcopy(s)
+    a = plan_cycle(s, 20.0, NOW, rng=np.random.default_rng(5))
+    b = plan_cycle(s, 20.0, NOW, rng=np.random.default_rng(5))
+    assert a.index.tolist() == b.index.tolist()
+    for name in ("last_fetch", "ev_nc", "ev_tu", "nutch_interval", "never_fetched"):
+        assert np.array_equal(getattr(s, name), getattr(before, name))
+
+
+def test_discovery_takes_new_urls_oldest_first() -> None:
+    s = known_pages(100)
+    s.never_fetched[:10] = True
+    s.first_seen[:10] = NOW - np.arange(10) * 3600.0  # page 9 is the oldest
+    cfg = PlannerConfig(discovery_share=0.03, reestimate_share=0.0, verify_share=0.0)
+    plan = plan_cycle(s, 100.0, NOW, config=cfg, rng=np.random.default_rng(0))
+    tasks = plan.to_tasks()
+    disc = [t["page"] for t in tasks if t["reason"] == "discovery"]
+    assert disc[:3] == [9, 8, 7]
+    assert len(disc) >= 3
+
+
+def test_reserves_label_verification_and_reestimation() -> None:
+    s = known_pages(400)
+    s.last_fetch[:20] = NOW - 400 * DAY  # believed static, unvisited for a long time
+    s.ev_nc[:20] = 0.0
+    cfg = PlannerConfig(reestimate_share=0.05, verify_share=0.05, reestimate_after_days=180)
+    plan = plan_cycle(s, 100.0, NOW, config=cfg, rng=np.random.default_rng(0))
+    reasons = [REASONS[r] for r in plan.reason]
+    assert 4 <= reasons.count("verify") <= 6
+    assert 4 <= reasons.count("reestimate") <= 6
+    re_pages = plan.index[plan.reason == REASONS.index("reestimate")]
+    assert np.all(re_pages < 20)
+    # baselines do not get the model's reserves
+    base = plan_cycle(s, 100.0, NOW, policy="uniform", config=cfg, rng=np.random.default_rng(0))
+    assert set(base.reason.tolist()) == {0}
+
+
+def test_paused_sites_are_skipped_and_expensive_sites_get_less() -> None:
+    s = known_pages(500, sites=5)
+    s.site_paused[1] = True
+    s.site_cost_multiplier[2] = 4.0
+    plan = plan_cycle(s, 60.0, NOW, config=NO_RESERVES, rng=np.random.default_rng(0))
+    sites = s.site[plan.index]
+    assert not np.any(sites == 1)
+    counts = np.bincount(sites, minlength=5)
+    assert counts[2] < counts[0] and counts[2] < counts[3]
+    assert np.allclose(plan.cost[sites == 2], 4.0)
+
+
+def test_per_host_cap() -> None:
+    s = known_pages(300, sites=3)
+    cfg = PlannerConfig(max_per_host=4, reestimate_share=0.0, verify_share=0.0)
+    plan = plan_cycle(s, 100.0, NOW, config=cfg, rng=np.random.default_rng(0))
+    assert np.bincount(s.host[plan.index]).max() <= 4
+    assert len(plan) == 12
+
+
+def test_greedy_follows_the_seed_priority_queue() -> None:
+    s = known_pages(150)
+    s.cost[:] = np.random.default_rng(2).uniform(0.5, 2.0, len(s))
+    budget = 30.0
+    model = reallocate(s, budget * 24, NOW, policy="greedy", config=NO_RESERVES)
+    interval = float(s.cost.sum()) / (budget * 24)
+    # the seed's loop: priority() per page, a heap, spend until the budget is gone
+    heap = []
+    for i in range(len(s)):
+        page = SimpleNamespace(
+            change_rate=model.rate_per_day[i],
+            last_fetched=s.last_fetch[i] / DAY,
+            value=s.value[i],
+            cost=s.cost[i],
+        )
+        gain = freshness_gain(page.change_rate, NOW / DAY - page.last_fetched, interval)
+        heapq.heappush(heap, (-page.value * gain / page.cost, i))
+    chosen, spent = [], 0.0
+    while heap:
+        _, i = heapq.heappop(heap)
+        if spent + s.cost[i] > budget:
+            break
+        chosen.append(i)
+        spent += s.cost[i]
+    plan = plan_cycle(s, budget, NOW, policy="greedy", config=NO_RESERVES, model=model)
+    assert plan.index.tolist() == chosen
+
+
+def test_recrawl_skips_pages_too_fast_to_keep_fresh_but_events_chases_them() -> None:
+    s = PageState.new(3, now=NOW - 100 * DAY)
+    s.never_fetched[:] = False
+    # 100 daily visits: one page changed every time, one about half, one never
+    s.ev_nc[:] = [100.0, 50.0, 0.0]
+    s.ev_tc[:] = [100.0, 50.0, 0.0]
+    s.ev_nu[:] = [0.0, 50.0, 100.0]
+    s.ev_tu[:] = [0.0, 50.0, 100.0]
+    s.last_fetch[:] = NOW - 2 * DAY
+    fresh = reallocate(s, 0.3, NOW, config=NO_RESERVES)
+    events = reallocate(s, 0.3, NOW, objective="events", config=NO_RESERVES)
+    assert fresh.visits_per_day[0] < fresh.visits_per_day[1]
+    assert events.visits_per_day[0] > events.visits_per_day[1]
+    assert fresh.rate_per_day[0] > 2.0 and fresh.rate_per_day[2] < 0.05
+
+
+def test_recrawl_takes_the_most_overdue_pages() -> None:
+    s = known_pages(100)
+    model = reallocate(s, 10.0, NOW, config=NO_RESERVES)
+    plan = plan_cycle(s, 5.0, NOW, config=NO_RESERVES, model=model)
+    overdue = (NOW - s.last_fetch) / DAY * model.visits_per_day
+    assert set(plan.index.tolist()) == set(np.argsort(-overdue)[:5].tolist())
+    assert np.all(plan.expected_gain > 0)
+
+
+def test_uniform_takes_the_longest_unvisited() -> None:
+    s = known_pages(50)
+    plan = plan_cycle(s, 5.0, NOW, policy="uniform", config=NO_RESERVES)
+    assert set(plan.index.tolist()) == set(np.argsort(s.last_fetch)[:5].tolist())
+
+
+def test_nutch_fetches_only_due_pages() -> None:
+    s = known_pages(50)
+    s.nutch_interval[:] = 40 * DAY  # last fetches are at most 30 days old: nothing due
+    assert len(plan_cycle(s, 50.0, NOW, policy="nutch")) == 0
+    s.nutch_interval[:5] = DAY
+    plan = plan_cycle(s, 50.0, NOW, policy="nutch")
+    assert set(plan.index.tolist()) <= set(range(5))
+
+
+def test_nutch_interval_rule() -> None:
+    assert nutch_next_interval(30 * DAY, False) == pytest.approx(42 * DAY)
+    assert nutch_next_interval(30 * DAY, True) == pytest.approx(24 * DAY)
+    assert nutch_next_interval(NUTCH_MAX_INTERVAL_S, False) == NUTCH_MAX_INTERVAL_S
+    assert nutch_next_interval(NUTCH_MIN_INTERVAL_S, True) == NUTCH_MIN_INTERVAL_S
+
+
+def test_tasks_carry_reason_gain_and_cost() -> None:
+    s = known_pages(30)
+    plan = plan_cycle(s, 4.0, NOW, config=NO_RESERVES)
+    tasks = plan.to_tasks([f"https://example.com/{i}" for i in range(30)])
+    assert len(tasks) == 4
+    assert set(tasks[0]) == {"page", "reason", "expected_gain", "cost", "priority"}
+    assert tasks[0]["page"].startswith("https://")
+    assert all(t["reason"] == "score" and t["cost"] == 1.0 for t in tasks)
+
+
+def test_bad_arguments() -> None:
+    s = known_pages(5)
+    with pytest.raises(ValueError):
+        plan_cycle(s, 1.0, NOW, policy="random")
+    with pytest.raises(ValueError):
+        PlannerConfig(discovery_share=0.7, reestimate_share=0.4)

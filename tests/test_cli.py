@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from recrawl.cli import app
+
+runner = CliRunner()
+
+
+def recrawl(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "recrawl", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _log(tmp_path: Path) -> Path:
+    p = tmp_path / "log.jsonl"
+    rows = [
+        {
+            "url": "https://shop.example/p/1",
+            "fetched_at": 1000,
+            "status": 200,
+            "record": {"p": 1},
+            "page_type": "product",
+        },
+        {
+            "url": "https://shop.example/p/1",
+            "fetched_at": 90000,
+            "status": 200,
+            "record": {"p": 2},
+            "page_type": "product",
+        },
+        {
+            "url": "https://shop.example/p/1",
+            "fetched_at": 180000,
+            "status": 304,
+            "page_type": "product",
+        },
+        {"url": "https://news.example/a", "fetched_at": 1000, "status": 200, "record": {"t": 1}},
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def test_stats_json_shape(tmp_path: Path):
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["stats", "--db", db, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert set(data["groups"][0]) == {
+        "site", "page_type", "fetches", "revisits", "changes_detected",
+        "fetches_without_change", "cost", "cost_per_change",
+    }  # fmt: skip
+    shop = next(g for g in data["groups"] if g["site"] == "shop.example")
+    assert (
+        shop["fetches"],
+        shop["revisits"],
+        shop["changes_detected"],
+        shop["fetches_without_change"],
+    ) == (3, 2, 1, 1)
+    assert data["total"]["observations"] == 4
+    table = runner.invoke(app, ["stats", "--db", db])
+    assert "shop.example" in table.output and "total" in table.output
+
+
+def test_ingest_bad_line_exits_nonzero_and_names_line(tmp_path: Path):
+    db = str(tmp_path / "s.db")
+    bad = '{"url":"https://a.example/","fetched_at":1,"status":200}\n{"url":"https://a.example/","fetched_at":"never","status":200}\n'
+    res = recrawl("ingest", "-", "--db", db, input=bad)
+    assert res.returncode == 1
+    assert "line 2" in res.stderr and "fetched_at" in res.stderr
+    assert "1 observations stored" in res.stdout
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_file_is_one_clear_sentence(tmp_path: Path):
+    res = recrawl("ingest", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "x.db"))
+    assert res.returncode != 0 and "not a readable file" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_config_is_one_clear_sentence(tmp_path: Path):
+    cfg = tmp_path / "recrawl.toml"
+    cfg.write_text('billing_unit = "gold"\n')
+    res = recrawl("stats", "--db", str(tmp_path / "x.db"), "--config", str(cfg))
+    assert res.returncode == 2 and "billing_unit" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_urls_add_then_plan_discovers_them(tmp_path: Path):
+    db = str(tmp_path / "p.db")
+    urls = tmp_path / "urls.txt"
+    urls.write_text(
+        "https://new.example/a\nhttps://new.example/b\nnot a url\nhttps://new.example/a\n"
+    )
+    res = runner.invoke(app, ["urls", "add", str(urls), "--db", db, "--page-type", "product"])
+    assert res.exit_code == 1  # one rejected line
+    assert "2 new URLs registered" in res.output
+    res = runner.invoke(app, ["plan", "--db", db, "--budget", "5", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert {t["url"] for t in plan["tasks"]} == {"https://new.example/a", "https://new.example/b"}
+    assert {t["reason"] for t in plan["tasks"]} == {"discovery"}
+
+
+def test_plan_spends_budget_on_known_pages(tmp_path: Path):
+    db = str(tmp_path / "p.db")
+    from recrawl.testing import write_fetch_log
+
+    log = tmp_path / "log.jsonl"
+    write_fetch_log(str(log), 4000, n_pages=400, days=20)
+    assert runner.invoke(app, ["ingest", str(log), "--db", db, "-q"]).exit_code == 0
+    res = runner.invoke(app, ["plan", "--db", db, "--budget", "40", "--at", "1769000000", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.output)
+    assert 0 < plan["spent"] <= 40 + 1e-9
+    assert len({t["url"] for t in plan["tasks"]}) == len(plan["tasks"])
+    assert plan["split"].get("score", 0) > 0
+    table = runner.invoke(app, ["plan", "--db", db, "--budget", "40", "--at", "1769000000"])
+    assert "reason" in table.output and "score" in table.output

@@ -1,0 +1,176 @@
+"""Trace parsing and replay (SPEC §5 semantics)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recrawl import InvalidTrace
+from recrawl.simulate import ALL_POLICIES, generate_traces, load_traces, replay
+from recrawl.traces import dump_trace
+
+DAY = 86_400
+PGA = Path("/work/shared/traces/ota-pga.jsonl")
+SAMPLE = Path(__file__).resolve().parents[1] / "src" / "recrawl" / "data" / "ota-sample.jsonl"
+
+
+def line(**kw: object) -> str:
+    base: dict[str, object] = {"page": "p", "start": 0, "end": 10 * DAY, "changes": []}
+    base.update(kw)
+    return json.dumps(base)
+
+
+def test_replay_by_hand() -> None:
+    # one page, one change at day 2.5; half a fetch a day = a fetch every 2 days
+    r = replay([line(changes=[int(2.5 * DAY)])], 0.5, policies=["uniform"])
+    u = r["policies"]["uniform"]
+    assert (r["pages"], r["days"], r["budget"]) == (1, 10.0, 0.5)
+    assert u["fetches"] == 5  # days 2, 4, 6, 8, 10; the fetch at start is free
+    assert u["changes_detected"] == 1 and u["fetches_without_change"] == 4
+    assert u["cost"] == 5.0 and u["cost_per_change"] == 5.0
+    # fresh on [0, 2.5) and from the fetch at day 4 on: 8.5 of 10 days
+    assert u["freshness"] == pytest.approx(0.85)
+
+
+def test_costs_and_values_are_honoured() -> None:
+    lines = [
+        line(page="a", changes=[DAY * d for d in range(1, 10)], cost=2.0, value=3.0),
+        line(page="b", changes=[], cost=2.0, value=1.0),
+    ]
+    r = replay(lines, 0.5, policies=["uniform"])["policies"]["uniform"]
+    assert r["cost"] == pytest.approx(2.0 * r["fetches"])
+    assert r["cost"] <= 0.5 * 2 * 10 + 2.0
+    # b never changes (always fresh); a is stale most of the time and weighs 3
+    assert r["freshness"] < 0.5
+
+
+def test_result_shape_and_progress_for_every_policy() -> None:
+    traces = load_traces(PGA)[:40]
+    seen: dict[str, tuple[int, int]] = {}
+
+    def progress(policy: str, done: int, total: int) -> None:
+        seen[policy] = (done, total)
+
+    r = replay(traces, 0.1, cycle_hours=24.0, progress=progress)
+    assert set(r) == {"pages", "days", "budget", "policies"}
+    assert list(r["policies"]) == list(ALL_POLICIES)
+    for name, res in r["policies"].items():
+        assert set(res) == {
+            "freshness",
+            "fetches",
+            "changes_detected",
+            "fetches_without_change",
+            "cost",
+            "cost_per_change",
+        }
+        assert 0.0 < res["freshness"] <= 1.0
+        assert res["fetches"] == res["changes_detected"] + res["fetches_without_change"]
+        assert seen[name][0] == seen[name][1]
+    # everyone but nutch spends the budget: about 0.1 × pages × days
+    page_days = sum(t.days for t in traces)
+    for name in ("oracle", "recrawl", "greedy", "uniform", "proportional"):
+        assert r["policies"][name]["cost"] == pytest.approx(0.1 * page_days, rel=0.05)
+    json.dumps(r)  # plain JSON
+
+
+def test_recrawl_beats_uniform_and_nears_the_oracle_on_poisson_pages() -> None:
+    traces = generate_traces("poisson", pages=150, days=300, seed=4)
+    r = replay(traces, 0.1, policies=["oracle", "recrawl", "uniform"], cycle_hours=6.0)
+    f = {k: v["freshness"] for k, v in r["policies"].items()}
+    assert f["oracle"] > f["uniform"]
+    assert f["recrawl"] > f["uniform"]
+    assert f["recrawl"] >= 0.95 * f["oracle"]
+
+
+def test_events_objective_finds_more_changes() -> None:
+    traces = generate_traces("poisson", pages=100, days=200, seed=2)
+    fresh = replay(traces, 0.2, policies=["recrawl"], cycle_hours=6.0)
+    events = replay(traces, 0.2, policies=["recrawl"], cycle_hours=6.0, objective="events")
+    assert (
+        events["policies"]["recrawl"]["changes_detected"]
+        > fresh["policies"]["recrawl"]["changes_detected"]
+    )
+
+
+@pytest.mark.parametrize("kind", ["poisson", "bursts", "business_hours", "rate_jump"])
+def test_generated_traces_have_the_stated_shape(kind: str) -> None:
+    traces = generate_traces(kind, pages=60, days=120, seed=1, min_rate=0.5, max_rate=0.5)
+    load_traces([dump_trace(t) for t in traces])  # valid by the parser's rules
+    rate = np.mean([t.changes.size / t.days for t in traces])
+    assert rate == pytest.approx(0.5, rel=0.25)
+    every = np.concatenate([t.changes for t in traces]).astype("datetime64[s]")
+    hours = (every - every.astype("datetime64[D]")).astype(int) // 3600
+    weekday = (every.astype("datetime64[D]").astype(int) + 3) % 7
+    if kind == "business_hours":
+        assert np.all((weekday < 5) & (hours >= 9) & (hours < 17))
+    if kind == "bursts":
+        gaps = np.concatenate([np.diff(t.changes) for t in traces])
+        assert np.median(gaps) < 0.25 * DAY
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("not json", "JSON"),
+        ('["a list"]', "object"),
+        (line(page=""), "page"),
+        (line(start="yesterday"), "start"),
+        (line(end=0), "after"),
+        (line(changes=[5 * DAY, 3 * DAY]), "sorted"),
+        (line(changes=[11 * DAY]), "inside"),
+        (line(changes=[0]), "inside"),
+        (line(cost=0), "cost"),
+        (line(value=-1), "value"),
+        (json.dumps({"page": "p", "start": 0, "end": 5}), "changes"),
+    ],
+)
+def test_bad_lines_name_the_line(text: str, where: str) -> None:
+    with pytest.raises(InvalidTrace) as err:
+        load_traces([line(page="ok"), "", text])
+    assert err.value.line == 3
+    assert where in str(err.value)
+    assert isinstance(err.value, ValueError)
+
+
+@settings(max_examples=200)
+@given(
+    st.dictionaries(
+        st.sampled_from(["page", "start", "end", "changes", "value", "cost", "site"]),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-5, 10**6),
+            st.floats(allow_nan=True),
+            st.text(max_size=3),
+            st.lists(st.integers(0, 10**6), max_size=4),
+        ),
+    )
+)
+def test_the_parser_accepts_or_raises_invalid_trace(obj: dict[str, object]) -> None:
+    try:
+        traces = load_traces([json.dumps(obj)])
+    except InvalidTrace:
+        return
+    t = traces[0]
+    assert t.end > t.start
+    assert np.all((t.changes > t.start) & (t.changes <= t.end))
+
+
+def test_bundled_sample_is_a_valid_subset_of_the_contrib_trace() -> None:
+    sample = load_traces(SAMPLE)
+    assert 100 <= len(sample) <= 150
+    full = {t.page: t for t in load_traces("/work/shared/traces/ota-contrib.jsonl")}
+    for t in sample:
+        assert np.array_equal(t.changes, full[t.page].changes)
+
+
+def test_unknown_policy_and_budget_are_refused() -> None:
+    with pytest.raises(ValueError):
+        replay([line()], 0.1, policies=["psychic"])
+    with pytest.raises(ValueError):
+        replay([line()], 0.0)

@@ -163,3 +163,20 @@ def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
     )
     assert s.execute("SELECT sum(n) FROM buckets")[0][0] == 120_000
     s.close()
+
+
+def test_soft_blocks_and_challenges_detected_without_reported_outcome(store: SQLiteStore):
+    from recrawl.ingest import ContentClassifier
+
+    lines = [obs(U, t, status=200, bytes_received=50_000, record={"price": t}) for t in (1, 2, 3)]
+    lines += [
+        obs(U, 4, status=200, bytes_received=1_200, record={"price": 3}),  # far smaller than normal
+        obs(U, 5, status=200, bytes_received=49_000, record={}),  # empty record
+        obs(U, 6, status=200, bytes_received=9_000, title="Just a moment..."),
+        obs(U, 7, status=403, body_excerpt='<div class="g-recaptcha">'),
+        obs(U, 8, status=200, bytes_received=51_000, record={"price": 3}),
+    ]
+    ingest_lines(store, lines, classifier=ContentClassifier())
+    assert [o for _, o in store.outcomes(U)] == [
+        "new", "changed", "changed", "soft_block", "soft_block", "challenge", "challenge", "unchanged",
+    ]  # fmt: skip

@@ -19,7 +19,7 @@ from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
 from .engine import Engine
-from .ingest import IngestReport, ingest_lines
+from .ingest import ContentClassifier, IngestReport, ingest_lines
 from .observation import parse_timestamp
 from .stats import compute_stats
 from .store import SQLiteStore, default_db
@@ -109,6 +109,7 @@ def ingest(
     settings = load_settings(config)
     store = _store(db, settings)
     total = IngestReport()
+    classifier = ContentClassifier(settings.block_markers)
     shown = 0
     with _open_inputs(files) as inputs:
         progress = Progress(
@@ -137,7 +138,7 @@ def ingest(
 
                 kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
                 rep = ingest_lines(
-                    store, counting, fmt=kind_lit, rules=settings.page_types,
+                    store, counting, fmt=kind_lit, rules=settings.page_types, classifier=classifier,
                     on_batch=tick, on_error=show,
                 )  # fmt: skip
                 total.read += rep.read + rep.rejected
@@ -483,7 +484,7 @@ def demo(
         _store(db, settings) as store,
         _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
     ):
-        rep = ingest_lines(store, f, rules=settings.page_types)
+        rep = ingest_lines(store, f, rules=settings.page_types, classifier=ContentClassifier())
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
         data = compute_stats(store.group_totals(), "fetches")
     _print_stats(data)
@@ -504,6 +505,110 @@ def demo(
 def version() -> None:
     """Print the version."""
     out.print(__version__)
+
+
+# -- service: init, serve, report ----------------------------------------------------------------
+
+
+_INIT_TOML = """\
+# recrawl configuration, created by `recrawl init`. Environment variables override it
+# (RECRAWL_TOKEN, RECRAWL_READ_TOKEN, RECRAWL_BUDGET_PER_DAY, ...).
+
+billing_unit = "{unit}"          # fetches | bytes | credits
+budget_per_day = {budget}        # in the billing unit
+cycle_hours = 1
+objective = "freshness"         # freshness | events
+lease_seconds = 600             # a lease not reported by then returns its URL to the plan
+max_body_bytes = 16777216       # larger request bodies get 413
+
+# Writes to the HTTP API need `Authorization: Bearer <token>`. Keep it secret.
+token = "{token}"
+{read_line}
+[reserves]                      # shares of each cycle's budget
+discovery = 0.05
+reestimate = 0.03
+verify = 0.02
+"""
+
+
+@app.command()
+def init(
+    db: DbOpt = None,
+    config: Annotated[Path, typer.Option("--config", help="Config file to create.")] = Path(
+        "recrawl.toml"
+    ),
+    unit: Annotated[
+        str, typer.Option("--unit", help="Billing unit: fetches, bytes or credits.")
+    ] = "fetches",
+    budget: Annotated[
+        float, typer.Option("--budget", help="Budget per day in the billing unit.", min=0)
+    ] = 10_000.0,
+    read_token: Annotated[
+        bool, typer.Option("--read-token", help="Also require a token for reads.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Create the store and a config with a fresh random write token."""
+    import secrets
+
+    if unit not in ("fetches", "bytes", "credits"):
+        raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
+    if config.exists() and not force:
+        raise typer.BadParameter(
+            f"{config} exists (use --force to replace it)", param_hint="--config"
+        )
+    token = secrets.token_urlsafe(32)
+    read_line = f'read_token = "{secrets.token_urlsafe(32)}"\n' if read_token else ""
+    text = _INIT_TOML.format(
+        unit=unit, budget=repr(float(budget)), token=token, read_line=read_line
+    )
+    config.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    load_settings(config, env={})  # what init writes must load
+    path = db or default_db()
+    _store(path).close()
+    out.print(f"store {path} ready; config {config} written with a fresh token (mode 600)")
+
+
+@app.command()
+def serve(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8470,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the HTTP API (/v1, OpenAPI at /docs), /metrics and the dashboard at /."""
+    try:
+        import uvicorn
+
+        from .service import create_app
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"the service needs its extra: pip install 'recrawl[service]' ({exc.name} missing)"
+        ) from None
+    settings = load_settings(config)
+    application = create_app(_store(db, settings), settings)
+    err.print(f"recrawl serving on http://{host}:{port} (store {db or default_db()})")
+    uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
+
+
+@app.command()
+def report(
+    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Write the dashboard as one self-contained HTML file (works offline)."""
+    from .service.dashboard import render_report
+
+    settings = load_settings(config)
+    with _store(db, settings) as store:
+        html = render_report(Engine(store, settings))
+    out_path.write_text(html, encoding="utf-8")
+    out.print(f"report written to {out_path} ({len(html) / 1e6:.1f} MB)")
 
 
 def main() -> None:

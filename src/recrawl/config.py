@@ -15,6 +15,8 @@ Example ``recrawl.toml``::
     [page_types.product]            # which record fields count as a change
     ignore = ["fetched_at", "ad_slot", "session"]
 
+    block_markers = ["are you a robot"]   # extra challenge markers (title/body excerpt)
+
 Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
 ``RECRAWL_BUDGET_PER_DAY``, ``RECRAWL_CYCLE_HOURS``, ``RECRAWL_OBJECTIVE``,
 ``RECRAWL_TOKEN``, ``RECRAWL_READ_TOKEN``, ``RECRAWL_WEBHOOK``.
@@ -66,6 +68,7 @@ class Settings(BaseModel):
     reserves: Reserves = Reserves()
     half_life_days: float | None = Field(None, gt=0)
     page_types: dict[str, FieldRule] = {}
+    block_markers: list[str] = []
     token: str | None = None
     read_token: str | None = None
     webhook: str | None = None

@@ -13,8 +13,8 @@ production (:func:`evaluate_sites`)
     latency 15; full penalty at +20 percentage points or 3× the p95), with:
 
     * **Baselines per signal** (:func:`compute_baselines`): the median of the
-      daily values over the 14 whole UTC days that end at the start of the
-      day before ``at``'s day minus one (so the last 24 to 48 hours never count).
+      daily values over the 14 whole UTC days that end at the start of
+      yesterday (UTC), so the last 24 to 48 hours never count.
       A median of days, not a pooled rate, so one bad day in the window does
       not raise the normal. Days with fewer than ``min_day_requests`` requests
       are skipped; fewer than ``min_baseline_days`` usable days falls back to
@@ -35,9 +35,10 @@ production (:func:`evaluate_sites`)
       ``route_max_failing_share`` of the requests: a site failing on most of
       its routes is the site.
     * **Smoothing**: each signal's penalty is an exponentially weighted moving
-      average with half-life ``half_life_s`` in time (not in steps), so the
-      score is the EWMA of the raw score and the reasons are the smoothed
-      penalties of at least one point, largest first.
+      average with half-life ``half_life_s`` (10 minutes) in time, not in
+      steps, counting only the part of a widened window that is new (see
+      ``_alpha``), so the score is the EWMA of the raw score and the reasons
+      are the smoothed penalties of at least one point, largest first.
     * **Hysteresis**: a band gets worse as soon as the smoothed score crosses
       its threshold (80, 50) and better only once the score clears the
       threshold by ``hysteresis_points``.
@@ -47,8 +48,9 @@ production (:func:`evaluate_sites`)
       wrong is proof, so it outranks every inferred penalty. The override is
       not fed back into the smoothing state.
     * **Parser health**, separate: the extraction-failure rate among parsed
-      responses (valid records plus extraction failures) over the last hour
-      against its daily-median baseline; score ``100 − 100 × min(1, excess /
+      responses (valid records plus extraction failures), on every route,
+      over its own adaptive window (15 minutes to an hour, ``min_requests``
+      parsed responses) against its daily-median baseline; score ``100 − 100 × min(1, excess /
       0.20)``, smoothed and banded the same way. It never enters the target
       health score.
 

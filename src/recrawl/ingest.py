@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._exceptions import InvalidObservation
+from .classify import ExtraMarker, ResponseNormals, classify_response
 from .fingerprint import FieldRule
 from .observation import Observation, read_observations
-from .pagestate import Classifier
+from .pagestate import Classifier, PageState
 from .store import Store
 
-__all__ = ["IngestReport", "ingest_lines", "ingest_observations"]
+__all__ = ["ContentClassifier", "IngestReport", "ingest_lines", "ingest_observations"]
 
 DEFAULT_BATCH = 5000
 MAX_KEPT_ERRORS = 1000
@@ -43,6 +44,46 @@ class IngestReport:
         self.reordered_pages += reordered
         for k, v in outcomes.items():
             self.outcomes[k] = self.outcomes.get(k, 0) + v
+
+
+class ContentClassifier:
+    """The content checks of ingest: block-page markers, bodies far smaller than
+    normal, empty records and records missing fields they always had.
+
+    The normal body size is the page's own running average once it has two
+    good fetches, else the median of its site and page type seen by this
+    process; required fields come from the site and page type (see
+    :class:`~recrawl.classify.ResponseNormals`).
+    """
+
+    def __init__(
+        self, extra_markers: Iterable[ExtraMarker] = (), normals: ResponseNormals | None = None
+    ) -> None:
+        self.extra_markers = tuple(extra_markers)
+        self.normals = normals or ResponseNormals()
+
+    def __call__(self, obs: Observation, page: PageState | None) -> str | None:
+        site, ptype = obs.site, obs.page_type
+        if page is not None:
+            site, ptype = page.site, page.page_type
+        normal = self.normals.body_bytes(site, ptype)
+        if page is not None and page.avg_bytes > 0 and page.last_ok is not None:
+            normal = page.avg_bytes
+        body = obs.bytes_received or None
+        found = classify_response(
+            status=obs.status,
+            error=obs.error,
+            body_bytes=body,
+            title=obs.title,
+            body_excerpt=obs.body_excerpt,
+            record=obs.record,
+            normal_body_bytes=normal,
+            required_fields=self.normals.required_fields(site, ptype),
+            extra_markers=self.extra_markers,
+        )
+        if found is None and obs.status is not None and 200 <= obs.status < 300:
+            self.normals.update(site, ptype, body, obs.record)
+        return found
 
 
 def ingest_observations(

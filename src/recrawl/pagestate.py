@@ -95,6 +95,10 @@ def fixed_outcome(
     s = obs.status
     if s is None:
         return "error"
+    if classifier is not None and (obs.title or obs.body_excerpt):
+        found = classifier(obs, page)  # block-page markers win over the status code
+        if found is not None or 200 <= s < 300:
+            return found
     if s == 304:
         return "not_modified"
     if s in (403, 429):
@@ -102,9 +106,7 @@ def fixed_outcome(
     if s in (404, 410):
         return "gone"
     if 200 <= s < 300:
-        if classifier is not None:
-            return classifier(obs, page)
-        return None
+        return classifier(obs, page) if classifier is not None else None
     return "error"
 
 
@@ -144,6 +146,10 @@ def apply_observation(
     if outcome not in CONTENT_OUTCOMES:
         if outcome == "gone":
             page.gone = True
+        elif outcome == "soft_block" and obs.bytes_received and page.avg_bytes:
+            # Drift slowly towards what the site now sends, so that a page that
+            # really shrank is not taken for a soft block forever.
+            page.avg_bytes = 0.98 * page.avg_bytes + 0.02 * obs.bytes_received
         return outcome
     page.gone = False
     if obs.status is not None and 200 <= obs.status < 300 and obs.bytes_received:

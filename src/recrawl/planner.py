@@ -50,7 +50,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from .estimate import DEFAULT_HALF_LIFE_DAYS, GroupPriors, estimate_rates, fit_group_priors
+from .estimate import (
+    DEFAULT_HALF_LIFE_DAYS,
+    GroupPriors,
+    estimate_rates,
+    fit_group_priors,
+    raw_rates,
+)
 from .freshness import Objective, freshness_gain, optimal_allocation
 
 __all__ = [
@@ -665,9 +671,10 @@ def plan_cycle(
     if model is not None:
         lam = model.rate_per_day[index]
     else:
-        lam = estimate_rates(
+        # baselines keep no model: report the gain at each page's raw censored estimate
+        lam = raw_rates(
             pages.ev_nc[index], pages.ev_tc[index], pages.ev_nu[index], pages.ev_tu[index]
-        )[0]
+        )
     if objective == "freshness":
         if model is not None and policy in ("recrawl", "proportional"):
             f = model.visits_per_day[index]

@@ -412,7 +412,7 @@ def generate_traces(
         gives the stated daily average.
     ``rate_jump``
         the rate jumps ten-fold at mid-trace, up for half the pages and down
-        for the other half (the stated rate is the geometric mean).
+        for the other half (the stated rate is the average over the trace).
 
     Parameters
     ----------
@@ -455,10 +455,10 @@ def generate_traces(
             # 40 business hours a week; generate on business time, map to wall clock
             bh_per_day = 40.0 / 7.0
             bt = _poisson(rng, lam * 24.0 / bh_per_day, days * bh_per_day / 24.0) * 24.0
-            ch = start + _business_to_wall(bt, start)
+            ch = _business_to_wall(bt, start)
         else:
             up = i % 2 == 0
-            lo_rate, hi_rate = lam / math.sqrt(10.0), lam * math.sqrt(10.0)
+            lo_rate, hi_rate = lam * 2.0 / 11.0, lam * 20.0 / 11.0
             first, second = (lo_rate, hi_rate) if up else (hi_rate, lo_rate)
             half = days / 2.0
             a = _poisson(rng, first, half)
@@ -486,16 +486,15 @@ def _poisson(rng: np.random.Generator, rate: float, days: float) -> FloatArray:
 
 
 def _business_to_wall(bt_hours: FloatArray, start: float) -> FloatArray:
-    """Map business hours elapsed since ``start`` to wall-clock seconds since ``start``."""
+    """Map business hours elapsed since ``start`` to unix seconds (Mon–Fri 09–17 UTC)."""
     if bt_hours.size == 0:
         return bt_hours
-    # enumerate business hours hour by hour, far enough ahead
+    base = math.floor(start / 3600.0) * 3600.0
     n_hours = int(bt_hours.max() / 40.0 * 168.0) + 24 * 8
-    wall = start + 3600.0 * np.arange(n_hours)
+    wall = base + 3600.0 * np.arange(n_hours)
     dt = wall.astype("datetime64[s]")
     hour = (dt.astype("datetime64[h]") - dt.astype("datetime64[D]")).astype(int)
     weekday = (dt.astype("datetime64[D]").astype(int) + 3) % 7  # 0 = Monday
-    open_ = (weekday < 5) & (hour >= 9) & (hour < 17)
-    open_hours = np.flatnonzero(open_)
+    open_hours = np.flatnonzero((weekday < 5) & (hour >= 9) & (hour < 17))
     whole = np.floor(bt_hours).astype(np.int64)
-    return (open_hours[whole] + (bt_hours - whole)) * 3600.0
+    return base + (open_hours[whole] + (bt_hours - whole)) * 3600.0

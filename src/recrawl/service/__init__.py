@@ -1,0 +1,14 @@
+"""The HTTP service: fetchers lease work and report results over HTTP.
+
+A thin edge over :class:`recrawl.engine.Engine`: :func:`create_app` builds a
+FastAPI application (OpenAPI at ``/docs`` and ``/openapi.json``) with the
+versioned API under ``/v1``, Prometheus metrics at ``/metrics``, a liveness
+probe at ``/healthz`` and the dashboard at ``/``. ``recrawl serve`` runs it on
+uvicorn; ``recrawl report`` writes the dashboard to one self-contained file.
+"""
+
+from __future__ import annotations
+
+from .app import Service, create_app
+
+__all__ = ["Service", "create_app"]

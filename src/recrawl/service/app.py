@@ -1,0 +1,792 @@
+"""The FastAPI application: leases, observations, sites, pages, plan, stats, metrics.
+
+:class:`Service` holds what the HTTP edge keeps between requests (the cached
+plan of the current cycle, the last health evaluation, ingest counters);
+:func:`create_app` wires it to routes. Every decision is a library call on the
+:class:`~recrawl.engine.Engine` or a public store method.
+
+The planner runs in the loop:
+
+* observations re-estimate pages as they are stored (the store folds them in);
+* the plan is recomputed when a cycle (``cycle_hours``) begins, after
+  ``replan_after`` new observations (at most every ``replan_min_s`` seconds),
+  and at once when a site's controls change (band action, resume) or URLs are
+  registered; a recomputation inside a cycle spends only what the cycle has
+  not yet handed out;
+* health is evaluated at most every ``health_every_s`` seconds when new
+  observations arrived; the band's actions (concurrency cap, effective cost,
+  pause with canaries only) are applied by the engine to the site controls,
+  which both the plan and :meth:`~recrawl.store.SQLiteStore.claim` obey.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+import orjson
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from .. import __version__
+from .._exceptions import ConfigError, InvalidObservation
+from ..config import Settings
+from ..engine import Engine, PlanResult
+from ..observation import Observation, normalize_url, parse_observation
+from ..store import SQLiteStore
+
+__all__ = ["Service", "create_app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_MAX_LEASE = 1000
+_INGEST_RATE_WINDOW_S = 60.0
+
+
+class JSONResponse(Response):
+    """JSON via orjson (NaN and infinities become null)."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+# -- request and response bodies (for validation and the OpenAPI description) ---------------
+
+
+class UrlIn(BaseModel):
+    """A URL to discover: ``value`` is its business weight (≥ 0, default 1)."""
+
+    url: str
+    site: str | None = None
+    page_type: str | None = None
+    value: float = Field(1.0, ge=0)
+
+
+class UrlBatch(BaseModel):
+    """URLs to register, as an object."""
+
+    urls: list[UrlIn]
+
+
+class UrlsAdded(BaseModel):
+    """How many of the posted URLs were new."""
+
+    received: int
+    added: int
+
+
+class LeaseRequest(BaseModel):
+    """A worker asks for up to ``max`` tasks."""
+
+    worker: str = Field(..., min_length=1, max_length=200)
+    max: int = Field(50, ge=1, le=_MAX_LEASE)
+
+
+class Task(BaseModel):
+    """One leased fetch. ``expires_at`` is unix seconds; report before then or the
+    URL returns to the plan. ``headers`` are the validators for a conditional request."""
+
+    lease_id: str
+    url: str
+    site: str
+    page_type: str
+    reason: str
+    headers: dict[str, str]
+    expires_at: float
+
+
+class Leases(BaseModel):
+    """Tasks leased to one worker, best first."""
+
+    tasks: list[Task]
+
+
+class Rejected(BaseModel):
+    """One rejected observation: ``index`` counts from 0 in the posted batch."""
+
+    index: int
+    field: str | None
+    error: str
+
+
+class IngestAnswer(BaseModel):
+    """``accepted`` observations are durable (new ones stored, known ones skipped)."""
+
+    accepted: int
+    stored: int
+    duplicates: int
+    rejected: list[Rejected]
+
+
+_OBSERVATIONS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "Fetch observations (SPEC §5): NDJSON, one object per line, or a "
+        "JSON array. Each may carry the ``lease_id`` it reports.",
+        "content": {
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+        },
+    }
+}
+
+
+# -- body size limit -------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """ASGI middleware: refuse request bodies larger than ``limit`` bytes with 413.
+
+    A declared ``Content-Length`` over the limit is refused before reading; a
+    chunked body is counted as it arrives and refused once it passes the limit.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > self.limit:
+                    await _too_large(send, self.limit)
+                    return
+        seen = 0
+        limit = self.limit
+
+        async def counted() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit:
+                    raise HTTPException(413, f"request body larger than {limit} bytes")
+            return msg
+
+        await self.app(scope, counted, send)
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = orjson.dumps({"detail": f"request body larger than {limit} bytes"})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+# -- the service state -----------------------------------------------------------------------
+
+
+def _open_engine(engine_or_db: Engine | SQLiteStore | str | Path, settings: Settings) -> Engine:
+    if isinstance(engine_or_db, Engine):
+        return engine_or_db
+    if isinstance(engine_or_db, SQLiteStore):
+        return Engine(engine_or_db, settings)
+    return Engine(SQLiteStore(engine_or_db, half_life_days=settings.half_life_days), settings)
+
+
+def validate_settings(settings: Settings) -> None:
+    """Start-up checks the service needs beyond :class:`~recrawl.config.Settings`.
+
+    Raises :class:`~recrawl.ConfigError` with one clear sentence.
+    """
+    if not settings.token:
+        raise ConfigError(
+            "no write token: run `recrawl init` to create one in recrawl.toml, or set RECRAWL_TOKEN"
+        )
+    if settings.read_token is not None and settings.read_token == "":
+        raise ConfigError("read_token is empty; remove it or give a value")
+    if settings.budget_per_day is None and settings.billing_unit != "fetches":
+        raise ConfigError(
+            f"budget_per_day is required when billing_unit is {settings.billing_unit!r}"
+        )
+
+
+def _line_key(line: bytes) -> bytes:
+    """Idempotency key of an observation without ``id``: the same as ``recrawl ingest``
+    gives the same line, so a log posted and ingested from a file is stored once."""
+    return hashlib.blake2b(b"line\0" + line.strip(), digest_size=16).digest()
+
+
+class Service:
+    """What the HTTP edge keeps between requests, over one :class:`Engine`.
+
+    Parameters
+    ----------
+    engine
+        The engine (its ``clock`` is the service's clock, unix seconds).
+    replan_after
+        New observations after which the plan is recomputed.
+    replan_min_s
+        Shortest time between two recomputations triggered by observations, seconds.
+    health_every_s
+        Shortest time between two health evaluations, seconds.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        replan_after: int = 1000,
+        replan_min_s: float = 5.0,
+        health_every_s: float = 60.0,
+    ) -> None:
+        self.engine = engine
+        self.store: SQLiteStore = engine.store
+        self.settings = engine.settings
+        self.replan_after = replan_after
+        self.replan_min_s = replan_min_s
+        self.health_every_s = health_every_s
+        self.started_at = time.time()
+        self._lock = threading.RLock()
+        self._plan: PlanResult | None = None
+        self._plan_cycle = -1
+        self._plan_at = -math.inf
+        self._dirty = True
+        self._obs_since_plan = 0
+        self._done: set[str] = set()
+        self._spent = 0.0
+        self._health: list[dict[str, Any]] = []
+        self._health_at = -math.inf
+        self._obs_since_health = 1  # evaluate at the first chance
+        self.accepted_total = 0
+        self.stored_total = 0
+        self.rejected_total = 0
+        self.ingest_requests = 0
+        self.leased_total = 0
+        self._ingest_log: deque[tuple[float, int]] = deque()
+
+    # -- clock and budget ------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Unix seconds from the engine's clock."""
+        return float(self.engine.clock())
+
+    @property
+    def cycle_s(self) -> float:
+        """Length of one planning cycle, seconds."""
+        return self.settings.cycle_hours * 3600.0
+
+    def cycle_budget(self) -> float:
+        """One cycle's budget in the billing unit: ``budget_per_day`` × cycle length,
+        or (billing by fetches, no budget set) one visit per page per day."""
+        s = self.settings
+        per_day = s.budget_per_day
+        if per_day is None:
+            per_day = float(len(self.store.page_columns()["url"]))
+        return per_day * s.cycle_hours / 24.0
+
+    # -- health ----------------------------------------------------------------------------
+
+    def refresh_health(self, now: float, *, force: bool = False) -> list[dict[str, Any]]:
+        """Evaluate every site's health when due and apply the band actions.
+
+        Due when ``health_every_s`` has passed since the last evaluation and new
+        observations arrived since. A change of any site's controls invalidates
+        the plan. Returns the last evaluation (``recrawl health --json`` shape).
+        """
+        with self._lock:
+            due = force or (
+                now - self._health_at >= self.health_every_s and self._obs_since_health > 0
+            )
+            if not due:
+                return self._health
+            health = getattr(self.engine, "health", None)
+            if health is None:  # the engine predates health evaluation
+                self._health = self._health_from_history()
+            else:
+                before = self.store.site_controls()
+                self._health = list(health(at=now, record=True))
+                if self.store.site_controls() != before:
+                    self._dirty = True
+            self._health_at = now
+            self._obs_since_health = 0
+            return self._health
+
+    def _health_from_history(self) -> list[dict[str, Any]]:
+        last: dict[str, dict[str, Any]] = {}
+        for _, report in self.store.health_history():
+            last[report["site"]] = report
+        return [last[s] for s in sorted(last)]
+
+    def health(self) -> list[dict[str, Any]]:
+        """The last health evaluation, refreshed first when due."""
+        return self.refresh_health(self.now())
+
+    def site_caps(self) -> dict[str, int]:
+        """Outstanding leases allowed per site (0 when paused); absent means no cap."""
+        caps = getattr(self.engine, "site_caps", None)
+        if caps is not None:
+            return dict(caps())
+        out: dict[str, int] = {}
+        for site, c in self.store.site_controls().items():
+            if c["paused"]:
+                out[site] = 0
+            elif c["concurrency_cap"] is not None:
+                out[site] = int(c["concurrency_cap"])
+        return out
+
+    # -- plan ------------------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Recompute the plan at the next request (site controls or URLs changed)."""
+        with self._lock:
+            self._dirty = True
+
+    def plan(self, now: float | None = None) -> PlanResult:
+        """The current cycle's plan, recomputed when stale (see the module docstring)."""
+        t = self.now() if now is None else now
+        with self._lock:
+            cycle = int(t // self.cycle_s)
+            stale = (
+                self._plan is None
+                or cycle != self._plan_cycle
+                or self._dirty
+                or (
+                    self._obs_since_plan >= self.replan_after
+                    and t - self._plan_at >= self.replan_min_s
+                )
+            )
+            if stale:
+                if cycle != self._plan_cycle:
+                    self._spent = 0.0
+                budget = max(self.cycle_budget() - self._spent, 0.0)
+                self._plan = self.engine.plan(budget=budget, now=t)
+                self._plan_cycle = cycle
+                self._plan_at = t
+                self._dirty = False
+                self._obs_since_plan = 0
+                self._done = set()
+            assert self._plan is not None
+            return self._plan
+
+    def lease(self, worker: str, limit: int) -> list[dict[str, Any]]:
+        """Lease up to ``limit`` tasks of the current plan to ``worker``.
+
+        Canaries first and outside the site caps (a paused site keeps only its
+        canaries); then the plan's tasks best first, each site held to its cap.
+        URLs reported since the plan was computed are not handed out again.
+        """
+        now = self.now()
+        self.refresh_health(now)
+        ttl = self.settings.lease_seconds
+        with self._lock:
+            plan = self.plan(now)
+            done = self._done
+            canaries: list[tuple[str, str, str]] = []
+            rest: list[tuple[str, str, str]] = []
+            info: dict[str, dict[str, Any]] = {}
+            for task in plan.tasks:
+                url = task["url"]
+                if url in done:
+                    continue
+                info[url] = task
+                (canaries if task["reason"] == "canary" else rest).append(
+                    (url, task["site"], task["reason"])
+                )
+            got = (
+                self.store.claim(canaries, worker=worker, limit=limit, now=now, ttl_s=ttl)
+                if canaries
+                else []
+            )
+            if len(got) < limit and rest:
+                got += self.store.claim(
+                    rest,
+                    worker=worker,
+                    limit=limit - len(got),
+                    now=now,
+                    ttl_s=ttl,
+                    site_caps=self.site_caps(),
+                )
+            for g in got:
+                self._spent += float(info[g["url"]].get("cost") or 0.0)
+            self.leased_total += len(got)
+        return [
+            {
+                "lease_id": g["lease_id"],
+                "url": g["url"],
+                "site": g["site"],
+                "page_type": info[g["url"]]["page_type"],
+                "reason": g["reason"],
+                "headers": self.engine.headers_for(g["url"]),
+                "expires_at": g["expires_at"],
+            }
+            for g in got
+        ]
+
+    # -- observations ----------------------------------------------------------------------
+
+    def ingest_body(self, body: bytes) -> dict[str, Any]:
+        """Parse NDJSON or a JSON array of observations, store the good ones in one
+        transaction and answer ``{"accepted", "stored", "duplicates", "rejected"}``.
+
+        Raises HTTPException(400) when a JSON array body is not JSON at all.
+        """
+        rules = self.settings.page_types
+        loads = orjson.loads
+        good: list[Observation] = []
+        rejected: list[dict[str, Any]] = []
+        stripped = body.lstrip()
+        if stripped[:1] == b"[":
+            try:
+                items = loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise HTTPException(400, f"body is not a JSON array ({exc.msg})") from None
+            for i, raw in enumerate(items):
+                key = _line_key(orjson.dumps(raw)) if isinstance(raw, dict) else None
+                try:
+                    good.append(parse_observation(raw, rules=rules, key=key))
+                except InvalidObservation as exc:
+                    rejected.append({"index": i, "field": exc.field, "error": exc.reason})
+        else:
+            i = 0
+            for line in body.split(b"\n"):
+                if not line.strip():
+                    continue
+                try:
+                    raw = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    rejected.append({"index": i, "field": None, "error": f"not JSON ({exc.msg})"})
+                else:
+                    try:
+                        good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
+                    except InvalidObservation as exc:
+                        rejected.append({"index": i, "field": exc.field, "error": exc.reason})
+                i += 1
+        res = self.store.ingest(good) if good else None
+        stored = res.stored if res else 0
+        now = time.time()
+        with self._lock:
+            self.ingest_requests += 1
+            self.accepted_total += len(good)
+            self.stored_total += stored
+            self.rejected_total += len(rejected)
+            self._obs_since_plan += stored
+            self._obs_since_health += stored
+            self._done.update(o.url for o in good)
+            log = self._ingest_log
+            log.append((now, len(good)))
+            while log and log[0][0] < now - _INGEST_RATE_WINDOW_S:
+                log.popleft()
+        return {
+            "accepted": len(good),
+            "stored": stored,
+            "duplicates": res.duplicates if res else 0,
+            "rejected": rejected,
+        }
+
+    def ingest_rate(self) -> float:
+        """Observations accepted per second over the last minute."""
+        now = time.time()
+        with self._lock:
+            n = sum(k for t, k in self._ingest_log if t >= now - _INGEST_RATE_WINDOW_S)
+        span = min(_INGEST_RATE_WINDOW_S, max(now - self.started_at, 1.0))
+        return n / span
+
+    # -- sites -----------------------------------------------------------------------------
+
+    def sites(self) -> list[dict[str, Any]]:
+        """Every known site: its health, controls and outstanding leases."""
+        now = self.now()
+        health = {h["site"]: h for h in self.refresh_health(now)}
+        controls = self.store.site_controls()
+        leases = self.store.outstanding_leases(now)
+        names = sorted(set(self.store.sites()) | set(health) | set(controls))
+        out = []
+        for s in names:
+            h = dict(health.get(s) or {"site": s, "score": None, "band": "unknown"})
+            h["controls"] = controls.get(s)
+            h["leases_outstanding"] = leases.get(s, 0)
+            out.append(h)
+        return out
+
+    def site(self, site: str, since: float = 0.0) -> dict[str, Any] | None:
+        """One site: health, controls, history (``since`` unix seconds) and events."""
+        for s in self.sites():
+            if s["site"] == site:
+                s["history"] = [
+                    {
+                        "at": at,
+                        "score": r.get("score"),
+                        "raw_score": r.get("raw_score"),
+                        "band": r.get("band"),
+                        "reasons": r.get("reasons"),
+                    }
+                    for at, r in self.store.health_history(site, since=since)
+                ]
+                s["events"] = self.store.site_events(site)
+                return s
+        return None
+
+    def resume(self, site: str, by: str) -> dict[str, Any]:
+        """Lift a site's pause (a human decision) and recompute the plan."""
+        now = self.now()
+        resume = getattr(self.engine, "resume", None)
+        if resume is not None:
+            resume(site, by=by)
+        else:
+            self.store.set_site_controls(
+                site,
+                now=now,
+                paused=False,
+                cost_multiplier=1.0,
+                concurrency_cap=None,
+                event="resume",
+                detail=f"by {by}",
+            )
+        self.invalidate()
+        return {"site": site, "resumed": True, "controls": self.store.site_controls().get(site)}
+
+
+# -- the application -------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="The write token, or the read token.")
+Creds = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def create_app(
+    engine_or_db: Engine | SQLiteStore | str | Path,
+    settings: Settings | None = None,
+    *,
+    replan_after: int = 1000,
+    replan_min_s: float = 5.0,
+    health_every_s: float = 60.0,
+) -> FastAPI:
+    """The recrawl HTTP service over an engine, a store or a store path.
+
+    ``settings`` defaults to the engine's. Raises :class:`~recrawl.ConfigError`
+    at start-up when the configuration cannot serve (no write token, no budget
+    for a byte or credit billing unit). See :class:`Service` for the knobs.
+    """
+    if settings is None:
+        settings = engine_or_db.settings if isinstance(engine_or_db, Engine) else Settings()
+    validate_settings(settings)
+    engine = _open_engine(engine_or_db, settings)
+    if engine.settings is not settings:
+        engine.settings = settings
+    svc = Service(
+        engine,
+        replan_after=replan_after,
+        replan_min_s=replan_min_s,
+        health_every_s=health_every_s,
+    )
+    write_token = settings.token or ""
+    read_token = settings.read_token
+
+    app = FastAPI(
+        title="recrawl",
+        version=__version__,
+        summary="Lease fetch work under a budget, report observations, watch site health.",
+        description="Writes need `Authorization: Bearer <token>`; reads need the read token "
+        "when one is configured. Times are unix seconds; costs are in the billing unit.",
+    )
+    app.state.service = svc
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+
+    def _matches(given: str, token: str | None) -> bool:
+        return token is not None and secrets.compare_digest(given.encode(), token.encode())
+
+    def _unauthorized(msg: str) -> HTTPException:
+        return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
+
+    def require_write(creds: Creds) -> None:
+        if creds is None:
+            raise _unauthorized("missing bearer token")
+        if not _matches(creds.credentials, write_token):
+            raise _unauthorized("wrong token")
+
+    def require_read(request: Request, creds: Creds) -> None:
+        if read_token is None:
+            return
+        given = creds.credentials if creds is not None else None
+        if given is None and request.url.path == "/":
+            given = request.query_params.get("token")
+        if given is None:
+            raise _unauthorized("missing bearer token")
+        if not (_matches(given, read_token) or _matches(given, write_token)):
+            raise _unauthorized("wrong token")
+
+    Write = Depends(require_write)
+    Read = Depends(require_read)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    @app.post("/v1/urls", response_model=UrlsAdded, dependencies=[Write], tags=["write"])
+    def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
+        """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
+        rows = body.urls if isinstance(body, UrlBatch) else body
+        try:
+            added = svc.engine.add_urls([r.model_dump() for r in rows], now=svc.now())
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        if added:
+            svc.invalidate()
+        return {"received": len(rows), "added": added}
+
+    @app.post("/v1/leases", response_model=Leases, dependencies=[Write], tags=["write"])
+    def post_leases(body: LeaseRequest) -> Any:
+        """Lease up to ``max`` fetch tasks from the current plan to ``worker``.
+
+        A URL is leased to one worker at a time; a lease not reported before
+        ``expires_at`` returns its URL to the plan; each site's concurrency cap
+        and pause (from its health band) are respected.
+        """
+        try:
+            return JSONResponse({"tasks": svc.lease(body.worker, body.max)})
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from None
+
+    @app.post(
+        "/v1/observations",
+        response_model=IngestAnswer,
+        dependencies=[Write],
+        openapi_extra=_OBSERVATIONS_BODY,
+        tags=["write"],
+    )
+    async def post_observations(request: Request) -> Any:
+        """Report fetch observations (NDJSON or a JSON array). Good items are stored
+        even when others are rejected; the answer comes once they are on disk."""
+        body = await request.body()
+        return JSONResponse(await run_in_threadpool(svc.ingest_body, body))
+
+    @app.post("/v1/sites/{site}/resume", dependencies=[Write], tags=["write"])
+    def resume_site(site: str) -> Any:
+        """Lift a site's pause: the owner has decided to go on."""
+        if site not in set(svc.store.sites()) | set(svc.store.site_controls()):
+            raise HTTPException(404, "unknown site")
+        return JSONResponse(svc.resume(site, by="api"))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    @app.get("/v1/sites", dependencies=[Read], tags=["read"])
+    def get_sites() -> Any:
+        """Every site's health (as ``recrawl health --json``), controls and leases."""
+        return JSONResponse({"sites": svc.sites()})
+
+    @app.get("/v1/sites/{site}", dependencies=[Read], tags=["read"])
+    def get_site(site: str, since: float = 0.0) -> Any:
+        """One site's health, its history since ``since`` (unix seconds) and events."""
+        out = svc.site(site, since)
+        if out is None:
+            raise HTTPException(404, "unknown site")
+        return JSONResponse(out)
+
+    @app.get("/v1/pages/{url:path}", dependencies=[Read], tags=["read"])
+    def get_page(url: str, request: Request) -> Any:
+        """A page's state, change-rate estimate (per day, with its standard
+        deviation) and when it is next due. Percent-encode the URL, or append it raw."""
+        target = unquote(url)
+        if request.url.query and "?" not in target:
+            target += "?" + request.url.query
+        try:
+            target = normalize_url(target)
+        except ValueError:
+            raise HTTPException(404, "not an absolute http(s) URL") from None
+        info = svc.engine.page_info(target, now=svc.now())
+        if info is None:
+            raise HTTPException(404, "unknown page")
+        info["leased"] = target in svc.store.leased_urls(svc.now())
+        return JSONResponse(info)
+
+    @app.get("/v1/plan", dependencies=[Read], tags=["read"])
+    def get_plan(limit: Annotated[int, Query(ge=0, le=100_000)] = 100) -> Any:
+        """The current cycle's plan: budget, spend, split by reason and the first tasks."""
+        try:
+            plan = svc.plan()
+        except ValueError as exc:
+            raise HTTPException(409, str(exc)) from None
+        tasks = []
+        for t in plan.tasks[:limit]:
+            rate = plan.rates.get(t["url"])
+            tasks.append(
+                {
+                    **t,
+                    "rate_per_day": rate[0] if rate else None,
+                    "rate_sd_per_day": rate[1] if rate else None,
+                }
+            )
+        return JSONResponse(
+            {
+                "at": plan.at,
+                "budget": plan.budget,
+                "spent": plan.spent,
+                "unit": svc.settings.billing_unit,
+                "split": plan.split(),
+                "tasks_total": len(plan.tasks),
+                "tasks": tasks,
+            }
+        )
+
+    @app.get("/v1/stats", dependencies=[Read], tags=["read"])
+    def get_stats() -> Any:
+        """The same JSON as ``recrawl stats --json``."""
+        return JSONResponse(svc.engine.stats())
+
+    @app.get("/metrics", dependencies=[Read], tags=["read"], response_class=PlainTextResponse)
+    def get_metrics() -> Response:
+        """Prometheus text format."""
+        from .metrics import CONTENT_TYPE, render_metrics
+
+        return Response(render_metrics(svc), media_type=CONTENT_TYPE)
+
+    @app.get("/healthz", tags=["read"])
+    def healthz() -> Any:
+        """Liveness: the store answers."""
+        svc.store.outstanding_leases(svc.now())
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @app.get("/", dependencies=[Read], response_class=HTMLResponse, tags=["read"])
+    def dashboard() -> HTMLResponse:
+        """The dashboard: where the money goes, site health, freshness, the plan."""
+        from .dashboard import render_dashboard
+
+        try:
+            plan: PlanResult | None = svc.plan()
+        except ValueError:
+            plan = None
+        return HTMLResponse(
+            render_dashboard(svc.engine, now=svc.now(), plan=plan, health=svc.health())
+        )
+
+    return app

@@ -465,6 +465,151 @@ def _replay_with_progress(
                            objective=objective, seed=seed, progress=hook))  # fmt: skip
 
 
+health_app = typer.Typer(
+    help="Per-site target health against each site's own normal.",
+    invoke_without_command=True,
+)
+app.add_typer(health_app, name="health")
+
+_BAND_STYLE = {"critical": "bold red", "degrading": "yellow", "healthy": "green", "unknown": "dim"}
+
+
+@health_app.callback()
+def health(
+    ctx: typer.Context,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Evaluate as of this time (RFC 3339 or unix seconds), using only observations up to it.",
+        ),
+    ] = None,
+    site: Annotated[str | None, typer.Option("--site", help="Only this site.")] = None,
+    record: Annotated[
+        bool | None,
+        typer.Option(
+            "--record/--no-record",
+            help="Keep the result in the history and apply band actions (default: only when evaluating now).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score every site (worst first): band, reasons, route diagnosis, parser health, action."""
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = load_settings(config)
+    t = parse_timestamp(at) if at else None
+    keep = (t is None) if record is None else record
+    with _store(db, settings) as store:
+        engine = Engine(store, settings)
+        now = engine.clock() if t is None else t
+        reports = engine.health(now, site=site, record=keep)
+    if as_json:
+        out.print_json(json.dumps({"at": now, "sites": reports}))
+        return
+    table = Table(title=f"Site health at {_iso(now)}", title_justify="left")
+    for col in ("site", "score", "band", "reasons", "diagnosis", "parser", "action"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for r in reports:
+        style = _BAND_STYLE.get(r["band"], "")
+        routes = f" ({', '.join(r['failing_routes'])})" if r["failing_routes"] else ""
+        p = r["parser"]
+        table.add_row(
+            r["site"], "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
+            ", ".join(r["reasons"]) or "–", r["diagnosis"] + routes,
+            f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
+        )  # fmt: skip
+    out.print(table)
+    if not reports:
+        out.print("no site has observations in the window")
+
+
+def _iso(t: float) -> str:
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+site_app = typer.Typer(help="A human's controls over a site.", no_args_is_help=True)
+app.add_typer(site_app, name="site")
+
+
+@site_app.command("resume")
+def site_resume(
+    site: Annotated[str, typer.Argument(help="The site to resume.")],
+    db: DbOpt = None,
+    by: Annotated[
+        str, typer.Option(help="Who decided (kept in the site's history).")
+    ] = os.environ.get("USER", "operator"),
+) -> None:
+    """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
+    with _store(db) as store:
+        Engine(store).resume(site, by=by)
+    out.print(f"{site} resumed (recorded, by {by})")
+
+
+@site_app.command("history")
+def site_history(
+    site: Annotated[str, typer.Argument(help="The site.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pauses, resumes and band changes of a site, oldest first."""
+    with _store(db) as store:
+        events = store.site_events(site)
+    if as_json:
+        out.print_json(json.dumps(events))
+        return
+    for e in events:
+        out.print(f"{_iso(e['at'])}  {e['kind']:<7} {e['detail'] or ''}")
+
+
+canary_app = typer.Typer(
+    help="Canaries: stable pages whose right answer is known.", no_args_is_help=True
+)
+app.add_typer(canary_app, name="canary")
+
+
+@canary_app.command("add")
+def canary_add(
+    url: Annotated[str, typer.Argument(help="The canary page.")],
+    expect: Annotated[
+        list[str],
+        typer.Option(
+            "--expect",
+            help="FIELD=VALUE the record must carry (repeatable; dotted paths reach nested fields).",
+        ),
+    ],
+    db: DbOpt = None,
+    site: Annotated[str | None, typer.Option(help="Site (default: the URL's host).")] = None,
+    every: Annotated[
+        float,
+        typer.Option(
+            help="Fetch every this many minutes (outside the budget, also when the site is paused)."
+        ),
+    ] = 60.0,
+) -> None:
+    """Declare a canary. A canary that parses but carries the wrong value lowers its site's health (canary_mismatch)."""
+    from .canary import parse_expectations
+    from .observation import normalize_url
+
+    try:
+        norm = normalize_url(url)
+        expectations = parse_expectations(expect)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if every <= 0:
+        raise typer.BadParameter("must be positive", param_hint="--every")
+    the_site = site or norm.split("/", 3)[2].split(":")[0]
+    with _store(db) as store:
+        store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
+    out.print(
+        f"canary {norm} on {the_site}: expects {', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+    )
+
+
 def _data_file(name: str) -> Path:
     return Path(__file__).parent / "data" / name
 

@@ -74,6 +74,7 @@ class Settings(BaseModel):
     webhook: str | None = None
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     lease_seconds: float = Field(600.0, gt=0)
+    site_concurrency: int = Field(4, ge=1)
 
 
 _ENV = {

@@ -288,3 +288,177 @@ class Engine:
             "visits_per_day": visits,
             "next_due": (last + DAY_S / visits) if visits > 0 else None,
         }
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _bucket_arrays(self, rows: Any) -> Any:
+        from .health import BucketArrays
+
+        return BucketArrays.from_labels(
+            site=rows.site,
+            page_type=rows.page_type,
+            route=rows.route,
+            bucket_start=rows.start,
+            n=rows.n,
+            outcomes=rows.counts,
+            latency=rows.latency,
+            bytes_sent=rows.bytes_sent,
+            bytes_received=rows.bytes_received,
+            credits=rows.credits,
+            canary_ok=rows.canary_ok,
+            canary_mismatch=rows.canary_mismatch,
+        )
+
+    def evaluate_health(
+        self,
+        times: Sequence[float],
+        *,
+        sites: Sequence[str] | None = None,
+        warmup_s: float = 3 * 3600.0,
+    ) -> list[list[Any]]:
+        """Score every site at each of ``times`` (ascending unix seconds), smoothing
+        carried from one to the next, using only buckets before each time.
+
+        Smoothing starts ``warmup_s`` before the first time, in 15-minute steps,
+        so a single evaluation ``--at`` a past time gives the same answer as a
+        scorer that had been running all along. Returns one list of
+        :class:`~recrawl.health.SiteHealth` per requested time.
+        """
+        from .buckets import BUCKET_SECONDS
+        from .health import HealthConfig, HealthState, compute_baselines, evaluate_sites
+
+        cfg = HealthConfig()
+        if not times:
+            return []
+        first, last = float(times[0]), float(times[-1])
+        day0 = int(first // DAY_S) * DAY_S
+        daily = self._bucket_arrays(
+            self.store.buckets(day0 - (cfg.baseline_days + 2) * DAY_S, last, sites, daily=True)
+        )
+        recent = self._bucket_arrays(
+            self.store.buckets(first - warmup_s - cfg.current_max_s - BUCKET_SECONDS, last, sites)
+        )
+        baselines: dict[int, Any] = {}
+
+        def base_for(t: float) -> Any:
+            d = int(t // DAY_S)
+            if d not in baselines:
+                baselines[d] = compute_baselines(daily, t, cfg)
+            return baselines[d]
+
+        state = HealthState()
+        steps = list(np.arange(first - warmup_s, first, BUCKET_SECONDS))
+        for t in steps:
+            evaluate_sites(recent, float(t), state, cfg, baselines=base_for(float(t)))
+        out = []
+        for t in times:
+            out.append(evaluate_sites(recent, float(t), state, cfg, baselines=base_for(float(t))))
+        return out
+
+    def site_caps(self) -> dict[str, int]:
+        """Concurrency cap per site from its health: 0 when paused, halved when degrading."""
+        default = self.settings.site_concurrency
+        caps = {}
+        for site, c in self.store.site_controls().items():
+            if c["paused"]:
+                caps[site] = 0
+            elif c["concurrency_cap"] is not None:
+                caps[site] = int(c["concurrency_cap"])
+            else:
+                caps[site] = default
+        return caps
+
+    def health(
+        self,
+        at: float | None = None,
+        *,
+        site: str | None = None,
+        record: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Every site's health as ``recrawl health --json`` shows it, worst first.
+
+        With ``record`` (the live path), the result is kept in the history and
+        each band's action is applied: degrading halves the site's concurrency
+        cap and raises its effective cost; critical pauses the site (only
+        canaries run) and alerts the owner. Never an escalation; a paused site
+        stays paused until a human resumes it (:meth:`resume`).
+        """
+        t = self.clock() if at is None else at
+        (results,) = self.evaluate_health([t], sites=[site] if site else None)
+        reports = [h.to_dict() for h in results]
+        if record:
+            self._apply_actions(t, reports)
+            self.store.record_health(t, reports, {})
+        order = {"critical": 0, "degrading": 1, "unknown": 3, "healthy": 2}
+        reports.sort(
+            key=lambda r: (
+                order.get(r["band"], 9),
+                r["score"] if r["score"] is not None else 101,
+                r["site"],
+            )
+        )
+        return reports
+
+    def _apply_actions(self, now: float, reports: list[dict[str, Any]]) -> None:
+        from .alerts import send_alert
+
+        controls = self.store.site_controls()
+        default = self.settings.site_concurrency
+        for r in reports:
+            site, band, action = r["site"], r["band"], r["action"]
+            c = controls.get(site, {"paused": False, "band": "unknown"})
+            if band == "unknown":
+                continue
+            changed = c.get("band") != band
+            if band == "critical":
+                if not c["paused"] and not self._recently_resumed(site, now):
+                    detail = f"score {r['score']}, reasons: {', '.join(r['reasons'])}"
+                    self.store.set_site_controls(
+                        site,
+                        now=now,
+                        paused=True,
+                        concurrency_cap=0,
+                        band=band,
+                        event="pause",
+                        detail=detail,
+                    )
+                    send_alert(self.settings.webhook, site=site, at=now, report=r)
+                elif changed:
+                    self.store.set_site_controls(
+                        site,
+                        now=now,
+                        band=band,
+                        event="band",
+                        detail=band,
+                        concurrency_cap=0 if c["paused"] else c.get("concurrency_cap"),
+                    )
+                continue
+            factor = float(action.get("concurrency_factor") or 1.0)
+            mult = action.get("cost_multiplier") or 1.0
+            cap = max(1, int(default * factor)) if band == "degrading" else None
+            self.store.set_site_controls(
+                site, now=now, cost_multiplier=float(mult), concurrency_cap=0 if c["paused"] else cap,
+                band=band, event="band" if changed else None, detail=band,
+            )  # fmt: skip
+
+    def _recently_resumed(self, site: str, now: float) -> bool:
+        events = [e for e in self.store.site_events(site) if e["kind"] == "resume"]
+        return bool(events) and now - events[-1]["at"] < 3600.0
+
+    def resume(self, site: str, *, by: str = "operator", now: float | None = None) -> None:
+        """A human's way back from a pause: recorded, and the site runs again at
+        its normal concurrency (the next critical band an hour on pauses it again)."""
+        t = self.clock() if now is None else now
+        if site not in self.store.site_controls() and site not in self.store.sites():
+            from ._exceptions import NotFound
+
+            raise NotFound(f"no site {site!r} in the store")
+        self.store.set_site_controls(
+            site,
+            now=t,
+            paused=False,
+            cost_multiplier=1.0,
+            concurrency_cap=None,
+            event="resume",
+            detail=f"by {by}",
+        )

@@ -565,11 +565,17 @@ def plan_cycle(
     cfg = config or PlannerConfig()
     gen = rng if rng is not None else np.random.default_rng()
     n = len(pages)
-    eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
-    fetchable = pages.active & ~pages.site_paused[pages.site] & (eff_cost > 0)
+    if np.all(pages.site_cost_multiplier == 1.0):
+        eff_cost = pages.cost
+    else:
+        eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
+    fetchable = pages.active & (eff_cost > 0)
+    if np.any(pages.site_paused):
+        fetchable &= ~pages.site_paused[pages.site]
     sel = _Selector(pages, eff_cost, cfg.max_per_host, gen)
     model_driven = policy in ("recrawl", "greedy")
     cycles_per_day = 24.0 / cfg.cycle_hours
+    min_cost = max(float(eff_cost.min(initial=np.inf)), 1e-300)
 
     # 1. discovery: never-fetched pages, oldest first
     new_idx = np.flatnonzero(fetchable & pages.never_fetched)
@@ -579,8 +585,10 @@ def plan_cycle(
         new_idx = new_idx[np.argsort(pages.first_seen[new_idx], kind="stable")]
         disc_used, disc_chosen = sel.take(new_idx, budget * cfg.discovery_share, round_up=True)
 
-    known = np.flatnonzero(fetchable & ~pages.never_fetched)
-    days_since = (now - pages.last_fetch[known]) / DAY_S
+    known = fetchable & ~pages.never_fetched
+    n_known = int(np.count_nonzero(known))
+    days_since = np.subtract(now, pages.last_fetch, dtype=np.float64)
+    days_since *= 1.0 / DAY_S
     np.maximum(days_since, 0.0, out=days_since)
 
     if model is None and policy in ("recrawl", "greedy", "proportional"):
@@ -594,57 +602,70 @@ def plan_cycle(
             config=cfg,
         )
 
-    # policy priority of the known pages
-    prio_known: FloatArray
+    # policy priority of every page (0: not a candidate), computed on whole arrays
+    priority: FloatArray
     if policy in ("recrawl", "proportional"):
         assert model is not None
-        prio_known = days_since * model.visits_per_day[known]
+        priority = days_since * model.visits_per_day
     elif policy == "greedy":
         assert model is not None
         interval = cfg.greedy_interval_days
         if interval is None:
             daily = budget * cycles_per_day
             interval = float(eff_cost[known].sum()) / daily if daily > 0 else 1.0
-        lam = model.rate_per_day[known]
+        lam = model.rate_per_day
+        priority = lam * days_since
+        np.negative(priority, out=priority)
+        np.expm1(priority, out=priority)  # −P(stale)
         if objective == "freshness":
-            gain = freshness_gain(lam, days_since, interval)
+            after = lam * (-interval)
+            np.expm1(after, out=after)
+            after /= lam  # −fresh days after
+            priority *= after
         else:
-            gain = -np.expm1(-lam * days_since)
-        prio_known = pages.value[known] * gain / eff_cost[known]
+            np.negative(priority, out=priority)
+        priority *= pages.value
+        priority /= eff_cost
     elif policy == "uniform":
-        prio_known = days_since.copy()
+        priority = days_since.copy()
+        priority += 1e-9  # a page fetched this very instant is still a candidate
     else:  # nutch
-        ratio = days_since * DAY_S / pages.nutch_interval[known]
-        prio_known = np.where(ratio >= 1.0, ratio, 0.0)
-    priority = np.zeros(n)
-    priority[known] = prio_known
+        priority = days_since * (DAY_S / pages.nutch_interval)
+        priority[priority < 1.0] = 0.0
+    priority[~known] = 0.0
 
     parts: list[tuple[IntArray, int]] = [(disc_chosen, DISCOVERY)]
     used = disc_used
 
-    if model_driven and known.size:
-        # 2. verification: uniform random sample
+    if model_driven and n_known:
+        # 2. verification: a uniform random sample of the known pages
         vb = budget * cfg.verify_share
         if vb > 0:
-            k = int(min(known.size, vb / max(float(eff_cost[known].min()), 1e-300) + 1))
-            sample = gen.choice(known, size=k, replace=False) if k < known.size else known
-            got, chosen = sel.take(np.asarray(sample, dtype=np.int64), vb, round_up=True)
+            k = int(min(n_known, vb / min_cost + 1))
+            if k < n_known // 4:
+                draw = gen.integers(0, n, size=8 * k + 16)
+                draw = draw[known[draw]]
+                _, first = np.unique(draw, return_index=True)
+                sample = draw[np.sort(first)][:k]
+            else:
+                sample = gen.permutation(np.flatnonzero(known))[:k]
+            got, chosen = sel.take(sample.astype(np.int64), vb, round_up=True)
             used += got
             parts.append((chosen, VERIFY))
         # 3. re-estimation: pages unvisited for a long time, oldest first
         rb = budget * cfg.reestimate_share
-        stale = known[days_since >= cfg.reestimate_after_days]
-        if rb > 0 and stale.size:
-            stale = stale[np.argsort(pages.last_fetch[stale], kind="stable")]
-            got, chosen = sel.take(stale, rb, round_up=True)
-            used += got
-            parts.append((chosen, REESTIMATE))
+        if rb > 0:
+            stale = np.flatnonzero(known & (days_since >= cfg.reestimate_after_days))
+            if stale.size:
+                stale = stale[np.argsort(pages.last_fetch[stale], kind="stable")]
+                got, chosen = sel.take(stale, rb, round_up=True)
+                used += got
+                parts.append((chosen, REESTIMATE))
 
     # 4. the score pool: everything left, best priority first
     left = budget - used
-    cand = known[prio_known > 0]
-    if left > 0 and cand.size:
-        min_cost = max(float(eff_cost[cand].min()), 1e-300)
+    cand = np.flatnonzero(priority > 0) if left > 0 else np.zeros(0, dtype=np.int64)
+    if cand.size:
         k = int(min(cand.size, left / min_cost + 1))
         while True:
             kk = k if cfg.max_per_host is None else min(cand.size, 4 * k)
@@ -682,12 +703,12 @@ def plan_cycle(
         else:
             daily = budget * cycles_per_day
             horizon = np.full(
-                index.size, float(eff_cost[fetchable].sum()) / daily if daily > 0 else 1.0
+                index.size, float(eff_cost[known].sum()) / daily if daily > 0 else 1.0
             )
         gain = freshness_gain(lam, ds, horizon)
     else:
         gain = -np.expm1(-lam * ds)
-    gain = np.asarray(gain) * pages.value[index]
+    gain = np.nan_to_num(np.asarray(gain) * pages.value[index])
     return Plan(
         index=index,
         reason=reason,

@@ -453,6 +453,9 @@ class Service:
         """Parse NDJSON or a JSON array of observations, store the good ones in one
         transaction and answer ``{"accepted", "stored", "duplicates", "rejected"}``.
 
+        A rejection's ``index`` counts from 0: the line of an NDJSON body (blank
+        lines count), or the position in a JSON array.
+
         Raises HTTPException(400) when a JSON array body is not JSON at all.
         """
         rules = self.settings.page_types
@@ -472,20 +475,18 @@ class Service:
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})
         else:
-            i = 0
-            for line in body.split(b"\n"):
+            for i, line in enumerate(body.split(b"\n")):
                 if not line.strip():
                     continue
                 try:
                     raw = loads(line)
                 except orjson.JSONDecodeError as exc:
                     rejected.append({"index": i, "field": None, "error": f"not JSON ({exc.msg})"})
-                else:
-                    try:
-                        good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
-                    except InvalidObservation as exc:
-                        rejected.append({"index": i, "field": exc.field, "error": exc.reason})
-                i += 1
+                    continue
+                try:
+                    good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
+                except InvalidObservation as exc:
+                    rejected.append({"index": i, "field": exc.field, "error": exc.reason})
         res = self.store.ingest(good) if good else None
         stored = res.stored if res else 0
         now = time.time()

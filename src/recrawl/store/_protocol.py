@@ -86,8 +86,11 @@ class Store(Protocol):
         """Observations stored."""
         ...
 
-    def buckets(self, since: float, until: float, sites: Sequence[str] | None = None) -> BucketRows:
-        """Buckets with ``since <= start < until`` (unix seconds)."""
+    def buckets(
+        self, since: float, until: float, sites: Sequence[str] | None = None, *, daily: bool = False
+    ) -> BucketRows:
+        """Buckets with ``since <= start < until`` (unix seconds); ``daily`` reads
+        whole-UTC-day aggregates (for baselines) instead of 15-minute buckets."""
         ...
 
     def close(self) -> None:

@@ -105,6 +105,16 @@ CREATE TABLE IF NOT EXISTS buckets (
 },
     PRIMARY KEY (start, site, page_type, route)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS buckets_daily (
+    site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL, start INTEGER NOT NULL,
+    {
+    ", ".join(
+        f"{c} {'REAL' if c in ('credits', 'lat_sum') else 'INTEGER'} NOT NULL DEFAULT 0"
+        for c in _BUCKET_COLS
+    )
+},
+    PRIMARY KEY (start, site, page_type, route)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS sites (
     site TEXT PRIMARY KEY,
     paused INTEGER NOT NULL DEFAULT 0,
@@ -132,7 +142,7 @@ CREATE TABLE IF NOT EXISTS canaries (
 """
 
 _BUCKET_UPSERT: Final = (
-    f"INSERT INTO buckets (site, page_type, route, start, {', '.join(_BUCKET_COLS)}) "
+    f"INSERT INTO {{table}} (site, page_type, route, start, {', '.join(_BUCKET_COLS)}) "
     f"VALUES (?, ?, ?, ?, {', '.join('?' * len(_BUCKET_COLS))}) "
     "ON CONFLICT (start, site, page_type, route) DO UPDATE SET "
     + ", ".join(f"{c} = {c} + excluded.{c}" for c in _BUCKET_COLS)
@@ -145,6 +155,7 @@ _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
 _CHUNK: Final = 500
+_DAY_S: Final = 86400
 
 
 def _ikey(key: bytes) -> int:
@@ -350,7 +361,21 @@ class SQLiteStore:
             self._rebuild_page(db, pages[url], deltas, counts)
         result.reordered_pages = len(rebuild)
         db.executemany(_PAGE_UPSERT, [_page_row(p) for p in pages.values()])
-        db.executemany(_BUCKET_UPSERT, [(*k, *v) for k, v in deltas.items()])
+        db.executemany(
+            _BUCKET_UPSERT.format(table="buckets"), [(*k, *v) for k, v in deltas.items()]
+        )
+        daily: dict[tuple[str, str, str, int], list[float]] = {}
+        for (site, ptype, route, start), v in deltas.items():
+            dk = (site, ptype, route, start - start % _DAY_S)
+            acc = daily.get(dk)
+            if acc is None:
+                daily[dk] = list(v)
+            else:
+                for i, x in enumerate(v):
+                    acc[i] += x
+        db.executemany(
+            _BUCKET_UPSERT.format(table="buckets_daily"), [(*k, *v) for k, v in daily.items()]
+        )
 
     def _rebuild_page(
         self,
@@ -450,9 +475,13 @@ class SQLiteStore:
             for r in rows
         ]
 
-    def buckets(self, since: float, until: float, sites: Sequence[str] | None = None) -> BucketRows:
+    def buckets(
+        self, since: float, until: float, sites: Sequence[str] | None = None, *, daily: bool = False
+    ) -> BucketRows:
+        """Buckets with ``since <= start < until``; ``daily`` reads whole UTC days instead."""
         cols = ", ".join(_BUCKET_COLS)
-        q = f"SELECT site, page_type, route, start, {cols} FROM buckets WHERE start >= ? AND start < ?"
+        table = "buckets_daily" if daily else "buckets"
+        q = f"SELECT site, page_type, route, start, {cols} FROM {table} WHERE start >= ? AND start < ?"
         args: list[Any] = [int(since), int(until)]
         if sites:
             q += f" AND site IN ({','.join('?' * len(sites))})"

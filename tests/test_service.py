@@ -1,0 +1,503 @@
+"""The HTTP service over real HTTP on 127.0.0.1 with a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from recrawl.cli import app as cli_app
+from recrawl.config import Settings, load_settings
+from recrawl.engine import Engine
+from recrawl.service import create_app
+from recrawl.service.testing import ManualClock, free_port, serve_in_thread
+from recrawl.store import SQLiteStore
+
+TOKEN = "write-secret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+Serve = Callable[..., AbstractContextManager[tuple[httpx.Client, Engine]]]
+
+
+@pytest.fixture
+def serve(db_path: str) -> Iterator[Serve]:
+    """Start the service on a free port: ``with serve(**settings) as (client, engine)``."""
+    stores: list[SQLiteStore] = []
+
+    @contextmanager
+    def start(
+        *, clock: ManualClock | None = None, app_kw: dict[str, Any] | None = None, **kw: Any
+    ) -> Iterator[tuple[httpx.Client, Engine]]:
+        settings = Settings(**{"token": TOKEN, "budget_per_day": 10_000.0, **kw})
+        store = SQLiteStore(db_path)
+        stores.append(store)
+        engine = Engine(store, settings, clock=clock or ManualClock())
+        app = create_app(engine, settings, **{"replan_min_s": 0.0, **(app_kw or {})})
+        with (
+            serve_in_thread(app) as base,
+            httpx.Client(base_url=base, headers=AUTH, timeout=30) as client,
+        ):
+            yield client, engine
+
+    yield start
+    for s in stores:
+        s.close()
+
+
+def obs(url: str, t: float, **kw: Any) -> dict[str, Any]:
+    """One observation of ``url`` at ``t`` (unix seconds), 200 OK unless told."""
+    return {"url": url, "fetched_at": t, "status": 200, **kw}
+
+
+def ndjson(items: list[dict[str, Any]]) -> bytes:
+    return b"\n".join(orjson.dumps(i) for i in items) + b"\n"
+
+
+def register(client: httpx.Client, urls: list[str], **kw: Any) -> None:
+    r = client.post("/v1/urls", json=[{"url": u, **kw} for u in urls])
+    assert r.status_code == 200, r.text
+    assert r.json()["added"] == len(urls)
+
+
+def lease(client: httpx.Client, worker: str, n: int = 50) -> list[dict[str, Any]]:
+    r = client.post("/v1/leases", json={"worker": worker, "max": n})
+    assert r.status_code == 200, r.text
+    tasks: list[dict[str, Any]] = r.json()["tasks"]
+    return tasks
+
+
+# -- the API surface --------------------------------------------------------------------------
+
+
+def test_openapi_describes_the_versioned_api_and_healthz_answers(serve: Serve) -> None:
+    with serve() as (client, _):
+        spec = client.get("/openapi.json").json()
+        for path in (
+            "/v1/urls", "/v1/leases", "/v1/observations", "/v1/sites", "/v1/sites/{site}",
+            "/v1/sites/{site}/resume", "/v1/pages/{url}", "/v1/plan", "/v1/stats", "/metrics",
+            "/healthz",
+        ):  # fmt: skip
+            assert path in spec["paths"], path
+        assert "application/x-ndjson" in str(spec["paths"]["/v1/observations"])
+        assert client.get("/healthz", headers={}).json()["status"] == "ok"
+
+
+def test_writes_without_the_right_token_get_401_and_change_nothing(serve: Serve) -> None:
+    with serve() as (client, engine):
+        body = ndjson([obs("https://a.example/1", time.time())])
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"}):
+            for path, kw in (
+                ("/v1/observations", {"content": body}),
+                ("/v1/urls", {"json": [{"url": "https://a.example/2"}]}),
+                ("/v1/leases", {"json": {"worker": "w", "max": 5}}),
+            ):
+                r = httpx.post(client.base_url.join(path), headers=headers, **kw)  # type: ignore[arg-type]
+                assert r.status_code == 401, (path, headers)
+                assert r.headers["www-authenticate"] == "Bearer"
+        assert engine.store.observation_count() == 0
+        assert engine.store.sites() == []
+        # Reads are open when no read token is configured.
+        assert httpx.get(client.base_url.join("/v1/stats")).status_code == 200
+
+
+def test_a_read_token_guards_reads_and_cannot_write(serve: Serve) -> None:
+    with serve(read_token="read-secret") as (client, _):
+        base = client.base_url
+        assert httpx.get(base.join("/v1/stats")).status_code == 401
+        assert httpx.get(base.join("/metrics")).status_code == 401
+        assert httpx.get(base.join("/v1/sites"), headers=AUTH).status_code == 200
+        read = {"Authorization": "Bearer read-secret"}
+        assert httpx.get(base.join("/v1/stats"), headers=read).status_code == 200
+        r = httpx.post(base.join("/v1/leases"), headers=read, json={"worker": "w"})
+        assert r.status_code == 401
+        assert httpx.get(base.join("/healthz")).status_code == 200
+
+
+def test_oversized_bodies_get_413_and_store_nothing(serve: Serve) -> None:
+    with serve(max_body_bytes=2000) as (client, engine):
+        now = time.time()
+        small = ndjson([obs(f"https://a.example/{i}", now) for i in range(5)])
+        big = ndjson([obs(f"https://a.example/{i}", now) for i in range(100)])
+        assert len(small) < 2000 < len(big)
+        assert client.post("/v1/observations", content=big).status_code == 413
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+            for i in range(0, len(big), 500):
+                yield big[i : i + 500]
+
+        assert client.post("/v1/observations", content=chunks()).status_code == 413
+        assert engine.store.observation_count() == 0
+        r = client.post("/v1/observations", content=small)
+        assert r.status_code == 200 and r.json()["accepted"] == 5
+
+
+def test_observations_take_the_good_items_and_name_the_bad_ones(serve: Serve) -> None:
+    with serve() as (client, engine):
+        t = time.time()
+        lines = [
+            orjson.dumps(obs("https://a.example/1", t, id="a")),
+            b'{"url": "https://a.example/2"',
+            orjson.dumps({"url": "ftp://a.example/3", "fetched_at": t, "status": 200}),
+            b"",
+            orjson.dumps(obs("https://a.example/4", t, outcome="bogus")),
+            orjson.dumps(obs("https://a.example/5", t)),
+        ]
+        r = client.post(
+            "/v1/observations",
+            content=b"\n".join(lines),
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        assert r.status_code == 200
+        data = r.json()
+        assert data["accepted"] == 2 and data["stored"] == 2
+        assert [(x["index"], x["field"]) for x in data["rejected"]] == [
+            (1, None),
+            (2, "url"),
+            (4, "outcome"),
+        ]
+        assert "not JSON" in data["rejected"][0]["error"]
+        assert engine.store.observation_count() == 2
+        # A JSON array works too; the same observations again are stored once.
+        items = [
+            obs("https://a.example/1", t, id="a"),
+            {"fetched_at": t},
+            obs("https://b.example/", t),
+        ]
+        r = client.post("/v1/observations", json=items)
+        data = r.json()
+        assert (data["accepted"], data["stored"], data["duplicates"]) == (2, 1, 1)
+        assert data["rejected"] == [{"index": 1, "field": "url", "error": "is missing"}]
+        assert client.post("/v1/observations", content=b"[1, 2").status_code == 400
+        assert engine.store.observation_count() == 3
+
+
+def test_urls_are_validated(serve: Serve) -> None:
+    with serve() as (client, _):
+        r = client.post("/v1/urls", json={"urls": [{"url": "https://a.example/x", "value": 3}]})
+        assert r.json() == {"received": 1, "added": 1}
+        assert client.post("/v1/urls", json=[{"url": "mailto:x@y"}]).status_code == 422
+        r = client.post("/v1/urls", json=[{"url": "https://a.example/y", "value": -1}])
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["field"].endswith("value")
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+
+def test_two_workers_leasing_concurrently_never_get_the_same_url(serve: Serve) -> None:
+    with serve() as (client, _):
+        urls = [f"https://s{i % 5}.example/p{i}" for i in range(400)]
+        register(client, urls)
+        got: dict[str, list[str]] = {"w1": [], "w2": []}
+        errors: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def work(worker: str) -> None:
+            try:
+                with httpx.Client(base_url=client.base_url, headers=AUTH, timeout=30) as c:
+                    start.wait()
+                    while tasks := lease(c, worker, 7):
+                        got[worker].extend(t["url"] for t in tasks)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(w,)) for w in got]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors
+        both = got["w1"] + got["w2"]
+        assert got["w1"] and got["w2"]
+        assert len(both) == len(set(both))
+        plan = client.get("/v1/plan", params={"limit": 0}).json()
+        assert len(both) == plan["tasks_total"] > 0
+
+
+def test_an_expired_lease_returns_its_url_and_a_reported_one_does_not(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock, lease_seconds=30.0) as (client, _):
+        register(client, ["https://a.example/1", "https://a.example/2"])
+        first = lease(client, "w1")
+        assert sorted(t["url"] for t in first) == ["https://a.example/1", "https://a.example/2"]
+        assert all(t["expires_at"] == pytest.approx(clock() + 30) for t in first)
+        assert lease(client, "w2") == []
+        done = next(t for t in first if t["url"].endswith("/1"))
+        r = client.post(
+            "/v1/observations",
+            json=[obs(done["url"], clock(), lease_id=done["lease_id"], record={"p": 1})],
+        )
+        assert r.json()["stored"] == 1
+        clock.advance(31)
+        again = lease(client, "w2")
+        assert [t["url"] for t in again] == ["https://a.example/2"]
+        metrics = client.get("/metrics").text
+        assert 'recrawl_leases_outstanding{site="a.example"} 1.0' in metrics
+
+
+def test_leases_carry_validators_for_a_conditional_request(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock) as (client, _):
+        url = "https://a.example/item"
+        client.post(
+            "/v1/observations",
+            json=[
+                obs(url, clock() - 3 * 86400, etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT",
+                    record={"price": 1})
+            ],
+        )  # fmt: skip
+        tasks = {t["url"]: t for t in lease(client, "w1")}
+        assert tasks[url]["headers"] == {
+            "If-None-Match": '"v1"',
+            "If-Modified-Since": "Mon, 01 Jan 2024 00:00:00 GMT",
+        }
+        assert tasks[url]["page_type"] == "page" and tasks[url]["site"] == "a.example"
+
+
+def test_a_paused_site_hands_out_only_its_canaries_and_a_cap_holds(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock) as (client, engine):
+        register(client, [f"https://calm.example/{i}" for i in range(10)])
+        register(client, [f"https://hostile.example/{i}" for i in range(10)])
+        engine.store.add_canary(
+            "https://hostile.example/canary", "hostile.example", {"price": "9.99"}, 3600, clock()
+        )
+        # What the critical band's action does to the site controls.
+        engine.store.set_site_controls(
+            "hostile.example", now=clock(), paused=True, band="critical", event="pause"
+        )
+        engine.store.set_site_controls("calm.example", now=clock(), concurrency_cap=4)
+        client.post("/v1/sites/hostile.example/resume")  # the plan is recomputed...
+        engine.store.set_site_controls(
+            "hostile.example", now=clock(), paused=True, band="critical", event="pause"
+        )
+        client.post("/v1/urls", json=[{"url": "https://calm.example/new"}])  # ...and again
+        tasks = lease(client, "w1", 100)
+        hostile = [t for t in tasks if t["site"] == "hostile.example"]
+        assert [(t["url"], t["reason"]) for t in hostile] == [
+            ("https://hostile.example/canary", "canary")
+        ]
+        assert sum(t["site"] == "calm.example" for t in tasks) == 4
+        # A human resumes the site: its pages come back.
+        r = client.post("/v1/sites/hostile.example/resume")
+        assert r.status_code == 200 and r.json()["controls"]["paused"] is False
+        tasks = lease(client, "w2", 100)
+        assert any(t["site"] == "hostile.example" for t in tasks)
+        assert client.post("/v1/sites/nowhere.example/resume").status_code == 404
+
+
+def _history(site: str, t0: float, days: int, per_day: int, status: int) -> list[dict[str, Any]]:
+    out = []
+    for d in range(days):
+        for i in range(per_day):
+            t = t0 - (days - d) * 86400 + i * (86400 / per_day)
+            out.append(obs(f"https://{site}/{i % 20}", t, status=status, latency_ms=100,
+                           record={"n": d}, route=f"pool-{i % 3}"))  # fmt: skip
+    return out
+
+
+@pytest.mark.skipif(not hasattr(Engine, "health"), reason="Engine.health is not there yet")
+def test_a_hostile_sites_band_change_reaches_what_leases_hand_out(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock, app_kw={"health_every_s": 0.0}) as (client, _):
+        t0 = clock()
+        history = _history("hostile.example", t0, 5, 120, 200)
+        history += _history("calm.example", t0, 5, 120, 200)
+        r = client.post("/v1/observations", content=ndjson(history))
+        assert r.json()["accepted"] == len(history)
+        before = lease(client, "w0", 100)
+        assert any(t["site"] == "hostile.example" for t in before)
+        # The site turns hostile: every route gets 403s for the last half hour.
+        burst = [
+            obs(f"https://hostile.example/{i % 20}", t0 - 1800 + i * 9, status=403,
+                latency_ms=100, route=f"pool-{i % 3}")
+            for i in range(200)
+        ] + [
+            obs(f"https://calm.example/{i % 20}", t0 - 1800 + i * 9, latency_ms=100,
+                route=f"pool-{i % 3}", record={"n": 99})
+            for i in range(200)
+        ]  # fmt: skip
+        client.post("/v1/observations", content=ndjson(burst))
+        clock.advance(1)
+        sites = {s["site"]: s for s in client.get("/v1/sites").json()["sites"]}
+        assert sites["hostile.example"]["band"] in ("degrading", "critical")
+        assert sites["calm.example"]["band"] == "healthy"
+        clock.advance(700)  # the leases of before expire
+        after = lease(client, "w1", 100)
+        hostile = [t for t in after if t["site"] == "hostile.example"]
+        if sites["hostile.example"]["band"] == "critical":
+            assert hostile == []
+        else:
+            cap = sites["hostile.example"]["controls"]["concurrency_cap"]
+            assert cap is not None and len(hostile) <= cap
+        assert any(t["site"] == "calm.example" for t in after)
+        detail = client.get("/v1/sites/hostile.example").json()
+        assert detail["history"] and detail["history"][-1]["band"] == detail["band"]
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
+    clock = ManualClock()
+    with serve(clock=clock) as (client, engine):
+        t = clock()
+        items = []
+        for k in range(6):
+            for i in range(4):
+                items.append(
+                    obs(f"https://shop.example/p{i}", t - (6 - k) * 86400, page_type="product",
+                        record={"price": k if i == 0 else 1}, bytes_received=1000)
+                )  # fmt: skip
+        client.post("/v1/observations", content=ndjson(items))
+        register(client, ["https://shop.example/new"], page_type="product")
+
+        page = client.get("/v1/pages/https://shop.example/p0").json()
+        assert page["fetches"] == 6 and page["changes"] == 5
+        assert page["rate_per_day"] > 0 and page["rate_sd_per_day"] > 0
+        assert page["next_due"] is not None and page["leased"] is False
+        encoded = client.get("/v1/pages/https%3A%2F%2Fshop.example%2Fp0").json()
+        assert encoded["url"] == "https://shop.example/p0"
+        assert client.get("/v1/pages/https://shop.example/nope").status_code == 404
+
+        plan = client.get("/v1/plan", params={"limit": 3}).json()
+        assert plan["split"].get("discovery") == 1 and plan["unit"] == "fetches"
+        assert len(plan["tasks"]) <= 3 and plan["budget"] == pytest.approx(10_000 / 24)
+
+        stats = client.get("/v1/stats").json()
+        cli = CliRunner().invoke(cli_app, ["stats", "--db", db_path, "--json"])
+        assert cli.exit_code == 0, cli.output
+        assert stats == json.loads(cli.output)
+        assert stats["groups"][0]["changes_detected"] == 5
+
+        lease(client, "w1", 2)
+        text = client.get("/metrics").text
+        for needle in (
+            'recrawl_fetches_total{page_type="product",site="shop.example"} 24.0',
+            'recrawl_changes_detected_total{page_type="product",site="shop.example"} 5.0',
+            'recrawl_fetches_without_change_total{page_type="product",site="shop.example"} 15.0',
+            'recrawl_cost_per_change{page_type="product",site="shop.example",unit="fetches"} 4.8',
+            'recrawl_leases_outstanding{site="shop.example"} 2.0',
+            "recrawl_observations_accepted_total 24.0",
+            "recrawl_ingest_rate ",
+        ):
+            assert needle in text, needle
+        sites = client.get("/v1/sites").json()["sites"]
+        assert [s["site"] for s in sites] == ["shop.example"]
+        assert sites[0]["leases_outstanding"] == 2
+        assert client.get("/v1/sites/nowhere.example").status_code == 404
+        assert engine.store.observation_count() == 24
+
+
+# -- the command line and a crash --------------------------------------------------------------
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECRAWL_")}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1] / "src")
+    env.update(extra)
+    return env
+
+
+def test_serve_refuses_a_bad_config_with_one_clear_sentence(tmp_path: Path) -> None:
+    cfg = tmp_path / "recrawl.toml"
+    cfg.write_text("budget_per_day = 100\n")
+    cmd = [sys.executable, "-m", "recrawl", "serve", "--config", str(cfg), "--db",
+           str(tmp_path / "x.db"), "--port", str(free_port())]  # fmt: skip
+    res = subprocess.run(cmd, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
+    assert "no write token" in res.stderr and "Traceback" not in res.stderr
+    cfg.write_text('token = "t"\ncycle_hours = -1\n')
+    res = subprocess.run(cmd, env=_env(tmp_path), capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "cycle_hours" in res.stderr
+
+
+def test_init_writes_a_config_with_a_fresh_token_that_the_environment_overrides(
+    tmp_path: Path,
+) -> None:
+    cfg, db = tmp_path / "recrawl.toml", tmp_path / "r.db"
+    runner = CliRunner()
+    res = runner.invoke(cli_app, ["init", "--config", str(cfg), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert db.exists() and cfg.stat().st_mode & 0o077 == 0
+    first = load_settings(cfg, env={}).token
+    assert first and len(first) >= 32
+    assert runner.invoke(cli_app, ["init", "--config", str(cfg), "--db", str(db)]).exit_code != 0
+    res = runner.invoke(cli_app, ["init", "--config", str(cfg), "--db", str(db), "--force"])
+    assert res.exit_code == 0 and load_settings(cfg, env={}).token != first
+    assert load_settings(cfg, env={"RECRAWL_TOKEN": "from-env"}).token == "from-env"
+
+
+@contextmanager
+def _server_process(tmp_path: Path, db: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    cfg = tmp_path / "recrawl.toml"
+    cfg.write_text('budget_per_day = 1000\ntoken = "file-token"\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recrawl", "serve", "--config", str(cfg), "--db", str(db),
+         "--port", str(port), "--log-level", "warning"],
+        env=_env(tmp_path, RECRAWL_TOKEN=TOKEN),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_acknowledged_observations_survive_a_sigkill_of_the_server(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    t = time.time()
+    batches = [
+        ndjson([obs(f"https://a.example/{i}", t - 100 + b, id=f"{b}-{i}") for i in range(500)])
+        for b in range(12)
+    ]
+    acked: list[bytes] = []
+    with _server_process(tmp_path, db, port) as proc, httpx.Client(headers=AUTH) as c:
+        # The file's token is overridden by RECRAWL_TOKEN.
+        r = c.post(
+            f"{base}/v1/leases",
+            json={"worker": "w"},
+            headers={"Authorization": "Bearer file-token"},
+        )
+        assert r.status_code == 401
+        for body in batches[:8]:
+            r = c.post(f"{base}/v1/observations", content=body)
+            assert r.status_code == 200 and r.json()["accepted"] == 500
+            acked.append(body)
+        os.kill(proc.pid, signal.SIGKILL)  # right after the last acknowledgement
+        proc.wait()
+    with _server_process(tmp_path, db, port), httpx.Client(headers=AUTH) as c:
+        for body in acked:
+            r = c.post(f"{base}/v1/observations", content=body).json()
+            assert (r["accepted"], r["stored"], r["duplicates"]) == (500, 0, 500)
+        stats = c.get(f"{base}/v1/stats").json()
+        assert stats["total"]["observations"] == 8 * 500

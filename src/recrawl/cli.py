@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
@@ -524,6 +525,96 @@ def health(
     out.print(table)
     if not reports:
         out.print("no site has observations in the window")
+
+
+@health_app.command("review")
+def health_review(
+    incidents: Annotated[
+        Path,
+        typer.Option(
+            "--incidents",
+            help="Labelled incidents, JSONL: site, start, end[, cause, band, route].",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    db: DbOpt = None,
+    step_minutes: Annotated[
+        float, typer.Option("--step", help="Minutes between evaluations.")
+    ] = 15.0,
+    margin_hours: Annotated[
+        float,
+        typer.Option(
+            "--margin", help="Hours reviewed before the first and after the last incident."
+        ),
+    ] = 24.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Review the score like an alert: per incident, how long the band took to move
+    and whether the top reason named the cause; false alarms outside incidents."""
+    from .health import Incident, review
+
+    labelled: list[Incident] = []
+    for n, line in enumerate(incidents.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            labelled.append(
+                Incident(
+                    site=str(raw["site"]), start=parse_timestamp(raw["start"]), end=parse_timestamp(raw["end"]),
+                    cause=raw.get("cause"), band=raw.get("band"), route=raw.get("route"),
+                )
+            )  # fmt: skip
+        except (ValueError, KeyError, TypeError) as exc:
+            raise typer.BadParameter(f"line {n}: {exc}", param_hint="--incidents") from None
+    if not labelled:
+        raise typer.BadParameter("holds no incident", param_hint="--incidents")
+    step = step_minutes * 60.0
+    first = min(i.start for i in labelled) - margin_hours * 3600.0
+    last = max(i.end for i in labelled) + margin_hours * 3600.0
+    times = [float(t) for t in np.arange(first - first % step, last, step)]
+    sites = sorted({i.site for i in labelled})
+    with _store(db) as store:
+        evaluations = Engine(store).evaluate_health(times, sites=sites)
+    report = review(
+        [h for per_time in evaluations for h in per_time], labelled, step_s=step
+    ).to_dict()
+    if as_json:
+        out.print_json(json.dumps(report))
+        return
+    table = Table(
+        title=f"Health review: {len(labelled)} incidents, {len(times):,} evaluations",
+        title_justify="left",
+    )
+    for col in (
+        "site",
+        "cause",
+        "start",
+        "band moved",
+        "detected",
+        "band reached",
+        "top reason",
+        "named",
+    ):
+        table.add_column(col)
+    for r in report["incidents"]:
+        table.add_row(
+            r["site"], str(r["cause"]), _iso(r["start"]),
+            _minutes(r["moved_after_s"]), _minutes(r["detected_after_s"]),
+            r["band_reached"], str(r["top_reason"]), "yes" if r["cause_named"] else "[red]no[/]",
+        )  # fmt: skip
+    out.print(table)
+    fa = report["false_alarms"]
+    out.print(
+        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h)"
+    )
+    for a in fa[:20]:
+        out.print(f"  {a}")
+
+
+def _minutes(s: float | None) -> str:
+    return "never" if s is None else f"{s / 60:.0f} min"
 
 
 def _iso(t: float) -> str:

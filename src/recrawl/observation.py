@@ -48,7 +48,7 @@ _KNOWN_FIELDS: Final = frozenset(
         "url", "fetched_at", "site", "page_type", "status", "error", "bytes_sent",
         "bytes_received", "credits", "rendered", "latency_ms", "route", "etag",
         "last_modified", "conditional", "record", "record_hash", "outcome", "id",
-        "title", "body_excerpt", "lease_id", "value",
+        "title", "body_excerpt", "lease_id", "value", "canary",
     }
 )  # fmt: skip
 
@@ -87,6 +87,7 @@ class Observation:
     title: str | None = None
     body_excerpt: str | None = None
     lease_id: str | None = None
+    canary: str | None = None
     key: bytes = b""
 
     @property
@@ -325,7 +326,19 @@ def parse_observation(
         title=_opt_str(raw, "title"),
         body_excerpt=_opt_str(raw, "body_excerpt"),
         lease_id=_opt_str(raw, "lease_id"),
+        canary=_canary(raw),
         key=key,
+    )
+
+
+def _canary(raw: Mapping[str, Any]) -> str | None:
+    v = raw.get("canary")
+    if v is None or v == "" or v is False:
+        return None
+    if v in ("ok", "mismatch"):
+        return str(v)
+    raise InvalidObservation(
+        "must be 'ok' or 'mismatch' (the reporter's canary check)", field="canary"
     )
 
 

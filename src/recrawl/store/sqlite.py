@@ -337,7 +337,9 @@ class SQLiteStore:
             d[_S0 + 2] += o.billed_credits()
             d[_S0 + 3] += o.rendered
             d[_S0 + 4] += o.conditional
-            if (
+            if o.canary is not None:
+                d[_S0 + (6 if o.canary == "mismatch" else 5)] += 1
+            elif (
                 canaries
                 and o.url in canaries
                 and o.record is not None

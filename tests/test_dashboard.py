@@ -138,7 +138,6 @@ def test_the_served_dashboard_draws_its_plots_in_a_headless_browser(
         dom = _chromium(["--dump-dom", f"{base}/"], tmp_path)
         assert dom.returncode == 0, dom.stderr[-2000:]
         png = tmp_path / "dashboard.png"
-        import os; png = Path(os.environ.get("DASH_PNG", png))
         shot = _chromium([f"--screenshot={png}", f"{base}/"], tmp_path)
         assert shot.returncode == 0, shot.stderr[-2000:]
     _assert_plots_drawn(dom.stdout)

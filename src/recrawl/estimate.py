@@ -221,22 +221,18 @@ class GroupPriors:
         return self.alpha / self.beta
 
 
-def _moments(
-    x: FloatArray, e: FloatArray, groups: IntArray | None, n_groups: int
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Exposure-weighted mean, excess variance and page count per group."""
-    if groups is None:
-        groups = np.zeros(x.shape[0], dtype=np.intp)
-    k = np.bincount(groups, weights=(e > 0).astype(np.float64), minlength=n_groups)
-    se = np.bincount(groups, weights=e, minlength=n_groups)
-    sx = np.bincount(groups, weights=e * x, minlength=n_groups)
+def _chunks(n: int) -> list[slice]:
+    return [slice(i, min(n, i + _CHUNK)) for i in range(0, n, _CHUNK)]
+
+
+def _moments(sums: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Exposure-weighted mean and excess variance from ``(k, Σe, Σex, Σex²)`` rows."""
+    k, se, sx, sxx = sums
     with np.errstate(divide="ignore", invalid="ignore"):
         # half a change over the group's exposure keeps a change-free group above 0
         m = (sx + 0.5) / (se + 1.0)
-        sxx = np.bincount(groups, weights=e * x * x, minlength=n_groups)
         var = sxx / se - (sx / se) ** 2 - k * m / se
-    var = np.where(se > 0, var, np.nan)
-    return m, var, k
+    return m, np.where(se > 0, var, np.nan)
 
 
 def fit_group_priors(
@@ -246,6 +242,7 @@ def fit_group_priors(
     tu: ArrayLike,
     groups: ArrayLike | None = None,
     *,
+    mask: ArrayLike | None = None,
     n_groups: int | None = None,
     pseudo_pages: float = 5.0,
     max_alpha: float = 20.0,
@@ -258,7 +255,8 @@ def fit_group_priors(
     between-page variance ``v`` (observed variance minus the Poisson noise
     expected from the exposures) give ``α = m²/v`` and ``β = m/v``. Each group
     is blended with the whole population as if ``pseudo_pages`` pages of the
-    population had joined it, so a group of one page leans on everyone.
+    population had joined it, so a group of one page leans on everyone. Runs
+    in chunks, so memory stays flat however many pages there are.
 
     Parameters
     ----------
@@ -267,6 +265,8 @@ def fit_group_priors(
     groups : array_like of int, optional
         Group code of each page (0 … n_groups − 1); all pages in one group if
         omitted.
+    mask : array_like of bool, optional
+        Only these pages inform the priors (default: all).
     n_groups : int, optional
         Number of groups (default ``max(groups) + 1``).
     pseudo_pages : float
@@ -283,24 +283,40 @@ def fit_group_priors(
     ncf = np.asarray(nc, dtype=np.float64)
     tcf = np.asarray(tc, dtype=np.float64)
     tuf = np.asarray(tu, dtype=np.float64)
-    x = raw_rates(ncf, tcf, nu, tuf)
-    e = tcf + tuf
-    g = None if groups is None else np.asarray(groups, dtype=np.intp)
-    ng = int(n_groups if n_groups is not None else (0 if g is None else int(g.max(initial=-1)) + 1))
-    ng = max(ng, 1)
-    m0, v0, _ = _moments(x, e, None, 1)
-    m_all = float(m0[0])
-    v_all = float(v0[0]) if np.isfinite(v0[0]) else m_all**2
-    v_all = max(v_all, (m_all / np.sqrt(max_alpha)) ** 2)
+    g = None if groups is None else np.asarray(groups)
+    msk = None if mask is None else np.asarray(mask, dtype=bool)
     if g is None:
-        m = np.array([m_all])
-        v = np.array([v_all])
+        ng = 1
     else:
-        mg, vg, k = _moments(x, e, g, ng)
-        mg = np.where(np.isfinite(mg), mg, m_all)
-        vg = np.where(np.isfinite(vg), np.maximum(vg, 0.0), v_all)
-        m = (k * mg + pseudo_pages * m_all) / (k + pseudo_pages)
-        v = (k * vg + pseudo_pages * v_all) / (k + pseudo_pages)
+        ng = int(n_groups) if n_groups is not None else int(g.max(initial=-1)) + 1
+        ng = max(ng, 1)
+    # per group: pages with exposure, Σe, Σe·x, Σe·x²
+    sums = np.zeros((4, ng))
+    for sl in _chunks(ncf.shape[0]):
+        x = raw_rates(ncf[sl], tcf[sl], 0.0, tuf[sl])
+        e = tcf[sl] + tuf[sl]
+        if msk is not None:
+            e *= msk[sl]
+        gc = np.zeros(x.shape[0], dtype=np.intp) if g is None else g[sl]
+        ex = e * x
+        sums[0] += np.bincount(gc, weights=(e > 0).astype(np.float64), minlength=ng)
+        sums[1] += np.bincount(gc, weights=e, minlength=ng)
+        sums[2] += np.bincount(gc, weights=ex, minlength=ng)
+        sums[3] += np.bincount(gc, weights=ex * x, minlength=ng)
+    m_all, v_all = _moments(sums.sum(axis=1, keepdims=True))
+    m0 = float(m_all[0])
+    v0 = float(v_all[0]) if np.isfinite(v_all[0]) else m0**2
+    v0 = max(v0, (m0 / np.sqrt(max_alpha)) ** 2)
+    if g is None:
+        m = np.array([m0])
+        v = np.array([v0])
+    else:
+        mg, vg = _moments(sums)
+        k = sums[0]
+        mg = np.where(np.isfinite(mg), mg, m0)
+        vg = np.where(np.isfinite(vg), np.maximum(vg, 0.0), v0)
+        m = (k * mg + pseudo_pages * m0) / (k + pseudo_pages)
+        v = (k * vg + pseudo_pages * v0) / (k + pseudo_pages)
     with np.errstate(divide="ignore", invalid="ignore"):
         alpha = np.clip(m * m / v, min_alpha, max_alpha)
     alpha = np.where(np.isfinite(alpha), alpha, max_alpha)
@@ -374,7 +390,7 @@ def estimate_rates(
     elapsed_days : array_like, optional
         Days since each page's evidence was last updated; the evidence is
         decayed by that much first, so a long-unvisited page leans more on its
-        group.
+        group (priors fitted here use the undecayed evidence).
     half_life_days : float
         Evidence half-life used with ``elapsed_days``, days.
 
@@ -397,25 +413,23 @@ def estimate_rates(
     """
     ncf = np.asarray(nc, dtype=np.float64)
     tcf = np.asarray(tc, dtype=np.float64)
-    nuf = np.asarray(nu, dtype=np.float64)
     tuf = np.asarray(tu, dtype=np.float64)
-    if elapsed_days is not None:
-        ncf, tcf, nuf, tuf = decay_evidence(
-            ncf, tcf, nuf, tuf, elapsed_days, half_life_days=half_life_days
-        )
-    g = None if groups is None else np.asarray(groups, dtype=np.intp)
+    g = None if groups is None else np.asarray(groups)
     if priors is None:
-        priors = fit_group_priors(ncf, tcf, nuf, tuf, g)
+        priors = fit_group_priors(ncf, tcf, nu, tuf, g)
+    el = None
+    if elapsed_days is not None:
+        el = np.broadcast_to(np.asarray(elapsed_days, dtype=np.float64), ncf.shape)
     n = ncf.shape[0]
     rate = np.empty(n)
     sd = np.empty(n)
-    for start in range(0, n, _CHUNK):
-        sl = slice(start, min(n, start + _CHUNK))
-        if g is None:
-            a = np.full(sl.stop - sl.start, priors.alpha[0])
-            b = np.full(sl.stop - sl.start, priors.beta[0])
-        else:
-            a = priors.alpha[g[sl]]
-            b = priors.beta[g[sl]]
-        rate[sl], sd[sl] = _posterior_mode(a, b, ncf[sl], tcf[sl], tuf[sl])
+    for sl in _chunks(n):
+        m = sl.stop - sl.start
+        a = np.full(m, priors.alpha[0]) if g is None else priors.alpha[g[sl]]
+        b = np.full(m, priors.beta[0]) if g is None else priors.beta[g[sl]]
+        c_n, c_t, u_t = ncf[sl], tcf[sl], tuf[sl]
+        if el is not None:
+            d = _decay_factor(el[sl], half_life_days)
+            c_n, c_t, u_t = c_n * d, c_t * d, u_t * d
+        rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t)
     return rate, sd

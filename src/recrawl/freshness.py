@@ -409,14 +409,20 @@ def optimal_allocation(
         raise ValueError(f"unknown objective {objective!r}")
 
     useful = (lam > 0) & (w > 0) & np.isfinite(lam)
-    idx = np.flatnonzero(useful)
     freq = np.zeros(n)
-    if idx.size == 0:
-        return Allocation(freq, 0.0, 0.0)
-    lam_u, w_u, c_u = lam[idx], w[idx], c[idx]
+    idx: slice | NDArray[np.intp]
+    if useful.all():
+        idx = slice(None)
+        lam_u, w_u, c_u = lam, w, c
+    else:
+        idx = np.flatnonzero(useful)
+        if idx.size == 0:
+            return Allocation(freq, 0.0, 0.0)
+        lam_u, w_u, c_u = lam[idx], w[idx], c[idx]
+    del useful
     # f = λ / r with g(r) = μ a; spend = Σ b / r
-    a = c_u * lam_u / w_u if objective == "freshness" else c_u / w_u
     b = c_u * lam_u
+    a = b / w_u if objective == "freshness" else c_u / w_u
 
     log_a = np.log(a)
     lo_edge, hi_edge = float(log_a.min()), float(log_a.max())

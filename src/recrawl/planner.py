@@ -406,16 +406,18 @@ def reallocate(
     """
     cfg = config or PlannerConfig()
     fetched = ~pages.never_fetched
-    elapsed = np.where(fetched, (now - pages.last_fetch) / DAY_S, 0.0)
+    elapsed = np.subtract(now, pages.last_fetch, dtype=np.float64)
+    elapsed *= 1.0 / DAY_S
+    elapsed[~fetched] = 0.0
     if priors is None:
-        n_groups = int(pages.group.max(initial=-1)) + 1
         priors = fit_group_priors(
-            pages.ev_nc[fetched],
-            pages.ev_tc[fetched],
-            pages.ev_nu[fetched],
-            pages.ev_tu[fetched],
-            pages.group[fetched],
-            n_groups=n_groups,
+            pages.ev_nc,
+            pages.ev_tc,
+            pages.ev_nu,
+            pages.ev_tu,
+            pages.group,
+            mask=fetched,
+            n_groups=int(pages.group.max(initial=-1)) + 1,
         )
     rate, sd = estimate_rates(
         pages.ev_nc,
@@ -427,11 +429,17 @@ def reallocate(
         elapsed_days=elapsed,
         half_life_days=cfg.half_life_days,
     )
-    eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
-    live = pages.active & ~pages.site_paused[pages.site] & fetched
+    del elapsed
+    if np.all(pages.site_cost_multiplier == 1.0):
+        eff_cost = pages.cost
+    else:
+        eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
+    live = pages.active & fetched
+    if np.any(pages.site_paused):
+        live &= ~pages.site_paused[pages.site]
     visits = np.zeros(len(pages))
     if policy in ("recrawl", "proportional") and np.any(live) and budget_per_day > 0:
-        idx = np.flatnonzero(live)
+        idx: slice | IntArray = slice(None) if bool(live.all()) else np.flatnonzero(live)
         if policy == "recrawl":
             alloc = optimal_allocation(
                 rate[idx],

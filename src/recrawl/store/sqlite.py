@@ -195,9 +195,13 @@ class SQLiteStore:
     connection); several processes may open the same file.
     """
 
-    def __init__(self, path: str | Path, *, half_life_days: float | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, half_life_days: float | None = None, maintain_buckets: bool = True
+    ) -> None:
         self.path = str(path)
         self.half_life_days = half_life_days
+        # Off only to measure what bucket maintenance costs ingest (benchmarks/health_speed.py).
+        self.maintain_buckets = maintain_buckets
         self._lock = threading.RLock()
         try:
             if self.path != ":memory:":
@@ -275,6 +279,7 @@ class SQLiteStore:
         rebuild: list[str] = []
         counts = result.outcomes
         hl = self.half_life_days
+        mb = self.maintain_buckets
         current_url = ""
         page: PageState | None = None
         out_of_order = False
@@ -321,6 +326,8 @@ class SQLiteStore:
                     o.id,
                 )
             )
+            if not mb:
+                continue
             bk = (
                 page.site,
                 page.page_type,
@@ -363,6 +370,8 @@ class SQLiteStore:
             self._rebuild_page(db, pages[url], deltas, counts)
         result.reordered_pages = len(rebuild)
         db.executemany(_PAGE_UPSERT, [_page_row(p) for p in pages.values()])
+        if not self.maintain_buckets:
+            return
         db.executemany(
             _BUCKET_UPSERT.format(table="buckets"), [(*k, *v) for k, v in deltas.items()]
         )

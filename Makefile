@@ -23,6 +23,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 
 test: $(STAMP) lint
+	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 	$(BIN)/python -m pytest
 
 clean:

@@ -50,20 +50,24 @@ def _peak_rss(pid: int) -> int:
     return -1
 
 
-def _batches(reporter: int, n_batches: int, batch: int, pages: int, t0: float) -> list[bytes]:
+def _batches(
+    reporter: int, reporters: int, n_batches: int, batch: int, pages: int, t0: float
+) -> list[bytes]:
     rng = np.random.default_rng(reporter)
     out = []
     for b in range(n_batches):
         lines = []
         for i in range(batch):
-            p = int(rng.integers(pages))
+            # Each reporter fetches its own share of the pages, in time order, as
+            # leased work arrives: no page is reported out of order.
+            p = int(rng.integers(pages // reporters)) * reporters + reporter
             site = f"site{p % 20}.example"
             lines.append(
                 orjson.dumps(
                     {
                         "id": f"r{reporter}-b{b}-{i}",
                         "url": f"https://{site}/item/{p}",
-                        "fetched_at": t0 + b * 10 + i * 0.01,
+                        "fetched_at": t0 + (b * batch + i) * 0.1,
                         "status": 200,
                         "page_type": "product",
                         "bytes_received": 20_000,
@@ -120,7 +124,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         t0 = time.time() - 86400
         payloads = [
-            _batches(r, args.batches, args.batch, args.pages, t0) for r in range(args.reporters)
+            _batches(r, args.reporters, args.batches, args.batch, args.pages, t0)
+            for r in range(args.reporters)
         ]
         accepted = [0] * args.reporters
         errors: list[str] = []

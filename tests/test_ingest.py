@@ -180,3 +180,15 @@ def test_soft_blocks_and_challenges_detected_without_reported_outcome(store: SQL
     assert [o for _, o in store.outcomes(U)] == [
         "new", "changed", "changed", "soft_block", "soft_block", "challenge", "challenge", "unchanged",
     ]  # fmt: skip
+
+
+def test_two_fetches_at_the_same_instant_are_stored(store: SQLiteStore):
+    lines = [
+        obs(U, 100, status=200, record={"p": 1}),
+        obs(U, 200, status=200, record={"p": 2}, id="a"),
+        obs(U, 200, status=200, record={"p": 3}, id="b"),
+    ]
+    rep = ingest_lines(store, lines)
+    assert rep.stored == 3
+    page = store.page(U)
+    assert page is not None and page.changes == 2

@@ -243,14 +243,19 @@ class Engine:
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Validators for a conditional request to ``url`` (empty when unknown)."""
-        p = self.store.page(url)
-        h: dict[str, str] = {}
-        if p is not None:
-            if p.etag:
-                h["If-None-Match"] = p.etag
-            if p.last_modified:
-                h["If-Modified-Since"] = p.last_modified
-        return h
+        return self.headers_for_many([url]).get(url, {})
+
+    def headers_for_many(self, urls: Sequence[str]) -> dict[str, dict[str, str]]:
+        """:meth:`headers_for` for several URLs in one store read."""
+        out: dict[str, dict[str, str]] = {}
+        for url, (etag, lm) in self.store.validators(urls).items():
+            h: dict[str, str] = {}
+            if etag:
+                h["If-None-Match"] = etag
+            if lm:
+                h["If-Modified-Since"] = lm
+            out[url] = h
+        return out
 
     def page_info(self, url: str, now: float | None = None) -> dict[str, Any] | None:
         """A page's state, its change-rate estimate with uncertainty, and when it is next due."""

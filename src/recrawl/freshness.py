@@ -431,30 +431,35 @@ def optimal_allocation(
         # 0.03%, and the final rescaling spends the budget exactly
         nbins = int(min(max((hi_edge - lo_edge) / 5e-4, 1), 200_000))
         hist, edges = np.histogram(log_a, bins=nbins, range=(lo_edge, hi_edge + 1e-9), weights=b)
+        del log_a, b
         keep = hist > 0
         a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
         log_mu = _solve_log_mu(a_bins, hist[keep], budget_per_day, lo_edge, hi_edge)
     else:
+        del log_a
         log_mu = _solve_log_mu(a, b, budget_per_day, lo_edge, hi_edge)
-    del log_a
+        del b
     mu = float(np.exp(log_mu))
     a *= mu
     r = inverse_marginal(a, polish=True)
     # pages whose μa rounds to 1 sit on the cut-off: any tiny frequency meets
     # the optimality condition there, so they absorb what the solver left over
-    edge = np.abs(a - 1.0) < 1e-9
+    edge = np.flatnonzero(np.abs(a - 1.0) < 1e-9)
     r[edge] = np.inf
     del a
     with np.errstate(divide="ignore"):
         f = np.divide(lam_u, r, out=r)
     spent = float(np.dot(c_u, f))
-    if spent < budget_per_day * (1 - 1e-6) and np.any(edge):
-        f[edge] = (budget_per_day - spent) * (b[edge] / b[edge].sum()) / c_u[edge]
+    if spent < budget_per_day * (1 - 1e-6) and edge.size:
+        b_edge = c_u[edge] * lam_u[edge]
+        f[edge] = (budget_per_day - spent) * (b_edge / b_edge.sum()) / c_u[edge]
         spent = float(np.dot(c_u, f))
     if spent > 0:
         # absorb the solver's last rounding so the budget is spent exactly
         f *= budget_per_day / spent
         spent = budget_per_day
+    if isinstance(idx, slice):
+        return Allocation(f, mu, spent)
     freq[idx] = f
     return Allocation(freq, mu, spent)
 

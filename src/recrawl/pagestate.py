@@ -160,12 +160,13 @@ def apply_observation(
     elif page.last_ok is not None:
         changed = outcome == "changed"
         interval_days = max(t - page.last_ok, 0.0) / _DAY
-        ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
-        if half_life_days is None:
-            ev = update_evidence(*ev, interval_days, changed)
-        else:
-            ev = update_evidence(*ev, interval_days, changed, half_life_days=half_life_days)
-        page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
+        if interval_days > 0:  # two fetches at the same instant carry no rate evidence
+            ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
+            if half_life_days is None:
+                ev = update_evidence(*ev, interval_days, changed)
+            else:
+                ev = update_evidence(*ev, interval_days, changed, half_life_days=half_life_days)
+            page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
         factor = 0.8 if changed else 1.4
         page.nutch_interval = min(max(page.nutch_interval * factor, NUTCH_MIN_S), NUTCH_MAX_S)
         if changed:

@@ -437,9 +437,10 @@ def reallocate(
     live = pages.active & fetched
     if np.any(pages.site_paused):
         live &= ~pages.site_paused[pages.site]
-    visits = np.zeros(len(pages))
+    visits = np.zeros(0)
     if policy in ("recrawl", "proportional") and np.any(live) and budget_per_day > 0:
-        idx: slice | IntArray = slice(None) if bool(live.all()) else np.flatnonzero(live)
+        every = bool(live.all())
+        idx: slice | IntArray = slice(None) if every else np.flatnonzero(live)
         if policy == "recrawl":
             alloc = optimal_allocation(
                 rate[idx],
@@ -448,12 +449,19 @@ def reallocate(
                 cost=eff_cost[idx],
                 objective=objective,
             )
-            visits[idx] = alloc.visits_per_day
+            if every:
+                visits = alloc.visits_per_day
+            else:
+                visits = np.zeros(len(pages))
+                visits[idx] = alloc.visits_per_day
         else:
+            visits = np.zeros(len(pages))
             share = rate[idx] * (pages.value[idx] > 0)
             total = float(np.dot(share, eff_cost[idx]))
             if total > 0:
                 visits[idx] = share * (budget_per_day / total)
+    if visits.shape[0] != len(pages):
+        visits = np.zeros(len(pages))
     return Model(rate, sd, visits, float(budget_per_day), objective, policy)
 
 
@@ -516,12 +524,27 @@ class _Selector:
         return used, chosen
 
 
-def _top(priority: FloatArray, candidates: IntArray, k: int) -> IntArray:
-    """The ``k`` candidates of highest priority, best first."""
-    if candidates.size > k:
-        part = np.argpartition(-priority[candidates], k - 1)[:k]
-        candidates = candidates[part]
-    return candidates[np.argsort(-priority[candidates], kind="stable")]
+def _top(priority: FloatArray, k: int) -> IntArray:
+    """Pages of positive priority, best first: at least the top ``k`` of them.
+
+    On large arrays a threshold read off a regular sample of the priorities
+    replaces a full partition; the result can then hold a few more than ``k``.
+    """
+    n = priority.shape[0]
+    if n > 1_000_000:
+        n_pos = int(np.count_nonzero(priority > 0))
+        if 4 * k < n_pos:
+            sample = priority[:: max(1, n // 200_000)]
+            sample = sample[sample > 0]
+            q = 1.0 - min(1.0, 2.0 * k / n_pos + 3.0 / max(sample.size, 1) ** 0.5)
+            thr = float(np.quantile(sample, q)) if sample.size else 0.0
+            sel = np.flatnonzero(priority >= max(thr, np.finfo(float).tiny))
+            if sel.size >= k:
+                return sel[np.argsort(-priority[sel], kind="stable")]
+    cand = np.flatnonzero(priority > 0)
+    if cand.size > k:
+        cand = cand[np.argpartition(-priority[cand], k - 1)[:k]]
+    return cand[np.argsort(-priority[cand], kind="stable")]
 
 
 def plan_cycle(
@@ -672,14 +695,15 @@ def plan_cycle(
 
     # 4. the score pool: everything left, best priority first
     left = budget - used
-    cand = np.flatnonzero(priority > 0) if left > 0 else np.zeros(0, dtype=np.int64)
-    if cand.size:
-        k = int(min(cand.size, left / min_cost + 1))
+    if left > 0:
+        n_cand = n
+        k = int(min(n, left / min_cost + 1))
         while True:
-            kk = k if cfg.max_per_host is None else min(cand.size, 4 * k)
-            ordered = _top(priority, cand, kk)
+            kk = k if cfg.max_per_host is None else min(n_cand, 4 * k)
+            ordered = _top(priority, kk)
+            n_cand = min(n_cand, n if ordered.size >= kk else ordered.size)
             got, chosen = sel.take(ordered, left)
-            if kk >= cand.size or got >= left - min_cost or cfg.max_per_host is None:
+            if ordered.size < kk or got >= left - min_cost or cfg.max_per_host is None:
                 break
             # the host cap filtered too many: undo and retry with more candidates
             sel.taken[chosen] = False

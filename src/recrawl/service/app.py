@@ -22,6 +22,7 @@ The planner runs in the loop:
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import secrets
 import threading
@@ -56,6 +57,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _MAX_LEASE = 1000
+_log = logging.getLogger("recrawl.service")
 _INGEST_RATE_WINDOW_S = 60.0
 
 
@@ -278,6 +280,9 @@ class Service:
         self._dirty = True
         self._obs_since_plan = 0
         self._done: set[str] = set()
+        self._done_pending: set[str] | None = None
+        self._replanning = False
+        self._generation = 0
         self._spent = 0.0
         self._health: list[dict[str, Any]] = []
         self._health_at = -math.inf
@@ -367,31 +372,69 @@ class Service:
             self._dirty = True
 
     def plan(self, now: float | None = None) -> PlanResult:
-        """The current cycle's plan, recomputed when stale (see the module docstring)."""
+        """The current cycle's plan, recomputed when stale (see the module docstring).
+
+        With no plan yet, or when site controls or URLs changed, the plan is
+        recomputed before answering. When a new cycle begins or enough
+        observations arrived, it is recomputed in a background thread and the
+        previous plan keeps serving meanwhile (site caps and pauses are still
+        enforced at lease time), so leases never wait for the planner.
+        """
         t = self.now() if now is None else now
         with self._lock:
             cycle = int(t // self.cycle_s)
-            stale = (
-                self._plan is None
-                or cycle != self._plan_cycle
-                or self._dirty
+            if self._plan is None or self._dirty:
+                self._install(self._compute(t, cycle), t, cycle, set())
+            elif not self._replanning and (
+                cycle != self._plan_cycle
                 or (
                     self._obs_since_plan >= self.replan_after
                     and t - self._plan_at >= self.replan_min_s
                 )
-            )
-            if stale:
-                if cycle != self._plan_cycle:
-                    self._spent = 0.0
-                budget = max(self.cycle_budget() - self._spent, 0.0)
-                self._plan = self.engine.plan(budget=budget, now=t)
-                self._plan_cycle = cycle
-                self._plan_at = t
-                self._dirty = False
-                self._obs_since_plan = 0
-                self._done = set()
+            ):
+                self._replanning = True
+                self._generation += 1
+                self._done_pending = set()
+                threading.Thread(
+                    target=self._replan_in_background,
+                    args=(t, cycle, self._generation, self._obs_since_plan),
+                    name="recrawl-replan",
+                    daemon=True,
+                ).start()
             assert self._plan is not None
             return self._plan
+
+    def _compute(self, t: float, cycle: int) -> PlanResult:
+        """Plan what the cycle has left to spend (the whole budget in a new cycle)."""
+        spent = 0.0 if cycle != self._plan_cycle else self._spent
+        return self.engine.plan(budget=max(self.cycle_budget() - spent, 0.0), now=t)
+
+    def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str]) -> None:
+        if cycle != self._plan_cycle:
+            self._spent = 0.0
+        self._plan = plan
+        self._plan_cycle = cycle
+        self._plan_at = t
+        self._dirty = False
+        self._obs_since_plan = 0
+        self._done = done
+        self._generation += 1
+        self._done_pending = None
+
+    def _replan_in_background(self, t: float, cycle: int, generation: int, seen: int) -> None:
+        try:
+            plan = self._compute(t, cycle)
+            with self._lock:
+                if self._generation == generation:  # no recomputation overtook this one
+                    pending = self._done_pending or set()
+                    left = self._obs_since_plan - seen
+                    self._install(plan, t, cycle, pending)
+                    self._obs_since_plan = max(left, 0)
+        except Exception:  # the previous plan keeps serving; the next trigger retries
+            _log.exception("recomputing the plan failed")
+        finally:
+            with self._lock:
+                self._replanning = False
 
     def lease(self, worker: str, limit: int) -> list[dict[str, Any]]:
         """Lease up to ``limit`` tasks of the current plan to ``worker``.
@@ -434,6 +477,7 @@ class Service:
             for g in got:
                 self._spent += float(info[g["url"]].get("cost") or 0.0)
             self.leased_total += len(got)
+        headers = self.engine.headers_for_many([g["url"] for g in got])
         return [
             {
                 "lease_id": g["lease_id"],
@@ -441,7 +485,7 @@ class Service:
                 "site": g["site"],
                 "page_type": info[g["url"]]["page_type"],
                 "reason": g["reason"],
-                "headers": self.engine.headers_for(g["url"]),
+                "headers": headers.get(g["url"], {}),
                 "expires_at": g["expires_at"],
             }
             for g in got
@@ -498,6 +542,8 @@ class Service:
             self._obs_since_plan += stored
             self._obs_since_health += stored
             self._done.update(o.url for o in good)
+            if self._done_pending is not None:
+                self._done_pending.update(o.url for o in good)
             log = self._ingest_log
             log.append((now, len(good)))
             while log and log[0][0] < now - _INGEST_RATE_WINDOW_S:
@@ -593,7 +639,11 @@ def create_app(
     for a byte or credit billing unit). See :class:`Service` for the knobs.
     """
     if settings is None:
-        settings = engine_or_db.settings if isinstance(engine_or_db, Engine) else Settings()
+        settings = (
+            engine_or_db.settings
+            if isinstance(engine_or_db, Engine)
+            else Settings.model_validate({})
+        )
     validate_settings(settings)
     engine = _open_engine(engine_or_db, settings)
     if engine.settings is not settings:

@@ -64,7 +64,7 @@ def _dt(t: float) -> datetime:
 
 @lru_cache(maxsize=1)
 def _plotly_js() -> str:
-    return get_plotlyjs()
+    return str(get_plotlyjs())
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
@@ -93,9 +93,10 @@ def freshness_series(
         idx = np.sort(np.random.default_rng(seed).choice(idx, FRESHNESS_SAMPLE, replace=False))
     fetches: list[np.ndarray[Any, np.dtype[np.float64]]] = []
     latest = -math.inf
+    logs = engine.store.outcomes_many([cols["url"][i] for i in idx.tolist()])
     for i in idx.tolist():
         times = np.array(
-            [t for t, o in engine.store.outcomes(cols["url"][i]) if o in CONTENT_OUTCOMES],
+            [t for t, o in logs[cols["url"][i]] if o in CONTENT_OUTCOMES],
             dtype=np.float64,
         )
         fetches.append(times)

@@ -196,7 +196,11 @@ class SQLiteStore:
     """
 
     def __init__(
-        self, path: str | Path, *, half_life_days: float | None = None, maintain_buckets: bool = True
+        self,
+        path: str | Path,
+        *,
+        half_life_days: float | None = None,
+        maintain_buckets: bool = True,
     ) -> None:
         self.path = str(path)
         self.half_life_days = half_life_days
@@ -464,6 +468,29 @@ class SQLiteStore:
                     (url,),
                 )
             ]
+
+    def validators(self, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """``url → (etag, last_modified)`` for the known pages among ``urls``."""
+        out: dict[str, tuple[str | None, str | None]] = {}
+        with self._lock:
+            for chunk in _chunks(list(urls)):
+                q = f"SELECT url, etag, last_modified FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+                for u, e, lm in self._db.execute(q, chunk):
+                    out[u] = (e, lm)
+        return out
+
+    def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:
+        """:meth:`outcomes` for several pages in one read."""
+        out: dict[str, list[tuple[float, str]]] = {u: [] for u in urls}
+        with self._lock:
+            for chunk in _chunks(list(urls)):
+                q = (
+                    "SELECT url, fetched_at, outcome FROM observations "
+                    f"WHERE url IN ({','.join('?' * len(chunk))}) ORDER BY url, fetched_at, seq"
+                )
+                for u, t, o in self._db.execute(q, chunk):
+                    out[u].append((t, o))
+        return out
 
     def group_totals(self) -> list[GroupTotals]:
         sums = ", ".join(f"sum(o_{o})" for o in OUTCOMES)

@@ -547,6 +547,56 @@ def _top(priority: FloatArray, k: int) -> IntArray:
     return cand[np.argsort(-priority[cand], kind="stable")]
 
 
+_PRIORITY_CHUNK = 1 << 16
+
+
+def _priorities(
+    pages: PageState,
+    model: Model | None,
+    now: float,
+    policy: str,
+    objective: str,
+    interval: float,
+    eff_cost: FloatArray,
+    known: BoolArray,
+) -> FloatArray:
+    """Each page's policy priority (0: not a candidate), in cache-sized chunks."""
+    n = len(pages)
+    out = np.empty(n)
+    if policy in ("recrawl", "proportional", "greedy"):
+        assert model is not None
+    for start in range(0, n, _PRIORITY_CHUNK):
+        sl = slice(start, min(n, start + _PRIORITY_CHUNK))
+        p = np.subtract(now, pages.last_fetch[sl], dtype=np.float64)
+        p *= 1.0 / DAY_S
+        np.maximum(p, 0.0, out=p)  # days since the last fetch
+        if policy in ("recrawl", "proportional"):
+            p *= model.visits_per_day[sl]  # type: ignore[union-attr]
+        elif policy == "greedy":
+            lam = model.rate_per_day[sl]  # type: ignore[union-attr]
+            p *= lam
+            np.negative(p, out=p)
+            np.expm1(p, out=p)  # −P(stale)
+            if objective == "freshness":
+                after = lam * (-interval)
+                np.expm1(after, out=after)
+                after /= lam  # −fresh days after the visit
+                p *= after
+            else:
+                np.negative(p, out=p)
+            p *= pages.value[sl]
+            p /= eff_cost[sl]
+        elif policy == "uniform":
+            p += 1e-9  # a page fetched this very instant is still a candidate
+        else:  # nutch: due pages only, most overdue first
+            p *= DAY_S
+            p /= pages.nutch_interval[sl]
+            p[p < 1.0] = 0.0
+        p *= known[sl]
+        out[sl] = p
+    return out
+
+
 def plan_cycle(
     pages: PageState,
     budget: float,
@@ -618,9 +668,6 @@ def plan_cycle(
 
     known = fetchable & ~pages.never_fetched
     n_known = int(np.count_nonzero(known))
-    days_since = np.subtract(now, pages.last_fetch, dtype=np.float64)
-    days_since *= 1.0 / DAY_S
-    np.maximum(days_since, 0.0, out=days_since)
 
     if model is None and policy in ("recrawl", "greedy", "proportional"):
         reserves = (cfg.verify_share + cfg.reestimate_share) if model_driven else 0.0
@@ -632,39 +679,12 @@ def plan_cycle(
             objective=objective,
             config=cfg,
         )
-
-    # policy priority of every page (0: not a candidate), computed on whole arrays
-    priority: FloatArray
-    if policy in ("recrawl", "proportional"):
-        assert model is not None
-        priority = days_since * model.visits_per_day
-    elif policy == "greedy":
-        assert model is not None
-        interval = cfg.greedy_interval_days
-        if interval is None:
-            daily = budget * cycles_per_day
-            interval = float(eff_cost[known].sum()) / daily if daily > 0 else 1.0
-        lam = model.rate_per_day
-        priority = lam * days_since
-        np.negative(priority, out=priority)
-        np.expm1(priority, out=priority)  # −P(stale)
-        if objective == "freshness":
-            after = lam * (-interval)
-            np.expm1(after, out=after)
-            after /= lam  # −fresh days after
-            priority *= after
-        else:
-            np.negative(priority, out=priority)
-        priority *= pages.value
-        priority /= eff_cost
-    elif policy == "uniform":
-        priority = days_since.copy()
-        priority += 1e-9  # a page fetched this very instant is still a candidate
-    else:  # nutch
-        priority = days_since * (DAY_S / pages.nutch_interval)
-        priority[priority < 1.0] = 0.0
-    priority[~known] = 0.0
-
+    interval = cfg.greedy_interval_days
+    if interval is None:
+        daily = budget * cycles_per_day
+        total = float(np.sum(eff_cost, where=known))
+        interval = total / daily if daily > 0 else 1.0
+    priority = _priorities(pages, model, now, policy, objective, interval, eff_cost, known)
     parts: list[tuple[IntArray, int]] = [(disc_chosen, DISCOVERY)]
     used = disc_used
 
@@ -686,7 +706,8 @@ def plan_cycle(
         # 3. re-estimation: pages unvisited for a long time, oldest first
         rb = budget * cfg.reestimate_share
         if rb > 0:
-            stale = np.flatnonzero(known & (days_since >= cfg.reestimate_after_days))
+            cutoff = now - cfg.reestimate_after_days * DAY_S
+            stale = np.flatnonzero(known & (pages.last_fetch <= cutoff))
             if stale.size:
                 stale = stale[np.argsort(pages.last_fetch[stale], kind="stable")]
                 got, chosen = sel.take(stale, rb, round_up=True)
@@ -696,14 +717,14 @@ def plan_cycle(
     # 4. the score pool: everything left, best priority first
     left = budget - used
     if left > 0:
-        n_cand = n
+        n_cand = int(np.count_nonzero(priority > 0))
         k = int(min(n, left / min_cost + 1))
         while True:
             kk = k if cfg.max_per_host is None else min(n_cand, 4 * k)
             ordered = _top(priority, kk)
-            n_cand = min(n_cand, n if ordered.size >= kk else ordered.size)
             got, chosen = sel.take(ordered, left)
-            if ordered.size < kk or got >= left - min_cost or cfg.max_per_host is None:
+            done = ordered.size < kk or kk >= n_cand
+            if done or got >= left - min_cost or cfg.max_per_host is None:
                 break
             # the host cap filtered too many: undo and retry with more candidates
             sel.taken[chosen] = False

@@ -11,7 +11,6 @@ import json
 import secrets
 import sqlite3
 import threading
-from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -168,6 +167,46 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
         yield items[i : i + n]
 
 
+_BW: Final = BUCKET_SECONDS
+
+
+def _aggregate(
+    bidx: dict[tuple[str, str, str, int], int],
+    row: list[int],
+    out: list[int],
+    num: list[tuple[float, float, float, bool, bool]],
+    lrow: list[int],
+    lat: list[float],
+    can: list[tuple[int, int]],
+) -> dict[tuple[str, str, str, int], list[float]]:
+    """One batch's bucket deltas, summed with numpy (layout: see ``_BUCKET_COLS``)."""
+    r = len(bidx)
+    mat = np.zeros((r, _WIDTH))
+    rows = np.asarray(row, dtype=np.int64)
+    mat[:, 0] = np.bincount(rows, minlength=r)
+    k = len(OUTCOMES)
+    mat[:, _O0 : _O0 + k] = np.bincount(
+        rows * k + np.asarray(out, dtype=np.int64), minlength=r * k
+    ).reshape(r, k)
+    nums = np.asarray(num, dtype=np.float64).reshape(len(num), 5)
+    for c in range(5):
+        mat[:, _S0 + c] = np.bincount(rows, weights=nums[:, c], minlength=r)
+    if can:
+        cj = np.asarray(can, dtype=np.int64)
+        np.add.at(mat, (cj[:, 0], _S0 + cj[:, 1]), 1.0)
+    if lat:
+        lr = np.asarray(lrow, dtype=np.int64)
+        la = np.asarray(lat, dtype=np.float64)
+        mat[:, _S0 + 7] = np.bincount(lr, minlength=r)
+        mat[:, _S0 + 8] = np.bincount(lr, weights=la, minlength=r)
+        bins = np.searchsorted(LATENCY_EDGES_MS, la, side="left")
+        mat[:, _H0:] = np.bincount(lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS).reshape(
+            r, LATENCY_BINS
+        )
+    values = mat.tolist()
+    return {key: values[j] for key, j in bidx.items()}
+
+
 def _page_from_row(row: Sequence[Any]) -> PageState:
     p = PageState(url=row[0], site=row[1], page_type=row[2], value=row[3], first_seen=row[4])
     (
@@ -284,6 +323,13 @@ class SQLiteStore:
         counts = result.outcomes
         hl = self.half_life_days
         mb = self.maintain_buckets
+        bidx: dict[tuple[str, str, str, int], int] = {}
+        b_row: list[int] = []
+        b_out: list[int] = []
+        b_num: list[tuple[float, float, float, bool, bool]] = []
+        b_lrow: list[int] = []
+        b_lat: list[float] = []
+        b_can: list[tuple[int, int]] = []
         current_url = ""
         page: PageState | None = None
         out_of_order = False
@@ -332,39 +378,30 @@ class SQLiteStore:
             )
             if not mb:
                 continue
-            bk = (
-                page.site,
-                page.page_type,
-                o.route,
-                int(o.fetched_at // BUCKET_SECONDS) * BUCKET_SECONDS,
+            bk = (page.site, page.page_type, o.route, int(o.fetched_at // _BW) * _BW)
+            j = bidx.get(bk)
+            if j is None:
+                j = bidx[bk] = len(bidx)
+            b_row.append(j)
+            b_out.append(_OUT_IDX[outcome])
+            b_num.append(
+                (o.bytes_sent, o.bytes_received, o.billed_credits(), o.rendered, o.conditional)
             )
-            d = deltas.get(bk)
-            if d is None:
-                d = deltas[bk] = [0.0] * _WIDTH
-            d[0] += 1
-            d[_O0 + _OUT_IDX[outcome]] += 1
-            d[_S0] += o.bytes_sent
-            d[_S0 + 1] += o.bytes_received
-            d[_S0 + 2] += o.billed_credits()
-            d[_S0 + 3] += o.rendered
-            d[_S0 + 4] += o.conditional
+            if o.latency_ms is not None:
+                b_lrow.append(j)
+                b_lat.append(o.latency_ms)
             if o.canary is not None:
-                d[_S0 + (6 if o.canary == "mismatch" else 5)] += 1
+                b_can.append((j, 6 if o.canary == "mismatch" else 5))
             elif (
                 canaries
                 and o.url in canaries
                 and o.record is not None
                 and outcome in CONTENT_OUTCOMES
             ):
-                if canary_mismatches(o.record, canaries[o.url]):
-                    d[_S0 + 6] += 1
-                else:
-                    d[_S0 + 5] += 1
-            if o.latency_ms is not None:
-                d[_S0 + 7] += 1
-                d[_S0 + 8] += o.latency_ms
-                d[_H0 + bisect_left(_EDGES, o.latency_ms)] += 1
+                b_can.append((j, 6 if canary_mismatches(o.record, canaries[o.url]) else 5))
         result.stored = len(todo)
+        if mb:
+            deltas = _aggregate(bidx, b_row, b_out, b_num, b_lrow, b_lat, b_can)
         db.executemany(_OBS_INSERT, obs_rows)
         db.executemany("INSERT INTO observation_keys VALUES (?)", [(r[0],) for r in obs_rows])
         leases = [(o.lease_id,) for o in todo if o.lease_id is not None]

@@ -307,11 +307,24 @@ def test_too_few_requests_give_no_score_and_hold_the_band() -> None:
     last = series[-1]
     assert last.score is None and last.raw_score is None
     assert last.reasons == [NOT_ENOUGH]
-    assert last.band == "degrading"  # held: a paused site does not resume by going quiet
+    # 60 % refused on top of its normal made it critical; held: a paused site
+    # does not resume by going quiet
+    assert last.band == "critical"
     new = one(
         evaluate_sites(build(rows("new.example", T0, T0 + 3600, n=4)), T0 + 3600), "new.example"
     )
     assert (new.score, new.band, new.reasons) == (None, "unknown", [NOT_ENOUGH])
+
+
+def test_a_site_refusing_most_requests_is_critical_not_merely_degrading() -> None:
+    onset = EVAL_DAY + 10 * 3600
+    b = build(history("r.example", onset), rows("r.example", onset, onset + 3600, hard=1.0))
+    series = [one(r, "r.example") for r in run(b, onset, onset + 3600)]
+    last = series[-1]
+    assert last.band == "critical" and last.score is not None and last.score < 50
+    assert last.reasons[0] == "hard_block" and last.action.name == "pause"
+    # the seed's arithmetic alone stops at 65: 35 points for hard blocks
+    assert last.raw_score == 65
 
 
 def test_a_dead_route_is_named_and_does_not_lower_the_site_score() -> None:

@@ -596,6 +596,12 @@ class HealthConfig:
         Extraction-failure excess (fraction) at which the parser score is 0.
     degrading_concurrency, degrading_cost_multiplier
         What the degrading band does to concurrency and effective cost.
+    critical_refusal_excess
+        Refusal rate (hard blocks + challenges + soft blocks, fraction) above the
+        site's normal, over the current window, at which a site already in the
+        degrading band is critical. The seed's caps alone never go below 65 on
+        refusals (35 points for hard blocks), so a site refusing most requests
+        would otherwise only ever be "degrading".
     """
 
     min_requests: int = MIN_REQUESTS
@@ -617,6 +623,7 @@ class HealthConfig:
     parser_full_penalty: float = 0.20
     degrading_concurrency: float = 0.5
     degrading_cost_multiplier: float = 2.0
+    critical_refusal_excess: float = 0.5
 
 
 def band_for(score: float | None, config: HealthConfig = HealthConfig()) -> Band:
@@ -1240,6 +1247,7 @@ def evaluate_sites(
     p95 = _p95_rows(hist)
     pen = _penalties(rates, base_rates, p95, base_p95)
     raw = _score_from(pen)
+    refusal_excess = np.nansum(np.maximum(0.0, rates - np.nan_to_num(base_rates)), axis=1)
     scored = n_now >= config.min_requests
 
     # Parser health reads every route, over its own adaptive window of parsed responses.
@@ -1308,6 +1316,17 @@ def evaluate_sites(
         else:
             pb = st.parser_band if st else "unknown"
             parser = ParserHealth(None, None, pb, [NOT_ENOUGH])  # type: ignore[arg-type]
+        # Refusing most requests is pushing back, whatever the capped weights sum to.
+        if (
+            scored[i]
+            and band == "degrading"
+            and refusal_excess[i] >= config.critical_refusal_excess
+        ):
+            band = "critical"
+            if score is not None:
+                score = min(score, math.ceil(config.critical_below) - 1)
+            st = state.sites[name]
+            st.band = band
         # Canaries override.
         if mismatch[i] > 0:
             if _RANK[band] < _RANK["degrading"]:

@@ -44,6 +44,8 @@ average.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -565,7 +567,8 @@ def _priorities(
     out = np.empty(n)
     if policy in ("recrawl", "proportional", "greedy"):
         assert model is not None
-    for start in range(0, n, _PRIORITY_CHUNK):
+
+    def work(start: int) -> None:
         sl = slice(start, min(n, start + _PRIORITY_CHUNK))
         p = np.subtract(now, pages.last_fetch[sl], dtype=np.float64)
         p *= 1.0 / DAY_S
@@ -594,6 +597,15 @@ def _priorities(
             p[p < 1.0] = 0.0
         p *= known[sl]
         out[sl] = p
+
+    starts = range(0, n, _PRIORITY_CHUNK)
+    if n >= 4 * _PRIORITY_CHUNK and (os.cpu_count() or 1) > 1:
+        # numpy releases the GIL inside ufuncs: chunks run on every core
+        with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+            list(pool.map(work, starts))
+    else:
+        for start in starts:
+            work(start)
     return out
 
 

@@ -127,3 +127,25 @@ def test_plan_spends_budget_on_known_pages(tmp_path: Path):
     assert plan["split"].get("score", 0) > 0
     table = runner.invoke(app, ["plan", "--db", db, "--budget", "40", "--at", "1769000000"])
     assert "reason" in table.output and "score" in table.output
+
+
+def test_postgres_store_through_the_cli(tmp_path: Path):
+    from conftest import _pg_schema
+
+    gen = _pg_schema()
+    url = next(gen)
+    try:
+        assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", url]).exit_code == 0
+        again = runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", url])
+        assert "0 observations stored, 4 already known" in again.output
+        data = json.loads(runner.invoke(app, ["stats", "--db", url, "--json"]).output)
+        assert data["total"]["observations"] == 4 and data["total"]["changes_detected"] == 1
+        res = runner.invoke(app, ["plan", "--db", url, "--budget", "2", "--at", "200000", "--json"])
+        assert res.exit_code == 0, res.output
+    finally:
+        next(gen, None)
+
+
+def test_unreachable_postgres_is_one_clear_sentence(tmp_path: Path):
+    res = recrawl("stats", "--db", "postgresql://nobody@127.0.0.1:1/none")
+    assert res.returncode == 2 and "cannot connect" in res.stderr and "Traceback" not in res.stderr

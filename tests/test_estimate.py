@@ -47,9 +47,7 @@ def log_error(estimate: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 @settings(max_examples=50)
 @given(
-    steps=st.lists(
-        st.tuples(st.floats(0.01, 400.0), st.booleans()), min_size=1, max_size=20
-    ),
+    steps=st.lists(st.tuples(st.floats(0.01, 400.0), st.booleans()), min_size=1, max_size=20),
     half_life=st.sampled_from([30.0, 180.0, math.inf]),
 )
 def test_scalar_and_vectorised_updates_agree(
@@ -93,9 +91,7 @@ def test_closed_form_is_the_likelihood_maximum_for_regular_intervals() -> None:
     loglik = nc * np.log1p(-np.exp(-grid * interval)) - grid * tu
     assert closed == pytest.approx(grid[np.argmax(loglik)], abs=1e-4)
     # and the estimator lands on it when the evidence dwarfs the prior
-    rate, _ = estimate_rates(
-        [nc * 1000], [tc * 1000], [nu * 1000], [tu * 1000], priors=None
-    )
+    rate, _ = estimate_rates([nc * 1000], [tc * 1000], [nu * 1000], [tu * 1000], priors=None)
     assert rate[0] == pytest.approx(closed, rel=1e-3)
 
 
@@ -173,10 +169,12 @@ def test_elapsed_time_weakens_old_evidence() -> None:
 
 
 def test_priors_are_finite_for_degenerate_groups() -> None:
-    pri = fit_group_priors([0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0], [20.0, 0.0, 0.0],
-                           [0, 1, 2])
+    pri = fit_group_priors(
+        [0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0], [20.0, 0.0, 0.0], [0, 1, 2]
+    )
     assert np.all(np.isfinite(pri.alpha)) and np.all(pri.alpha > 0)
     assert np.all(np.isfinite(pri.beta)) and np.all(pri.beta > 0)
-    rate, sd = estimate_rates([0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0],
-                              [20.0, 0.0, 0.0], [0, 1, 2])
+    rate, sd = estimate_rates(
+        [0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0], [20.0, 0.0, 0.0], [0, 1, 2]
+    )
     assert np.all(np.isfinite(rate)) and np.all(rate > 0) and np.all(sd > 0)

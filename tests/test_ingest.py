@@ -11,7 +11,7 @@ from pathlib import Path
 
 from recrawl.ingest import ingest_lines
 from recrawl.stats import compute_stats
-from recrawl.store import SQLiteStore
+from recrawl.store import SQLiteStore, SQLStore
 from recrawl.testing import write_fetch_log
 
 
@@ -22,7 +22,7 @@ def obs(url: str, t: float, **kw) -> str:
 U = "https://shop.example/p/1"
 
 
-def test_outcomes_inferred_from_status_and_record(store: SQLiteStore):
+def test_outcomes_inferred_from_status_and_record(store: SQLStore):
     lines = [
         obs(U, 100, status=200, record={"price": 1}),
         obs(U, 200, status=200, record={"price": 1}),
@@ -48,7 +48,7 @@ def test_outcomes_inferred_from_status_and_record(store: SQLiteStore):
     )
 
 
-def test_same_id_twice_is_stored_once(store: SQLiteStore):
+def test_same_id_twice_is_stored_once(store: SQLStore):
     a = obs(U, 100, status=200, id="a")
     rep = ingest_lines(store, [a, a, obs(U, 200, status=200, id="a")])
     assert rep.stored == 1 and rep.duplicates == 2
@@ -57,18 +57,18 @@ def test_same_id_twice_is_stored_once(store: SQLiteStore):
     assert store.observation_count() == 1
 
 
-def test_out_of_order_arrival_ends_as_if_in_time_order(tmp_path: Path):
+def test_out_of_order_arrival_ends_as_if_in_time_order(make_store):
     rng = random.Random(3)
     versions = [1, 1, 2, 2, 2, 3, 1, 1]
     lines = [
         obs(U, 1000 + 100 * i, status=200, record={"v": v}, id=str(i))
         for i, v in enumerate(versions)
     ]
-    ordered = SQLiteStore(tmp_path / "a.db")
+    ordered = make_store()
     ingest_lines(ordered, lines)
     shuffled = lines[:]
     rng.shuffle(shuffled)
-    mixed = SQLiteStore(tmp_path / "b.db")
+    mixed = make_store()
     for line in shuffled:  # one batch per line: every arrival may be out of order
         ingest_lines(mixed, [line])
     assert mixed.outcomes(U) == ordered.outcomes(U)
@@ -80,7 +80,7 @@ def test_out_of_order_arrival_ends_as_if_in_time_order(tmp_path: Path):
     assert compute_stats(mixed.group_totals()) == compute_stats(ordered.group_totals())
 
 
-def test_bad_lines_named_good_lines_kept(store: SQLiteStore):
+def test_bad_lines_named_good_lines_kept(store: SQLStore):
     lines = [
         obs(U, 1, status=200),
         '{"fetched_at": 2, "status": 200}',
@@ -97,7 +97,7 @@ def test_bad_lines_named_good_lines_kept(store: SQLiteStore):
     ]  # fmt: skip
 
 
-def test_record_fields_rules_decide_what_a_change_is(store: SQLiteStore):
+def test_record_fields_rules_decide_what_a_change_is(store: SQLStore):
     from recrawl.fingerprint import FieldRule
 
     rules = {"page": FieldRule(ignore=("fetched",))}
@@ -106,7 +106,7 @@ def test_record_fields_rules_decide_what_a_change_is(store: SQLiteStore):
     assert [o for _, o in store.outcomes(U)] == ["new", "unchanged", "unchanged"]
 
 
-def test_stats_counts_revisits_changes_and_cost(store: SQLiteStore):
+def test_stats_counts_revisits_changes_and_cost(store: SQLStore):
     lines = [
         obs(U, 1, status=200, record={"p": 1}, bytes_sent=100, bytes_received=900),
         obs(U, 2, status=200, record={"p": 2}, bytes_sent=100, bytes_received=900),
@@ -165,7 +165,7 @@ def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
     s.close()
 
 
-def test_soft_blocks_and_challenges_detected_without_reported_outcome(store: SQLiteStore):
+def test_soft_blocks_and_challenges_detected_without_reported_outcome(store: SQLStore):
     from recrawl.ingest import ContentClassifier
 
     lines = [obs(U, t, status=200, bytes_received=50_000, record={"price": t}) for t in (1, 2, 3)]
@@ -182,7 +182,7 @@ def test_soft_blocks_and_challenges_detected_without_reported_outcome(store: SQL
     ]  # fmt: skip
 
 
-def test_two_fetches_at_the_same_instant_are_stored(store: SQLiteStore):
+def test_two_fetches_at_the_same_instant_are_stored(store: SQLStore):
     lines = [
         obs(U, 100, status=200, record={"p": 1}),
         obs(U, 200, status=200, record={"p": 2}, id="a"),

@@ -60,7 +60,7 @@ def clipped(traces: list[Trace], days: float) -> list[Trace]:
 
 
 def test_result_shape_and_progress_for_every_policy() -> None:
-    traces = clipped(load_traces(PGA)[:40], 300)
+    traces = clipped(load_traces(PGA)[:25], 200)
     seen: dict[str, tuple[int, int]] = {}
 
     def progress(policy: str, done: int, total: int) -> None:

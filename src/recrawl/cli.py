@@ -23,7 +23,7 @@ from .engine import Engine
 from .ingest import ContentClassifier, IngestReport, ingest_lines
 from .observation import parse_timestamp
 from .stats import compute_stats
-from .store import SQLiteStore, default_db
+from .store import SQLStore, default_db, open_store
 
 app = typer.Typer(
     name="recrawl",
@@ -39,7 +39,9 @@ err = Console(stderr=True, highlight=False)
 DbOpt = Annotated[
     str | None,
     typer.Option(
-        "--db", help="SQLite store path (default $RECRAWL_DB or ./recrawl.db).", show_default=False
+        "--db",
+        help="Store: a SQLite file, or a postgresql:// URL (default $RECRAWL_DB or ./recrawl.db).",
+        show_default=False,
     ),
 ]
 ConfigOpt = Annotated[
@@ -51,10 +53,8 @@ ConfigOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def _store(db: str | None, settings: Settings | None = None) -> SQLiteStore:
-    return SQLiteStore(
-        db or default_db(), half_life_days=settings.half_life_days if settings else None
-    )
+def _store(db: str | None, settings: Settings | None = None) -> SQLStore:
+    return open_store(db, half_life_days=settings.half_life_days if settings else None)
 
 
 def _fmt_num(x: float | None, digits: int = 2) -> str:

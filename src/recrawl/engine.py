@@ -22,7 +22,7 @@ from .pagestate import NUTCH_DEFAULT_S
 from .planner import PageState as PageArrays
 from .planner import PlannerConfig, plan_cycle, reallocate
 from .stats import compute_stats
-from .store import SQLiteStore
+from .store import SQLStore
 
 __all__ = ["Engine", "PlanResult"]
 
@@ -57,7 +57,7 @@ class Engine:
 
     Parameters
     ----------
-    store : SQLiteStore
+    store : SQLStore
         Where pages, observations and health live.
     settings : Settings
         Billing unit, budget per day, cycle length, objective, reserves.
@@ -67,7 +67,7 @@ class Engine:
 
     def __init__(
         self,
-        store: SQLiteStore,
+        store: SQLStore,
         settings: Settings | None = None,
         *,
         clock: Callable[[], float] = time.time,

@@ -230,30 +230,10 @@ _LOG_R_TAB = np.interp(np.linspace(_L0, _L1, _NTAB), _LOGIT_FINE, np.log(_R_FINE
 _G_MIN, _G_MAX = float(marginal(_R_FINE[0])), float(marginal(_R_FINE[-1]))
 
 
-def inverse_marginal(x: ArrayLike, *, polish: bool = False) -> FloatArray:
-    """Solve ``g(r) = x`` for ``r`` (vectorised, tabulated).
+_BLOCK = 1 << 16
 
-    Parameters
-    ----------
-    x : array_like
-        Target marginal values. ``x ≤ 0`` gives 0; ``x ≥ 1`` gives ``inf``
-        (no finite visit interval has that marginal value).
-    polish : bool, default False
-        Apply one Newton step after the table look-up (relative error on
-        ``g(r)`` below 1e-10 instead of about 1e-6).
 
-    Returns
-    -------
-    ndarray
-        ``r`` ≥ 0, the expected number of changes between visits.
-
-    Examples
-    --------
-    >>> round(float(inverse_marginal(marginal(2.5))), 5)
-    2.5
-    """
-    xin = _f64(x)
-    xa = np.atleast_1d(xin)
+def _inverse_block(xa: FloatArray, polish: bool) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         xc = np.clip(xa, _G_MIN, _G_MAX)
         logit = np.log(xc)
@@ -279,6 +259,40 @@ def inverse_marginal(x: ArrayLike, *, polish: bool = False) -> FloatArray:
             r = np.where(ok, r - step, r)
         r[xa <= 0] = 0.0
         r[xa >= 1.0] = np.inf
+    return r
+
+
+def inverse_marginal(x: ArrayLike, *, polish: bool = False) -> FloatArray:
+    """Solve ``g(r) = x`` for ``r`` (vectorised, tabulated).
+
+    Parameters
+    ----------
+    x : array_like
+        Target marginal values. ``x ≤ 0`` gives 0; ``x ≥ 1`` gives ``inf``
+        (no finite visit interval has that marginal value).
+    polish : bool, default False
+        Apply one Newton step after the table look-up (relative error on
+        ``g(r)`` below 1e-10 instead of about 1e-6).
+
+    Returns
+    -------
+    ndarray
+        ``r`` ≥ 0, the expected number of changes between visits.
+
+    Examples
+    --------
+    >>> round(float(inverse_marginal(marginal(2.5))), 5)
+    2.5
+    """
+    xin = _f64(x)
+    xa = np.atleast_1d(xin).ravel()
+    if xa.size <= _BLOCK:
+        r = _inverse_block(xa, polish)
+    else:
+        # cache-sized blocks: faster, and no full-size temporaries
+        r = np.empty_like(xa)
+        for start in range(0, xa.size, _BLOCK):
+            r[start : start + _BLOCK] = _inverse_block(xa[start : start + _BLOCK], polish)
     return r.reshape(xin.shape)
 
 
@@ -326,10 +340,7 @@ def _solve_log_mu(
     lo = -hi_a - 90.0  # μ a ≤ e^-90 everywhere: a huge spend
     hi = -lo_a  # μ a_min = 1: nothing is visited
     target = float(np.log(budget))
-    if start is None:
-        m = 2.0 * float(np.log(np.sum(b / np.sqrt(2.0 * a)) / budget))
-    else:
-        m = start
+    m = 2.0 * float(np.log(np.sum(b / np.sqrt(2.0 * a)) / budget)) if start is None else start
     m = min(max(m, lo), hi)
     for _ in range(max_iter):
         r = inverse_marginal(np.exp(m) * a, polish=True)

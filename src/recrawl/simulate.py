@@ -19,6 +19,7 @@ to the next cycle. It is the benchmark's yardstick, not a policy one could run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -205,7 +206,7 @@ def _run_policy(
     )
     fresh = np.zeros(n)
     tally = _Tally()
-    n_cycles = int(math.ceil((p.t1 - p.t0) / cycle_s))
+    n_cycles = math.ceil((p.t1 - p.t0) / cycle_s)
     by_start = np.argsort(p.start, kind="stable")
     by_end = np.argsort(p.end, kind="stable")
     started = ended = 0
@@ -355,7 +356,7 @@ def replay(
             raise ValueError(f"unknown policy {name!r}; choose from {', '.join(ALL_POLICIES)}")
     cfg = config or PlannerConfig()
     if cfg.cycle_hours != cycle_hours:
-        cfg = PlannerConfig(**{**_config_dict(cfg), "cycle_hours": cycle_hours})
+        cfg = dataclasses.replace(cfg, cycle_hours=cycle_hours)
     p = _Pages(trace_list)
     cycle_s = cycle_hours * 3600.0
     out: dict[str, Any] = {
@@ -376,12 +377,6 @@ def replay(
             )
         out["policies"][name] = res
     return out
-
-
-def _config_dict(cfg: PlannerConfig) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(cfg)
 
 
 GENERATED_KINDS: tuple[str, ...] = ("poisson", "bursts", "business_hours", "rate_jump")

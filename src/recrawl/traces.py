@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from ._exceptions import InvalidTrace
 
-__all__ = ["Trace", "load_traces", "parse_trace", "dump_trace"]
+__all__ = ["Trace", "dump_trace", "load_traces", "parse_trace"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ The planner runs in the loop:
 * health is evaluated at most every ``health_every_s`` seconds when new
   observations arrived; the band's actions (concurrency cap, effective cost,
   pause with canaries only) are applied by the engine to the site controls,
-  which both the plan and :meth:`~recrawl.store.SQLiteStore.claim` obey.
+  which both the plan and :meth:`~recrawl.store.SQLStore.claim` obey.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from .._exceptions import ConfigError, InvalidObservation
 from ..config import Settings
 from ..engine import Engine, PlanResult
 from ..observation import Observation, normalize_url, parse_observation
-from ..store import SQLiteStore
+from ..store import SQLStore, open_store
 
 __all__ = ["Service", "create_app"]
 
@@ -212,12 +212,12 @@ async def _too_large(send: Send, limit: int) -> None:
 # -- the service state -----------------------------------------------------------------------
 
 
-def _open_engine(engine_or_db: Engine | SQLiteStore | str | Path, settings: Settings) -> Engine:
+def _open_engine(engine_or_db: Engine | SQLStore | str | Path, settings: Settings) -> Engine:
     if isinstance(engine_or_db, Engine):
         return engine_or_db
-    if isinstance(engine_or_db, SQLiteStore):
+    if isinstance(engine_or_db, SQLStore):
         return Engine(engine_or_db, settings)
-    return Engine(SQLiteStore(engine_or_db, half_life_days=settings.half_life_days), settings)
+    return Engine(open_store(str(engine_or_db), half_life_days=settings.half_life_days), settings)
 
 
 def validate_settings(settings: Settings) -> None:
@@ -267,7 +267,7 @@ class Service:
         health_every_s: float = 60.0,
     ) -> None:
         self.engine = engine
-        self.store: SQLiteStore = engine.store
+        self.store: SQLStore = engine.store
         self.settings = engine.settings
         self.replan_after = replan_after
         self.replan_min_s = replan_min_s
@@ -625,7 +625,7 @@ Creds = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
 def create_app(
-    engine_or_db: Engine | SQLiteStore | str | Path,
+    engine_or_db: Engine | SQLStore | str | Path,
     settings: Settings | None = None,
     *,
     replan_after: int = 1000,

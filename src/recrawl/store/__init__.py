@@ -8,8 +8,11 @@ is the embedded default (one file, WAL mode, nothing to install).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ._protocol import BatchResult, BucketRows, GroupTotals, Store
+from ._sql import SQLStore
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
 __all__ = [
@@ -28,6 +31,10 @@ def default_db() -> str:
     return os.environ.get("RECRAWL_DB") or "recrawl.db"
 
 
-def open_store(db: str | None = None) -> Store:
-    """Open (creating if needed) the store at ``db`` (a path, default :func:`default_db`)."""
-    return SQLiteStore(db or default_db())
+def open_store(db: str | None = None, **kwargs: Any) -> SQLStore:
+    """Open (creating if needed) the store at ``db``: a SQLite file path, or a
+    ``postgresql://`` URL; default :func:`default_db`."""
+    where = db or default_db()
+    if where.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(where, **kwargs)
+    return SQLiteStore(where, **kwargs)

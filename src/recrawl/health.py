@@ -599,7 +599,8 @@ class HealthConfig:
     critical_refusal_excess
         Refusal rate (hard blocks + challenges + soft blocks, fraction) above the
         site's normal, over the current window, at which a site already in the
-        degrading band is critical. The seed's caps alone never go below 65 on
+        degrading band is critical; the rate is read at the lower end of its
+        95 % Wilson interval, so a small window running high does not qualify. The seed's caps alone never go below 65 on
         refusals (35 points for hard blocks), so a site refusing most requests
         would otherwise only ever be "degrading".
     """
@@ -1247,7 +1248,15 @@ def evaluate_sites(
     p95 = _p95_rows(hist)
     pen = _penalties(rates, base_rates, p95, base_p95)
     raw = _score_from(pen)
-    refusal_excess = np.nansum(np.maximum(0.0, rates - np.nan_to_num(base_rates)), axis=1)
+    # Refusals beyond normal, at the lower end of a 95 % Wilson interval: a
+    # small window that happens to run high is not "refusing most requests".
+    refused = np.clip(np.nansum(rates, axis=1), 0.0, 1.0)
+    m = np.maximum(n_now, 1.0)
+    z2 = 1.96**2
+    lower = (
+        refused + z2 / (2 * m) - 1.96 * np.sqrt(refused * (1 - refused) / m + z2 / (4 * m * m))
+    ) / (1 + z2 / m)
+    refusal_excess = lower - np.nansum(np.nan_to_num(base_rates), axis=1)
     scored = n_now >= config.min_requests
 
     # Parser health reads every route, over its own adaptive window of parsed responses.

@@ -21,6 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
 
 test: $(STAMP) lint
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)

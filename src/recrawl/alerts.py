@@ -36,7 +36,7 @@ def send_alert(
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            return 200 <= resp.status < 300
+            return bool(200 <= resp.status < 300)
     except OSError as exc:
         log.error("alert webhook %s failed: %s", webhook, exc)
         return False

@@ -274,7 +274,7 @@ def urls_add(
             bad += 1
             continue
         try:
-            Engine(_NullStore()).add_urls([row], now=0)  # validate only
+            Engine(_NullStore()).add_urls([row], now=0)  # type: ignore[arg-type]  # validate only
         except (ValueError, TypeError) as exc:
             err.print(f"[red]rejected[/] {name}: line {n}: field 'url': {exc}")
             bad += 1

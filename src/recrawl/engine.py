@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -204,7 +204,9 @@ class Engine:
             budget = s.budget_per_day * s.cycle_hours / 24.0
         if budget < 0 or not math.isfinite(budget):
             raise ValueError("the budget must be a non-negative number")
-        obj = objective or s.objective
+        obj: Literal["freshness", "events"] = (
+            "events" if (objective or s.objective) == "events" else "freshness"
+        )
         pages, cols = self.page_arrays(t, exclude)
         tasks: list[dict[str, Any]] = []
         for c in self.store.canaries():
@@ -219,7 +221,7 @@ class Engine:
         if len(pages):
             cfg = self.planner_config()
             per_day = budget * 24.0 / cfg.cycle_hours
-            model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)  # type: ignore[arg-type]
+            model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
             rng = np.random.default_rng(seed if seed is not None else int(t) // 3600)
             plan = plan_cycle(
                 pages,
@@ -229,7 +231,7 @@ class Engine:
                 objective=obj,
                 config=cfg,
                 rng=rng,
-                model=model,  # type: ignore[arg-type]
+                model=model,
             )
             spent = plan.spent
             for task in plan.to_tasks():

@@ -526,7 +526,9 @@ def aggregate_buckets(
     labels = list(keys)
 
     def sums(values: Sequence[float]) -> FloatArray:
-        return np.bincount(r, weights=np.asarray(values, np.float64), minlength=rows)
+        return np.bincount(r, weights=np.asarray(values, np.float64), minlength=rows).astype(
+            np.float64
+        )
 
     return BucketArrays.from_labels(
         site=[k[0] for k in labels],
@@ -975,7 +977,7 @@ def _alpha(dt: float, window_s: float, config: HealthConfig) -> float:
     """
     dt = max(dt, 0.0)
     new = dt * min(1.0, dt / window_s) if window_s > 0 else dt
-    return 1.0 - 0.5 ** (new / config.half_life_s)
+    return float(1.0 - 0.5 ** (new / config.half_life_s))
 
 
 # ---------------------------------------------------------------------------
@@ -1621,19 +1623,20 @@ def review(
         mine = [i for i in incidents if i.site == site]
         for parser in (False, True):
             run: list[SiteHealth] = []
-            for h in [*hs, None]:
+            closing: list[SiteHealth | None] = [*hs, None]  # None closes the last run
+            for ev in closing:
                 bad = False
-                if h is not None:
-                    band = _view(h, parser)[0]
+                if ev is not None:
+                    band = _view(ev, parser)[0]
                     allowed = 0
                     for inc in mine:
                         if (inc.cause in _PARSER_CAUSES) != parser and inc.cause is not None:
                             continue
-                        if inc.start <= h.at <= inc.end + grace_s:
+                        if inc.start <= ev.at <= inc.end + grace_s:
                             allowed = max(allowed, _RANK[inc.band] if inc.band else 2)
                     bad = _RANK[band] > allowed
-                if bad and h is not None:
-                    run.append(h)
+                if bad and ev is not None:
+                    run.append(ev)
                     continue
                 if run:
                     worst = max((_view(x, parser)[0] for x in run), key=_RANK.__getitem__)

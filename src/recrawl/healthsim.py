@@ -18,7 +18,7 @@ one seeded generator, so a scenario is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -76,7 +76,7 @@ class SiteProfile:
 
     site: str
     rate_per_hour: float
-    page_types: dict[str, tuple[float, int, tuple[str, ...]]]
+    page_types: Mapping[str, tuple[float, int, tuple[str, ...]]]
     routes: tuple[str, ...] = ("pool-a/us", "pool-a/de", "pool-b/us", "pool-b/de")
     latency_ms: float = 450.0
     latency_sigma: float = 0.45

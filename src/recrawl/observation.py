@@ -387,7 +387,7 @@ def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> It
     reader = csv.DictReader(it)
     for row in reader:
         n = reader.line_num
-        if row.get(None):  # type: ignore[call-overload]
+        if row.get(None):
             yield n, InvalidObservation("has more columns than the header", line=n)
             continue
         clean = {k: v for k, v in row.items() if k is not None and v not in (None, "")}

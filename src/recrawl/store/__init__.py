@@ -19,6 +19,8 @@ __all__ = [
     "BatchResult",
     "BucketRows",
     "GroupTotals",
+    "PostgresStore",
+    "SQLStore",
     "SQLiteStore",
     "Store",
     "default_db",

@@ -592,7 +592,7 @@ class SQLStore:
     def execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one read query (for the other modules of the store package and tests)."""
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            return list(self._db.execute(sql, args).fetchall())
 
     # -- canaries --------------------------------------------------------------------------
 

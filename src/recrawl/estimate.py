@@ -9,6 +9,10 @@ how many times. Each page's history is kept as four decayed numbers, the
 ``nu``  decayed count of intervals that showed no change
 ``tu``  decayed sum of those intervals' lengths, days
 
+``nu`` does not enter the estimate (the likelihood of unchanged intervals
+depends only on their total length ``tu``); it is kept because the number of
+fetches that found nothing is what an operator looks at.
+
 **Decay rule.** Evidence fades exponentially with elapsed time, half-life
 ``half_life_days``: when a revisit closes an interval of length ``t`` days, all
 four numbers are first multiplied by ``2^(−t / half_life_days)`` and then the

@@ -701,7 +701,7 @@ def plan_cycle(
     interval = cfg.greedy_interval_days
     if interval is None:
         daily = budget * cycles_per_day
-        total = float(np.sum(eff_cost, where=known))
+        total = float(np.sum(eff_cost, where=fetchable))
         interval = total / daily if daily > 0 else 1.0
     priority = _priorities(pages, model, now, policy, objective, interval, eff_cost, known)
     parts: list[tuple[IntArray, int]] = [(disc_chosen, DISCOVERY)]
@@ -773,10 +773,7 @@ def plan_cycle(
             f = model.visits_per_day[index]
             horizon = np.where(f > 0, 1.0 / np.where(f > 0, f, 1.0), 1.0)
         else:
-            daily = budget * cycles_per_day
-            horizon = np.full(
-                index.size, float(eff_cost[known].sum()) / daily if daily > 0 else 1.0
-            )
+            horizon = np.full(index.size, interval)
         gain = freshness_gain(lam, ds, horizon)
     else:
         gain = -np.expm1(-lam * ds)

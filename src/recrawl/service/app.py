@@ -600,20 +600,7 @@ class Service:
 
     def resume(self, site: str, by: str) -> dict[str, Any]:
         """Lift a site's pause (a human decision) and recompute the plan."""
-        now = self.now()
-        resume = getattr(self.engine, "resume", None)
-        if resume is not None:
-            resume(site, by=by)
-        else:
-            self.store.set_site_controls(
-                site,
-                now=now,
-                paused=False,
-                cost_multiplier=1.0,
-                concurrency_cap=None,
-                event="resume",
-                detail=f"by {by}",
-            )
+        self.engine.resume(site, by=by, now=self.now())
         self.invalidate()
         return {"site": site, "resumed": True, "controls": self.store.site_controls().get(site)}
 

@@ -55,6 +55,15 @@ _OBS_COLS: Final = (
     "rendered", "latency_ms", "route", "conditional", "lease_id", "id",
 )  # fmt: skip
 
+# One bucket table per resolution (15 minutes, whole UTC days), the same columns.
+_BUCKET_BODY: Final = (
+    "site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL, start {BIGINT} NOT NULL, "
+    + ", ".join(
+        f"{c} {'{REAL}' if c in ('credits', 'lat_sum') else '{BIGINT}'} NOT NULL DEFAULT 0"
+        for c in _BUCKET_COLS
+    )
+    + ", PRIMARY KEY (start, site, page_type, route)"
+)
 _DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (
@@ -96,26 +105,8 @@ CREATE TABLE IF NOT EXISTS observations (
     lease_id TEXT, id TEXT
 );
 CREATE INDEX IF NOT EXISTS observations_url_time ON observations (url, fetched_at);
-CREATE TABLE IF NOT EXISTS buckets (
-    site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL, start INTEGER NOT NULL,
-    {
-    ", ".join(
-        f"{c} {'{REAL}' if c in ('credits', 'lat_sum') else '{BIGINT}'} NOT NULL DEFAULT 0"
-        for c in _BUCKET_COLS
-    )
-},
-    PRIMARY KEY (start, site, page_type, route)
-) {{WR}};
-CREATE TABLE IF NOT EXISTS buckets_daily (
-    site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL, start INTEGER NOT NULL,
-    {
-    ", ".join(
-        f"{c} {'{REAL}' if c in ('credits', 'lat_sum') else '{BIGINT}'} NOT NULL DEFAULT 0"
-        for c in _BUCKET_COLS
-    )
-},
-    PRIMARY KEY (start, site, page_type, route)
-) {{WR}};
+CREATE TABLE IF NOT EXISTS buckets ({_BUCKET_BODY}) {{WR}};
+CREATE TABLE IF NOT EXISTS buckets_daily ({_BUCKET_BODY}) {{WR}};
 CREATE TABLE IF NOT EXISTS sites (
     site TEXT PRIMARY KEY,
     paused INTEGER NOT NULL DEFAULT 0,

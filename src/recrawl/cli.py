@@ -20,7 +20,7 @@ from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
 from .engine import Engine
-from .ingest import ContentClassifier, IngestReport, ingest_lines
+from .ingest import ContentClassifier, IngestReport, ingest_lines, ingest_observations
 from .observation import parse_timestamp
 from .stats import compute_stats
 from .store import SQLStore, default_db, open_store
@@ -510,21 +510,7 @@ def health(
     if as_json:
         out.print_json(json.dumps({"at": now, "sites": reports}))
         return
-    table = Table(title=f"Site health at {_iso(now)}", title_justify="left")
-    for col in ("site", "score", "band", "reasons", "diagnosis", "parser", "action"):
-        table.add_column(col, justify="right" if col == "score" else "left")
-    for r in reports:
-        style = _BAND_STYLE.get(r["band"], "")
-        routes = f" ({', '.join(r['failing_routes'])})" if r["failing_routes"] else ""
-        p = r["parser"]
-        table.add_row(
-            r["site"], "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
-            ", ".join(r["reasons"]) or "–", r["diagnosis"] + routes,
-            f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
-        )  # fmt: skip
-    out.print(table)
-    if not reports:
-        out.print("no site has observations in the window")
+    _print_health(reports, now)
 
 
 @health_app.command("review")
@@ -615,6 +601,24 @@ def health_review(
 
 def _minutes(s: float | None) -> str:
     return "never" if s is None else f"{s / 60:.0f} min"
+
+
+def _print_health(reports: list[dict[str, Any]], now: float) -> None:
+    table = Table(title=f"Site health at {_iso(now)}", title_justify="left")
+    for col in ("site", "score", "band", "reasons", "diagnosis", "parser", "action"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for r in reports:
+        style = _BAND_STYLE.get(r["band"], "")
+        routes = f" ({', '.join(r['failing_routes'])})" if r["failing_routes"] else ""
+        p = r["parser"]
+        table.add_row(
+            r["site"], "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
+            ", ".join(r["reasons"]) or "–", r["diagnosis"] + routes,
+            f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
+        )  # fmt: skip
+    out.print(table)
+    if not reports:
+        out.print("no site has observations in the window")
 
 
 def _iso(t: float) -> str:
@@ -711,7 +715,8 @@ def demo(
         str, typer.Option("--db", help="Store for the demo (recreated).")
     ] = "recrawl-demo.db",
 ) -> None:
-    """Ingest the bundled sample fetch log into a fresh store and show where the money goes."""
+    """The main job on the embedded store: where the money goes, how policies compare on
+    real change histories, a site pushing back, and the dashboard (report.html)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
     settings = load_settings(_data_file("demo.toml"))
@@ -735,6 +740,63 @@ def demo(
         f"{res['pages']} real documents over {res['days']:,.0f} days (Open Terms Archive, ODC-By), "
         "0.05 fetches per page per day",
     )
+
+    out.rule("[b]recrawl demo[/]: three sites, three weeks; one starts pushing back")
+    end = _demo_health(db, settings)
+    from .service.dashboard import render_report
+
+    with _store(db, settings) as store:
+        html = render_report(Engine(store, settings, clock=lambda: end))
+    report_path = Path("report.html").resolve()
+    report_path.write_text(html, encoding="utf-8")
+    out.print(f"dashboard written to [b]{report_path}[/] (open it in a browser; works offline)")
+
+
+def _demo_health(db: str, settings: Settings) -> float:
+    """Ingest a generated log with a hard-block wave, score it hourly, show the worst hour."""
+    from .healthsim import DAY, HOUR, Effect, HealthScenario, SiteProfile
+    from .observation import parse_observation
+
+    item = {"item": (1.0, 80_000, ("title", "price"))}
+    start = 1_767_225_600 + 21 * DAY  # after the fetch log above
+    wave = (start + 19 * DAY + 13 * HOUR, start + 19 * DAY + 17 * HOUR)
+    sc = HealthScenario(
+        sites=[
+            SiteProfile("calm.example", 90, item, challenge_rate=0.04),
+            SiteProfile("shop.example", 90, item),
+            SiteProfile("hostile.example", 120, item, hard_rate=0.01),
+        ],
+        effects=[
+            Effect(
+                "hostile.example", *wave, hard=0.7, challenge=0.2, latency_factor=3.0, ramp_s=600
+            )
+        ],
+        incidents=[],
+        start=start,
+        pages_per_type=150,
+    )
+    with _store(db, settings) as store:
+        rep = ingest_observations(
+            store, (parse_observation(o) for o in sc.observations()), classifier=ContentClassifier()
+        )
+        out.print(
+            f"{rep.stored:,} observations of 3 sites stored (calm.example challenges 4 % of requests every day)"
+        )
+        engine = Engine(store, settings)
+        worst: list[dict[str, Any]] = []
+        peak = wave[0]
+        for t in np.arange(sc.end - 3 * DAY, sc.end, HOUR):
+            reports = engine.health(float(t), record=True)
+            if t <= wave[0] + 2 * HOUR:
+                worst, peak = reports, float(t)
+        _print_health(worst, peak)
+        events = store.site_events("hostile.example")
+    for e in events:
+        if e["kind"] == "pause":
+            out.print(
+                f"[red]hostile.example paused[/] at {_iso(e['at'])}: {e['detail']}; only a human resumes it (recrawl site resume)"
+            )
+    return float(sc.end)
 
 
 @app.command()

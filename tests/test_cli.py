@@ -149,3 +149,19 @@ def test_postgres_store_through_the_cli(tmp_path: Path):
 def test_unreachable_postgres_is_one_clear_sentence(tmp_path: Path):
     res = recrawl("stats", "--db", "postgresql://nobody@127.0.0.1:1/none")
     assert res.returncode == 2 and "cannot connect" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
+    res = subprocess.run(
+        [sys.executable, "-m", "recrawl", "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "3,000 observations stored" in res.stdout
+    assert "recrawl" in res.stdout and "oracle" in res.stdout and "Open Terms Archive" in res.stdout
+    assert "hostile.example paused" in res.stdout
+    html = (tmp_path / "report.html").read_text()
+    assert "hostile.example" in html and "<script src=" not in html

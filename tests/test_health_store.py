@@ -124,3 +124,15 @@ def test_cli_health_at_and_review(scenario_db, tmp_path: Path):
         assert r["detected_after_s"] is not None and r["detected_after_s"] <= 1.5 * 3600, r
         assert r["cause_named"], r
     assert rep["false_alarms"] == []
+
+
+def test_health_at_a_past_time_never_reads_later_observations(scenario_db):
+    db, _ = scenario_db
+    runner = CliRunner()
+    # seven minutes into the wave: its first bucket holds later observations, so it is not read
+    res = runner.invoke(app, ["health", "--db", db, "--at", str(WAVE[0] + 420), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["at"] == WAVE[0]
+    wave = next(s for s in data["sites"] if s["site"] == "wave.example")
+    assert wave["band"] == "healthy"

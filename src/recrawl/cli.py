@@ -484,7 +484,7 @@ def health(
         str | None,
         typer.Option(
             "--at",
-            help="Evaluate as of this time (RFC 3339 or unix seconds), using only observations up to it.",
+            help="Evaluate as of this time (RFC 3339 or unix seconds; rounded down to a 15-minute boundary), using only observations before it.",
         ),
     ] = None,
     site: Annotated[str | None, typer.Option("--site", help="Only this site.")] = None,
@@ -501,7 +501,13 @@ def health(
     if ctx.invoked_subcommand is not None:
         return
     settings = load_settings(config)
-    t = parse_timestamp(at) if at else None
+    t = None
+    if at:
+        from .buckets import bucket_start
+
+        # buckets are 15 minutes wide: a past time is read at the last bucket
+        # boundary, so no observation after it is used
+        t = float(bucket_start(parse_timestamp(at)))
     keep = (t is None) if record is None else record
     with _store(db, settings) as store:
         engine = Engine(store, settings)

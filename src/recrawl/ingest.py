@@ -57,10 +57,18 @@ class ContentClassifier:
     """
 
     def __init__(
-        self, extra_markers: Iterable[ExtraMarker] = (), normals: ResponseNormals | None = None
+        self,
+        extra_markers: Iterable[ExtraMarker] = (),
+        normals: ResponseNormals | None = None,
+        *,
+        warmup: int = 200,
+        sample_every: int = 4,
     ) -> None:
         self.extra_markers = tuple(extra_markers)
         self.normals = normals or ResponseNormals()
+        self.warmup = warmup
+        self.sample_every = sample_every
+        self._seen: dict[tuple[str, str], int] = {}
 
     def __call__(self, obs: Observation, page: PageState | None) -> str | None:
         site, ptype = obs.site, obs.page_type
@@ -82,7 +90,13 @@ class ContentClassifier:
             extra_markers=self.extra_markers,
         )
         if found is None and obs.status is not None and 200 <= obs.status < 300:
-            self.normals.update(site, ptype, body, obs.record)
+            # Once a site and page type has a normal, one good response in
+            # ``sample_every`` is enough to keep it current (and cheap).
+            key = (site, ptype)
+            seen = self._seen.get(key, 0) + 1
+            self._seen[key] = seen
+            if seen <= self.warmup or seen % self.sample_every == 0:
+                self.normals.update(site, ptype, body, obs.record)
         return found
 
 

@@ -790,7 +790,7 @@ def _demo_health(db: str, settings: Settings) -> float:
         )
         engine = Engine(store, settings)
         worst: list[dict[str, Any]] = []
-        peak = wave[0]
+        peak = float(wave[0])
         for t in np.arange(sc.end - 3 * DAY, sc.end, HOUR):
             reports = engine.health(float(t), record=True)
             if t <= wave[0] + 2 * HOUR:

@@ -75,6 +75,8 @@ class Engine:
         self.store = store
         self.settings = settings or Settings()
         self.clock = clock
+        # page_info's model, re-solved each hour or when the store changed
+        self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
 
     # -- observations ----------------------------------------------------------------------
 
@@ -269,11 +271,17 @@ class Engine:
         p = self.store.page(url)
         if p is None:
             return None
-        pages, cols = self.page_arrays(t)
-        i = cols["url"].index(url)
-        cfg = self.planner_config()
-        per_day = self.settings.budget_per_day or float(len(pages))
-        model = reallocate(pages, per_day, t, config=cfg)
+        key = (int(t // 3600), self.store.version())
+        if self._model_cache is None or self._model_cache[0] != key:
+            pages, cols = self.page_arrays(t)
+            per_day = self.settings.budget_per_day or float(len(pages))
+            model = reallocate(pages, per_day, t, config=self.planner_config())
+            index = {u: j for j, u in enumerate(cols["url"])}
+            self._model_cache = (key, model, index)
+        _, model, index = self._model_cache
+        i = index.get(url)
+        if i is None:  # registered after the model was solved
+            return None
         visits = float(model.visits_per_day[i])
         last = p.last_ok if p.last_ok is not None else p.first_seen
         return {

@@ -474,6 +474,10 @@ class SQLStore:
                     "INSERT INTO pages (url, site, page_type, value, first_seen) VALUES (?, ?, ?, ?, ?)",
                     [(u, s, t, v, now) for u, s, t, v in new.values()],
                 )
+                db.execute(
+                    "INSERT INTO meta VALUES ('urls_version', '1') ON CONFLICT (key) DO UPDATE "
+                    "SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
+                )
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -481,6 +485,15 @@ class SQLStore:
             return len(new)
 
     # -- reading ---------------------------------------------------------------------------
+
+    def version(self) -> int:
+        """A number that grows whenever observations or pages are added (cheap to read)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT coalesce((SELECT max(seq) FROM observations), 0), "
+                "coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'urls_version'), 0)"
+            ).fetchone()
+        return int(row[0]) * 1_000_003 + int(row[1])
 
     def observation_count(self) -> int:
         with self._lock:

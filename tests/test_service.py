@@ -501,3 +501,32 @@ def test_acknowledged_observations_survive_a_sigkill_of_the_server(tmp_path: Pat
             assert (r["accepted"], r["stored"], r["duplicates"]) == (500, 0, 500)
         stats = c.get(f"{base}/v1/stats").json()
         assert stats["total"]["observations"] == 8 * 500
+
+
+def test_reported_block_pages_are_classified_like_the_cli(tmp_path):
+    """A 200 carrying a challenge page, reported over HTTP without an outcome, is a challenge."""
+    from recrawl.service.testing import serve_in_thread
+    from recrawl.store import SQLiteStore
+
+    db = tmp_path / "svc.db"
+    settings = Settings(token="t0k", budget_per_day=100)
+    with serve_in_thread(create_app(str(db), settings)) as base:
+        body = "\n".join(
+            json.dumps(o)
+            for o in (
+                {"url": "https://a.example/p", "fetched_at": 1, "status": 200, "record": {"x": 1}},
+                {
+                    "url": "https://a.example/p",
+                    "fetched_at": 2,
+                    "status": 200,
+                    "title": "Just a moment...",
+                },
+            )
+        )
+        r = httpx.post(
+            f"{base}/v1/observations", content=body, headers={"Authorization": "Bearer t0k"}
+        )
+        assert r.status_code == 200 and r.json()["accepted"] == 2
+    s = SQLiteStore(db)
+    assert [o for _, o in s.outcomes("https://a.example/p")] == ["new", "challenge"]
+    s.close()

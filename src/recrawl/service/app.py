@@ -45,6 +45,7 @@ from .. import __version__
 from .._exceptions import ConfigError, InvalidObservation
 from ..config import Settings
 from ..engine import Engine, PlanResult
+from ..ingest import ContentClassifier
 from ..observation import Observation, normalize_url, parse_observation
 from ..store import SQLStore, open_store
 
@@ -269,6 +270,8 @@ class Service:
         self.engine = engine
         self.store: SQLStore = engine.store
         self.settings = engine.settings
+        # the same content checks as `recrawl ingest` (block pages, tiny bodies, empty records)
+        self.classifier = ContentClassifier(self.settings.block_markers)
         self.replan_after = replan_after
         self.replan_min_s = replan_min_s
         self.health_every_s = health_every_s
@@ -531,7 +534,7 @@ class Service:
                     good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})
-        res = self.store.ingest(good) if good else None
+        res = self.store.ingest(good, classifier=self.classifier) if good else None
         stored = res.stored if res else 0
         now = time.time()
         with self._lock:

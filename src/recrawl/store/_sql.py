@@ -411,17 +411,17 @@ class SQLStore:
         db.executemany(
             _BUCKET_UPSERT.format(table="buckets"), [(*k, *v) for k, v in deltas.items()]
         )
-        daily: dict[tuple[str, str, str, int], list[float]] = {}
-        for (site, ptype, route, start), v in deltas.items():
-            dk = (site, ptype, route, start - start % _DAY_S)
-            acc = daily.get(dk)
-            if acc is None:
-                daily[dk] = list(v)
-            else:
-                for i, x in enumerate(v):
-                    acc[i] += x
+        # the same deltas summed per whole UTC day, for the baselines
+        day_index: dict[tuple[str, str, str, int], int] = {}
+        rows_day = [
+            day_index.setdefault((site, ptype, route, start - start % _DAY_S), len(day_index))
+            for site, ptype, route, start in deltas
+        ]
+        daily = np.zeros((len(day_index), _WIDTH))
+        np.add.at(daily, np.asarray(rows_day, dtype=np.int64), np.asarray(list(deltas.values())))
         db.executemany(
-            _BUCKET_UPSERT.format(table="buckets_daily"), [(*k, *v) for k, v in daily.items()]
+            _BUCKET_UPSERT.format(table="buckets_daily"),
+            [(*k, *v) for k, v in zip(day_index, daily.tolist(), strict=True)],
         )
 
     def _rebuild_page(

@@ -19,7 +19,7 @@ from rich.table import Table
 from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
-from .engine import Engine
+from .engine import Engine, url_registration
 from .ingest import ContentClassifier, IngestReport, ingest_lines, ingest_observations
 from .observation import parse_timestamp
 from .stats import compute_stats
@@ -274,7 +274,7 @@ def urls_add(
             bad += 1
             continue
         try:
-            Engine(_NullStore()).add_urls([row], now=0)  # type: ignore[arg-type]  # validate only
+            url_registration(row)
         except (ValueError, TypeError) as exc:
             err.print(f"[red]rejected[/] {name}: line {n}: field 'url': {exc}")
             bad += 1
@@ -287,13 +287,6 @@ def urls_add(
     )
     if bad:
         raise typer.Exit(1)
-
-
-class _NullStore:
-    """Accepts URL registrations and forgets them (validation without a store)."""
-
-    def add_urls(self, rows: Any, now: float) -> int:
-        return len(list(rows))
 
 
 @app.command()
@@ -694,7 +687,7 @@ def canary_add(
 ) -> None:
     """Declare a canary. A canary that parses but carries the wrong value lowers its site's health (canary_mismatch)."""
     from .canary import parse_expectations
-    from .observation import normalize_url
+    from .observation import host_of, normalize_url
 
     try:
         norm = normalize_url(url)
@@ -703,7 +696,7 @@ def canary_add(
         raise typer.BadParameter(str(exc)) from None
     if every <= 0:
         raise typer.BadParameter("must be positive", param_hint="--every")
-    the_site = site or norm.split("/", 3)[2].split(":")[0]
+    the_site = site or host_of(norm)
     with _store(db) as store:
         store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
     out.print(

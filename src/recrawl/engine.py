@@ -17,14 +17,14 @@ import numpy as np
 
 from .config import Settings
 from .ingest import IngestReport, ingest_observations
-from .observation import Observation, normalize_url
+from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
 from .planner import PageState as PageArrays
 from .planner import PlannerConfig, plan_cycle, reallocate
 from .stats import compute_stats
 from .store import SQLStore
 
-__all__ = ["Engine", "PlanResult"]
+__all__ = ["Engine", "PlanResult", "url_registration"]
 
 DAY_S = 86400.0
 
@@ -50,6 +50,22 @@ class PlanResult:
 def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
     uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
     return inv.astype(np.int64), [str(u) for u in uniq]
+
+
+def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
+    """``(url, site, page_type, value)`` for a URL registration dict, validated.
+
+    ``url`` is normalised, ``site`` defaults to its host, ``page_type`` to
+    ``page``, ``value`` to 1. Raises ValueError (or KeyError without ``url``).
+
+    >>> url_registration({"url": "HTTPS://Shop.Example/p/1", "value": 2})
+    ('https://shop.example/p/1', 'shop.example', 'page', 2.0)
+    """
+    url = normalize_url(str(row["url"]))
+    value = float(row.get("value", 1.0))
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"value of {url} must be a non-negative number")
+    return url, str(row.get("site") or host_of(url)), str(row.get("page_type") or "page"), value
 
 
 class Engine:
@@ -91,21 +107,14 @@ class Engine:
 
     def add_urls(self, rows: Iterable[dict[str, Any]], now: float | None = None) -> int:
         """Register URLs for discovery: dicts with ``url`` and optional ``site``,
-        ``page_type``, ``value``. Raises ValueError naming a bad URL."""
+        ``page_type``, ``value``. Raises ValueError naming a bad URL (nothing is
+        stored then)."""
         t = self.clock() if now is None else now
-        clean = []
-        for r in rows:
-            url = normalize_url(str(r["url"]))
-            site = str(r.get("site") or url.split("/", 3)[2].rpartition("@")[2].split(":")[0])
-            value = float(r.get("value", 1.0))
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"value of {url} must be a non-negative number")
-            clean.append((url, site, str(r.get("page_type") or "page"), value))
-        return self.store.add_urls(clean, t)
+        return self.store.add_urls([url_registration(r) for r in rows], t)
 
     # -- planning --------------------------------------------------------------------------
 
-    def _unit_costs(self, sites: list[str], types: list[str]) -> dict[tuple[str, str], float]:
+    def _unit_costs(self) -> dict[tuple[str, str], float]:
         """Cost of one fetch per (site, page type), learned from the buckets, in the billing unit."""
         unit = self.settings.billing_unit
         if unit == "fetches":
@@ -131,7 +140,7 @@ class Engine:
         )
         hosts = [u.split("/", 3)[2] for u in cols["url"]]
         host_code, _ = _codes(hosts) if n else (np.zeros(0, np.int64), [])
-        costs = self._unit_costs(site_names, [])
+        costs = self._unit_costs()
         if costs:
             default = float(np.median(list(costs.values())))
             cost = np.array(
@@ -449,10 +458,16 @@ class Engine:
                     )
                 continue
             factor = float(action.get("concurrency_factor") or 1.0)
-            mult = action.get("cost_multiplier") or 1.0
-            cap = max(1, int(default * factor)) if band == "degrading" else None
+            mult = float(action.get("cost_multiplier") or 1.0)
+            cap = (
+                0
+                if c["paused"]
+                else (max(1, int(default * factor)) if band == "degrading" else None)
+            )
+            if not changed and (c.get("cost_multiplier"), c.get("concurrency_cap")) == (mult, cap):
+                continue  # nothing to write: most evaluations change nothing
             self.store.set_site_controls(
-                site, now=now, cost_multiplier=float(mult), concurrency_cap=0 if c["paused"] else cap,
+                site, now=now, cost_multiplier=mult, concurrency_cap=cap,
                 band=band, event="band" if changed else None, detail=band,
             )  # fmt: skip
 

@@ -32,6 +32,7 @@ __all__ = [
     "ERRORS",
     "OUTCOMES",
     "Observation",
+    "host_of",
     "normalize_url",
     "parse_observation",
     "parse_timestamp",
@@ -142,7 +143,12 @@ def normalize_url(url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """The host of a normalised URL, without port or credentials.
+
+    >>> host_of("http://user@[::1]:8080/x")
+    '[::1]'
+    """
     netloc = url.split("/", 3)[2]
     host = netloc.rpartition("@")[2]
     if host.startswith("["):
@@ -275,7 +281,7 @@ def parse_observation(
         )
     if status is None and error is None and outcome is None:
         raise InvalidObservation("is missing (give 'status' or 'error')", field="status")
-    site = _opt_str(raw, "site") or _host(url)
+    site = _opt_str(raw, "site") or host_of(url)
     page_type = _opt_str(raw, "page_type") or "page"
     record_hash = _opt_str(raw, "record_hash")
     record_empty = False

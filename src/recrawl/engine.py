@@ -315,24 +315,6 @@ class Engine:
 
     # -- health ----------------------------------------------------------------------------
 
-    def _bucket_arrays(self, rows: Any) -> Any:
-        from .health import BucketArrays
-
-        return BucketArrays.from_labels(
-            site=rows.site,
-            page_type=rows.page_type,
-            route=rows.route,
-            bucket_start=rows.start,
-            n=rows.n,
-            outcomes=rows.counts,
-            latency=rows.latency,
-            bytes_sent=rows.bytes_sent,
-            bytes_received=rows.bytes_received,
-            credits=rows.credits,
-            canary_ok=rows.canary_ok,
-            canary_mismatch=rows.canary_mismatch,
-        )
-
     def evaluate_health(
         self,
         times: Sequence[float],
@@ -356,11 +338,9 @@ class Engine:
             return []
         first, last = float(times[0]), float(times[-1])
         day0 = int(first // DAY_S) * DAY_S
-        daily = self._bucket_arrays(
-            self.store.buckets(day0 - (cfg.baseline_days + 2) * DAY_S, last, sites, daily=True)
-        )
-        recent = self._bucket_arrays(
-            self.store.buckets(first - warmup_s - cfg.current_max_s - BUCKET_SECONDS, last, sites)
+        daily = self.store.buckets(day0 - (cfg.baseline_days + 2) * DAY_S, last, sites, daily=True)
+        recent = self.store.buckets(
+            first - warmup_s - cfg.current_max_s - BUCKET_SECONDS, last, sites
         )
         baselines: dict[int, Any] = {}
 

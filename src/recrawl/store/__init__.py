@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._protocol import BatchResult, BucketRows, GroupTotals, Store
+from ._protocol import BatchResult, GroupTotals, Store
 from ._sql import SQLStore
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
 __all__ = [
     "BatchResult",
-    "BucketRows",
     "GroupTotals",
     "PostgresStore",
     "SQLStore",

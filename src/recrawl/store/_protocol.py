@@ -6,13 +6,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
+from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import Classifier
 
-__all__ = ["BatchResult", "BucketRows", "GroupTotals", "Store"]
+__all__ = ["BatchResult", "GroupTotals", "Store"]
 
 
 @dataclass(slots=True)
@@ -36,28 +34,6 @@ class GroupTotals:
     bytes_sent: int
     bytes_received: int
     credits: float
-
-
-@dataclass(slots=True)
-class BucketRows:
-    """Buckets as arrays, one row per (site, page_type, route, start).
-
-    ``counts`` columns follow :data:`recrawl.buckets.OUTCOMES`; ``latency`` has
-    :data:`recrawl.buckets.LATENCY_BINS` columns.
-    """
-
-    site: list[str]
-    page_type: list[str]
-    route: list[str]
-    start: npt.NDArray[np.int64]
-    n: npt.NDArray[np.int64]
-    counts: npt.NDArray[np.int64]
-    bytes_sent: npt.NDArray[np.int64]
-    bytes_received: npt.NDArray[np.int64]
-    credits: npt.NDArray[np.float64]
-    canary_ok: npt.NDArray[np.int64]
-    canary_mismatch: npt.NDArray[np.int64]
-    latency: npt.NDArray[np.int64]
 
 
 class Store(Protocol):
@@ -88,7 +64,7 @@ class Store(Protocol):
 
     def buckets(
         self, since: float, until: float, sites: Sequence[str] | None = None, *, daily: bool = False
-    ) -> BucketRows:
+    ) -> BucketArrays:
         """Buckets with ``since <= start < until`` (unix seconds); ``daily`` reads
         whole-UTC-day aggregates (for baselines) instead of 15-minute buckets."""
         ...

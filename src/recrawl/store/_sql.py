@@ -22,9 +22,10 @@ import numpy as np
 from .._exceptions import StoreError
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 from ..canary import canary_mismatches
+from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
-from ._protocol import BatchResult, BucketRows, GroupTotals
+from ._protocol import BatchResult, GroupTotals
 
 __all__ = ["SQLStore"]
 
@@ -564,7 +565,7 @@ class SQLStore:
 
     def buckets(
         self, since: float, until: float, sites: Sequence[str] | None = None, *, daily: bool = False
-    ) -> BucketRows:
+    ) -> BucketArrays:
         """Buckets with ``since <= start < until``; ``daily`` reads whole UTC days instead."""
         cols = ", ".join(_BUCKET_COLS)
         table = "buckets_daily" if daily else "buckets"
@@ -578,19 +579,20 @@ class SQLStore:
         arr = np.array([r[3:] for r in rows], dtype=np.float64).reshape(len(rows), 1 + _WIDTH)
         k = len(OUTCOMES)
         s = 1 + _S0
-        return BucketRows(
+        return BucketArrays.from_labels(
             site=[r[0] for r in rows],
             page_type=[r[1] for r in rows],
             route=[r[2] for r in rows],
-            start=arr[:, 0].astype(np.int64),
-            n=arr[:, 1].astype(np.int64),
-            counts=arr[:, 2 : 2 + k].astype(np.int64),
-            bytes_sent=arr[:, s].astype(np.int64),
-            bytes_received=arr[:, s + 1].astype(np.int64),
+            bucket_start=arr[:, 0],
+            n=arr[:, 1],
+            outcomes=arr[:, 2 : 2 + k],
+            bytes_sent=arr[:, s],
+            bytes_received=arr[:, s + 1],
             credits=arr[:, s + 2],
-            canary_ok=arr[:, s + 5].astype(np.int64),
-            canary_mismatch=arr[:, s + 6].astype(np.int64),
-            latency=arr[:, 1 + _H0 :].astype(np.int64),
+            rendered=arr[:, s + 3],
+            canary_ok=arr[:, s + 5],
+            canary_mismatch=arr[:, s + 6],
+            latency=arr[:, 1 + _H0 :],
         )
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -3,12 +3,18 @@
 Starts ``recrawl serve`` in a subprocess on 127.0.0.1 (a fresh SQLite store
 with ``--pages`` registered URLs), then runs ``--reporters`` concurrent
 reporters, each posting NDJSON batches of ``--batch`` observations, while one
-worker leases ``--lease-max`` tasks at a time in a loop. Prints one JSON object:
+worker leases ``--lease-max`` tasks at a time in a loop (back to back, or every
+``--lease-interval`` seconds). Prints one JSON object:
 
 * ``observations_per_s``: observations acknowledged (stored on disk) per
   second of wall time, over all reporters;
-* ``lease_rtt_ms``: p50, p99 and max of the lease round trip under that load;
-* ``server_peak_rss_bytes``: the server process's peak resident memory (VmHWM).
+* ``lease_rtt_ms``: p50, p99 and max of the lease round trip under that load
+  (``lease_requests`` of them, ``tasks_leased`` tasks in all: a back-to-back
+  leaser asks more often, and costs the server more, when leases are fast);
+* ``server_peak_rss_bytes``: the server process's peak resident memory (VmHWM);
+* ``server_cpu_s``: CPU seconds the server used during the load, and
+  ``server_cpu_us_per_observation`` (steadier than the rate on a machine
+  shared with other work).
 
 Usage: python benchmarks/service_load.py [--reporters 8] [--batch 500] [--batches 25]
 """
@@ -48,6 +54,12 @@ def _peak_rss(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
     return -1
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far, seconds (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _batches(
@@ -130,6 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         accepted = [0] * args.reporters
         errors: list[str] = []
         rtts: list[float] = []
+        leased = [0]
         stop = threading.Event()
         barrier = threading.Barrier(args.reporters + 1)
 
@@ -156,7 +169,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     rtts.append(time.perf_counter() - t)
                     if resp.status_code != 200:
                         errors.append(f"lease {resp.status_code}")
+                    else:
+                        leased[0] += len(resp.json()["tasks"])
                     n += 1
+                    if args.lease_interval > 0:
+                        stop.wait(args.lease_interval)
 
         threads = [threading.Thread(target=reporter, args=(r,)) for r in range(args.reporters)]
         for th in threads:
@@ -165,9 +182,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lease_thread.start()
         barrier.wait()
         start = time.perf_counter()
+        cpu0 = _cpu_seconds(proc.pid)
         for th in threads:
             th.join()
         elapsed = time.perf_counter() - start
+        cpu = _cpu_seconds(proc.pid) - cpu0
         stop.set()
         lease_thread.join()
         peak = _peak_rss(proc.pid)
@@ -182,12 +201,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "target_observations_per_s": 10_000,
             "lease_requests": int(ms.size),
             "lease_max": args.lease_max,
+            "lease_interval_s": args.lease_interval,
+            "tasks_leased": leased[0],
             "lease_rtt_ms": {
                 "p50": round(float(np.percentile(ms, 50)), 2) if ms.size else None,
                 "p99": round(float(np.percentile(ms, 99)), 2) if ms.size else None,
                 "max": round(float(ms.max()), 2) if ms.size else None,
             },
             "server_peak_rss_bytes": peak,
+            "server_cpu_s": round(cpu, 2),
+            "server_cpu_us_per_observation": round(cpu / max(total, 1) * 1e6, 1),
             "pages": args.pages,
             "errors": errors[:5],
             "cpus": os.cpu_count(),
@@ -208,6 +231,12 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=25, help="Batches per reporter.")
     ap.add_argument("--pages", type=int, default=20_000)
     ap.add_argument("--lease-max", type=int, default=50)
+    ap.add_argument(
+        "--lease-interval",
+        type=float,
+        default=0.0,
+        help="Seconds the leasing worker waits between leases (0: lease back to back).",
+    )
     print(json.dumps(run(ap.parse_args()), indent=2))
 
 

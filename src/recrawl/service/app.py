@@ -17,10 +17,16 @@ The planner runs in the loop:
   observations arrived; the band's actions (concurrency cap, effective cost,
   pause with canaries only) are applied by the engine to the site controls,
   which both the plan and :meth:`~recrawl.store.SQLStore.claim` obey.
+
+Writes from fetchers go through one writer thread (:mod:`.writer`): bodies are
+parsed in worker threads, concurrent reports are committed together in one
+transaction and acknowledged once it has committed, and a lease runs before
+the reports queued behind the transaction in progress.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -28,7 +34,9 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import unquote
@@ -47,7 +55,8 @@ from ..config import Settings
 from ..engine import Engine, PlanResult
 from ..ingest import ContentClassifier
 from ..observation import Observation, normalize_url, parse_observation
-from ..store import SQLStore, open_store
+from ..store import BatchResult, SQLStore, open_store
+from .writer import Committed, Writer
 
 __all__ = ["Service", "create_app"]
 
@@ -58,6 +67,21 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _MAX_LEASE = 1000
+_Candidate = tuple[str, str, str]  # (url, site, reason)
+
+
+@dataclass(slots=True)
+class _LeasePool:
+    """One plan's tasks as lease candidates: canaries apart, the others best first
+    by URL without those reported since; each URL's task; the others' sites."""
+
+    plan: PlanResult
+    canaries: list[_Candidate]
+    rest: dict[str, _Candidate]
+    info: dict[str, dict[str, Any]]
+    sites: frozenset[str]
+
+
 _log = logging.getLogger("recrawl.service")
 _INGEST_RATE_WINDOW_S = 60.0
 
@@ -257,6 +281,10 @@ class Service:
         Shortest time between two recomputations triggered by observations, seconds.
     health_every_s
         Shortest time between two health evaluations, seconds.
+    group_s
+        Target duration, seconds, of one transaction in which the writer
+        coalesces concurrent observation requests (:mod:`recrawl.service.writer`);
+        a lease waits for at most one such transaction.
     """
 
     def __init__(
@@ -266,6 +294,7 @@ class Service:
         replan_after: int = 1000,
         replan_min_s: float = 5.0,
         health_every_s: float = 60.0,
+        group_s: float = 0.05,
     ) -> None:
         self.engine = engine
         self.store: SQLStore = engine.store
@@ -279,6 +308,7 @@ class Service:
         self._lock = threading.RLock()
         self._plan: PlanResult | None = None
         self._plan_cycle = -1
+        self._lease_pool: _LeasePool | None = None
         self._plan_at = -math.inf
         self._dirty = True
         self._obs_since_plan = 0
@@ -296,6 +326,7 @@ class Service:
         self.ingest_requests = 0
         self.leased_total = 0
         self._ingest_log: deque[tuple[float, int]] = deque()
+        self.writer = Writer(self._store_observations, group_s=group_s, on_commit=self._committed)
 
     # -- clock and budget ------------------------------------------------------------------
 
@@ -439,6 +470,27 @@ class Service:
             with self._lock:
                 self._replanning = False
 
+    def _pool(self, plan: PlanResult) -> _LeasePool:
+        """The lease candidates of ``plan`` (the service lock held): built once per
+        plan, then kept free of reported URLs by :meth:`_committed`."""
+        pool = self._lease_pool
+        if pool is not None and pool.plan is plan:
+            return pool
+        done = self._done
+        canaries: list[_Candidate] = []
+        rest: dict[str, _Candidate] = {}
+        info: dict[str, dict[str, Any]] = {}
+        for task in plan.tasks:
+            url = task["url"]
+            info[url] = task
+            if task["reason"] == "canary":
+                canaries.append((url, task["site"], task["reason"]))
+            elif url not in done:
+                rest.setdefault(url, (url, task["site"], task["reason"]))
+        pool = _LeasePool(plan, canaries, rest, info, frozenset(c[1] for c in rest.values()))
+        self._lease_pool = pool
+        return pool
+
     def lease(self, worker: str, limit: int) -> list[dict[str, Any]]:
         """Lease up to ``limit`` tasks of the current plan to ``worker``.
 
@@ -450,33 +502,28 @@ class Service:
         self.refresh_health(now)
         ttl = self.settings.lease_seconds
         with self._lock:
-            plan = self.plan(now)
+            pool = self._pool(self.plan(now))
             done = self._done
-            canaries: list[tuple[str, str, str]] = []
-            rest: list[tuple[str, str, str]] = []
-            info: dict[str, dict[str, Any]] = {}
-            for task in plan.tasks:
-                url = task["url"]
-                if url in done:
-                    continue
-                info[url] = task
-                (canaries if task["reason"] == "canary" else rest).append(
-                    (url, task["site"], task["reason"])
-                )
+            canaries = [c for c in pool.canaries if c[0] not in done]
             got = (
                 self.store.claim(canaries, worker=worker, limit=limit, now=now, ttl_s=ttl)
                 if canaries
                 else []
             )
-            if len(got) < limit and rest:
-                got += self.store.claim(
-                    rest,
-                    worker=worker,
-                    limit=limit - len(got),
-                    now=now,
-                    ttl_s=ttl,
-                    site_caps=self.site_caps(),
-                )
+            caps = self.site_caps() if len(got) < limit and pool.rest else {}
+            for _ in range(3):  # again only when another process claimed some meanwhile
+                want = limit - len(got)
+                if want <= 0 or not pool.rest:
+                    break
+                per_site = self.store.outstanding_leases(now)
+                rest, whole = pick_candidates(pool.rest.values(), pool.sites, per_site, caps, want)
+                if rest:
+                    got += self.store.claim(
+                        rest, worker=worker, limit=want, now=now, ttl_s=ttl, site_caps=caps
+                    )
+                if whole:
+                    break
+            info = pool.info
             for g in got:
                 self._spent += float(info[g["url"]].get("cost") or 0.0)
             self.leased_total += len(got)
@@ -496,12 +543,15 @@ class Service:
 
     # -- observations ----------------------------------------------------------------------
 
-    def ingest_body(self, body: bytes) -> dict[str, Any]:
-        """Parse NDJSON or a JSON array of observations, store the good ones in one
-        transaction and answer ``{"accepted", "stored", "duplicates", "rejected"}``.
+    def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
+        return self.store.ingest(observations, classifier=self.classifier)
 
-        A rejection's ``index`` counts from 0: the line of an NDJSON body (blank
-        lines count), or the position in a JSON array.
+    def parse_body(self, body: bytes) -> tuple[list[Observation], list[dict[str, Any]]]:
+        """Parse NDJSON or a JSON array of observations: ``(good, rejected)``.
+
+        A rejection (``{"index", "field", "error"}``) counts ``index`` from 0:
+        the line of an NDJSON body (blank lines count), or the position in a
+        JSON array.
 
         Raises HTTPException(400) when a JSON array body is not JSON at all.
         """
@@ -534,29 +584,74 @@ class Service:
                     good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})
-        res = self.store.ingest(good, classifier=self.classifier) if good else None
-        stored = res.stored if res else 0
+        return good, rejected
+
+    def submit_observations(self, good: list[Observation]) -> Future[Committed]:
+        """Queue parsed observations for the writer's next group commit; the future
+        resolves once they are on disk (see :mod:`recrawl.service.writer`)."""
+        if not good:
+            done: Future[Committed] = Future()
+            done.set_result(Committed(0, 0))
+            return done
+        return self.writer.submit_batch(good)
+
+    def count_rejected(self, good: list[Observation], rejected: list[dict[str, Any]]) -> None:
+        """Count a request's rejected items, and the request when none was good
+        (the writer counts the others once committed)."""
+        with self._lock:
+            self.rejected_total += len(rejected)
+            if not good:
+                self.ingest_requests += 1
+
+    def _committed(self, good: Sequence[Observation], share: Committed) -> None:
+        """After a request's observations committed (in the writer thread)."""
         now = time.time()
         with self._lock:
             self.ingest_requests += 1
             self.accepted_total += len(good)
-            self.stored_total += stored
-            self.rejected_total += len(rejected)
-            self._obs_since_plan += stored
-            self._obs_since_health += stored
+            self.stored_total += share.stored
+            self._obs_since_plan += share.stored
+            self._obs_since_health += share.stored
             self._done.update(o.url for o in good)
+            pool = self._lease_pool
+            if pool is not None:
+                for o in good:
+                    pool.rest.pop(o.url, None)
             if self._done_pending is not None:
                 self._done_pending.update(o.url for o in good)
             log = self._ingest_log
             log.append((now, len(good)))
             while log and log[0][0] < now - _INGEST_RATE_WINDOW_S:
                 log.popleft()
+
+    @staticmethod
+    def answer(
+        good: list[Observation], rejected: list[dict[str, Any]], share: Committed
+    ) -> dict[str, Any]:
+        """The answer to one observations request."""
         return {
             "accepted": len(good),
-            "stored": stored,
-            "duplicates": res.duplicates if res else 0,
+            "stored": share.stored,
+            "duplicates": share.duplicates,
             "rejected": rejected,
         }
+
+    def parse_and_count(self, body: bytes) -> tuple[list[Observation], list[dict[str, Any]]]:
+        """:meth:`parse_body`, then :meth:`count_rejected` (off the event loop: the
+        service lock may be held by a lease)."""
+        good, rejected = self.parse_body(body)
+        self.count_rejected(good, rejected)
+        return good, rejected
+
+    def ingest_body(self, body: bytes) -> dict[str, Any]:
+        """Parse NDJSON or a JSON array of observations, store the good ones and
+        answer ``{"accepted", "stored", "duplicates", "rejected"}`` once they are
+        on disk (blocking; the HTTP route does the same without blocking).
+
+        Raises HTTPException(400) when a JSON array body is not JSON at all.
+        """
+        good, rejected = self.parse_and_count(body)
+        return self.answer(good, rejected, self.submit_observations(good).result())
 
     def ingest_rate(self) -> float:
         """Observations accepted per second over the last minute."""
@@ -608,6 +703,48 @@ class Service:
         return {"site": site, "resumed": True, "controls": self.store.site_controls().get(site)}
 
 
+def pick_candidates(
+    candidates: Iterable[_Candidate],
+    sites: frozenset[str],
+    per_site: dict[str, int],
+    caps: dict[str, int],
+    limit: int,
+) -> tuple[list[_Candidate], bool]:
+    """The shortest run of ``candidates`` (``(url, site, reason)``, best first) that
+    holds every candidate :meth:`~recrawl.store.SQLStore.claim` would take for
+    ``limit`` tasks: ``(run, whole)``, ``whole`` when no candidate was left out
+    for want of room.
+
+    ``sites`` are the candidates' sites, ``per_site`` the leases out per site
+    and ``caps`` the sites' caps. Which URLs are leased is not read: a site
+    with ``n`` leases out may have them among its first ``n`` candidates, so
+    only its candidates beyond those count as surely free, and a capped site
+    needs no more than ``cap`` candidates. Spares ``claim`` the whole plan.
+    """
+    full = {s for s, cap in caps.items() if per_site.get(s, 0) >= cap}
+    if sites <= full:
+        return [], True
+    out: list[_Candidate] = []
+    taken: dict[str, int] = {}
+    free = 0
+    for c in candidates:
+        site = c[1]
+        if site in full:
+            continue
+        out.append(c)
+        k = taken[site] = taken.get(site, 0) + 1
+        if k > per_site.get(site, 0):
+            free += 1
+            if free >= limit:
+                return out, False
+        cap = caps.get(site)
+        if cap is not None and k >= cap:
+            full.add(site)
+            if sites <= full:
+                break
+    return out, True
+
+
 # -- the application -------------------------------------------------------------------------
 
 _bearer = HTTPBearer(auto_error=False, description="The write token, or the read token.")
@@ -621,6 +758,7 @@ def create_app(
     replan_after: int = 1000,
     replan_min_s: float = 5.0,
     health_every_s: float = 60.0,
+    group_s: float = 0.05,
 ) -> FastAPI:
     """The recrawl HTTP service over an engine, a store or a store path.
 
@@ -643,6 +781,7 @@ def create_app(
         replan_after=replan_after,
         replan_min_s=replan_min_s,
         health_every_s=health_every_s,
+        group_s=group_s,
     )
     write_token = settings.token or ""
     read_token = settings.read_token
@@ -663,13 +802,14 @@ def create_app(
     def _unauthorized(msg: str) -> HTTPException:
         return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
 
-    def require_write(creds: Creds) -> None:
+    # async: checked on the event loop, not in a worker thread (they only compare tokens)
+    async def require_write(creds: Creds) -> None:
         if creds is None:
             raise _unauthorized("missing bearer token")
         if not _matches(creds.credentials, write_token):
             raise _unauthorized("wrong token")
 
-    def require_read(request: Request, creds: Creds) -> None:
+    async def require_read(request: Request, creds: Creds) -> None:
         if read_token is None:
             return
         given = creds.credentials if creds is not None else None
@@ -706,7 +846,7 @@ def create_app(
         return {"received": len(rows), "added": added}
 
     @app.post("/v1/leases", response_model=Leases, dependencies=[Write], tags=["write"])
-    def post_leases(body: LeaseRequest) -> Any:
+    async def post_leases(body: LeaseRequest) -> Any:
         """Lease up to ``max`` fetch tasks from the current plan to ``worker``.
 
         A URL is leased to one worker at a time; a lease not reported before
@@ -714,7 +854,10 @@ def create_app(
         and pause (from its health band) are respected.
         """
         try:
-            return JSONResponse({"tasks": svc.lease(body.worker, body.max)})
+            tasks = await asyncio.wrap_future(
+                svc.writer.submit(lambda: svc.lease(body.worker, body.max))
+            )
+            return JSONResponse({"tasks": tasks})
         except ValueError as exc:
             raise HTTPException(409, str(exc)) from None
 
@@ -729,7 +872,9 @@ def create_app(
         """Report fetch observations (NDJSON or a JSON array). Good items are stored
         even when others are rejected; the answer comes once they are on disk."""
         body = await request.body()
-        return JSONResponse(await run_in_threadpool(svc.ingest_body, body))
+        good, rejected = await run_in_threadpool(svc.parse_and_count, body)
+        share = await asyncio.wrap_future(svc.submit_observations(good))
+        return JSONResponse(svc.answer(good, rejected, share))
 
     @app.post("/v1/sites/{site}/resume", dependencies=[Write], tags=["write"])
     def resume_site(site: str) -> Any:

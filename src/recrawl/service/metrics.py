@@ -118,6 +118,12 @@ class ServiceCollector(Collector):
         yield CounterMetricFamily(
             "recrawl_leases", "Tasks leased to workers.", value=svc.leased_total
         )
+        yield CounterMetricFamily(
+            "recrawl_ingest_transactions",
+            "Store transactions that committed observations received over HTTP "
+            "(concurrent batches are committed together).",
+            value=svc.writer.groups,
+        )
         yield GaugeMetricFamily(
             "recrawl_ingest_rate",
             "Observations accepted per second over the last minute.",

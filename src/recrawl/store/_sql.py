@@ -141,7 +141,7 @@ _BUCKET_UPSERT: Final = (
 )
 _PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(_PAGE_COLS)}) VALUES ({', '.join('?' * (len(_PAGE_COLS) + 1))})"
 # What a fetch changes in a page (identity, value and first_seen stay).
-_PAGE_MUTABLE: Final = _PAGE_COLS[5:]
+_PAGE_MUTABLE: Final = _PAGE_COLS[4:]
 _PAGE_UPDATE: Final = (
     f"UPDATE pages SET {', '.join(f'{c} = ?' for c in _PAGE_MUTABLE)} WHERE id = ?"
 )
@@ -445,7 +445,7 @@ class SQLStore:
         for j in rebuild.tolist():
             state = states[j]
             self._rebuild_page(db, state, ids[state.url], deltas, counts)
-            db.execute(_PAGE_UPDATE, (*_page_row(state)[5:], ids[state.url]))
+            db.execute(_PAGE_UPDATE, (*_page_row(state)[4:], ids[state.url]))
         result.reordered_pages = len(rebuild)
         if created:
             db.executemany(
@@ -460,7 +460,7 @@ class SQLStore:
             db.executemany(
                 _PAGE_UPDATE,
                 [
-                    (*r[5:], int(page_id[j]))
+                    (*r[4:], int(page_id[j]))
                     for j, r in zip(update, pages.rows(update), strict=True)
                 ],
             )
@@ -634,7 +634,7 @@ class SQLStore:
         counts: dict[str, int],
     ) -> None:
         """Re-fold a page's whole log in time order, fixing outcomes that depended on order."""
-        page.reset_history()
+        page.reset_history()  # first_seen becomes the earliest fetch if that is earlier
         rows = db.execute(
             "SELECT seq, fetched_at, status, error, fixed, outcome, record_hash, etag, "
             "last_modified, bytes_sent, bytes_received, credits, route "
@@ -642,6 +642,8 @@ class SQLStore:
             (page_id,),
         ).fetchall()
         fixes: list[tuple[str, int]] = []
+        if rows:
+            page.first_seen = min(page.first_seen, rows[0][1])
         for seq, t, status, error, fixed, old, rh, etag, lm, bs, br, cr, route in rows:
             o = Observation(
                 url=page.url, fetched_at=t, site=page.site, page_type=page.page_type,

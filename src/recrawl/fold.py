@@ -158,8 +158,14 @@ class PageArrays:
             gone=np.array(cols[21], dtype=bool),
         )
 
-    def rows(self, index: Sequence[int] | NDArray[np.intp]) -> list[tuple[Any, ...]]:
-        """Pages ``index`` as rows in the order of :data:`ROW_FIELDS` (NaN times as None)."""
+    def rows(
+        self, index: Sequence[int] | NDArray[np.intp], *, then: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Pages ``index`` as rows in the order of :data:`ROW_FIELDS` (NaN times as None).
+
+        With ``then``, rows are what a fetch changes (``first_seen`` onwards)
+        followed by ``then[k]`` (the page's id, for an UPDATE).
+        """
         ix = np.asarray(index, dtype=np.intp)
 
         def f(a: FloatArray) -> list[float | None]:
@@ -169,32 +175,17 @@ class PageArrays:
             out: list[Any] = a[ix].tolist()
             return out
 
+        mutable = (
+            g(self.first_seen), f(self.last_fetch), f(self.last_ok), f(self.last_change),
+            g(self.fingerprint), g(self.etag), g(self.last_modified), g(self.fetches),
+            g(self.changes), g(self.bytes_total), g(self.credits_total), g(self.avg_bytes),
+            g(self.ev_nc), g(self.ev_tc), g(self.ev_nu), g(self.ev_tu), g(self.nutch_interval),
+            self.gone[ix].astype(np.int64).tolist(),
+        )  # fmt: skip
+        if then is not None:
+            return list(zip(*mutable, then, strict=True))
         return list(
-            zip(
-                g(self.url),
-                g(self.site),
-                g(self.page_type),
-                g(self.value),
-                g(self.first_seen),
-                f(self.last_fetch),
-                f(self.last_ok),
-                f(self.last_change),
-                g(self.fingerprint),
-                g(self.etag),
-                g(self.last_modified),
-                g(self.fetches),
-                g(self.changes),
-                g(self.bytes_total),
-                g(self.credits_total),
-                g(self.avg_bytes),
-                g(self.ev_nc),
-                g(self.ev_tc),
-                g(self.ev_nu),
-                g(self.ev_tu),
-                g(self.nutch_interval),
-                [int(v) for v in self.gone[ix].tolist()],
-                strict=True,
-            )
+            zip(g(self.url), g(self.site), g(self.page_type), g(self.value), *mutable, strict=True)
         )
 
     def __len__(self) -> int:

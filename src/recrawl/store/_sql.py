@@ -345,11 +345,12 @@ class SQLStore:
                 result.duplicates += 1
             else:
                 unique[k] = o
-        fresh = self._claim_keys(db, list(unique))
+        fresh = self._claim_keys(db, sorted(unique))  # in key order: B-tree friendly
         result.duplicates += len(unique) - len(fresh)
         if not fresh:
             return
         batch = [o for k, o in unique.items() if k in fresh]
+        bkeys = [k for k in unique if k in fresh]
         n = len(batch)
         result.stored = n
 
@@ -360,7 +361,9 @@ class SQLStore:
         )
         t = np.fromiter((o.fetched_at for o in batch), dtype=np.float64, count=n)
         order = np.lexsort((t, pidx))
-        todo = [batch[i] for i in order.tolist()]
+        ol = order.tolist()
+        todo = [batch[i] for i in ol]
+        tkeys = [bkeys[i] for i in ol]
         pidx = pidx[order]
         t = t[order]
         urls = list(slot)
@@ -411,7 +414,7 @@ class SQLStore:
             _OBS_INSERT,
             [
                 (
-                    _ikey(o.key),
+                    k,
                     p,
                     o.fetched_at,
                     o.status,
@@ -432,7 +435,7 @@ class SQLStore:
                     o.lease_id,
                     o.id,
                 )
-                for o, p, f, oc in zip(todo, pid, fixed, names, strict=True)
+                for k, o, p, f, oc in zip(tkeys, todo, pid, fixed, names, strict=True)
             ],
         )
         leases = [(o.lease_id,) for o in todo if o.lease_id is not None]
@@ -455,15 +458,12 @@ class SQLStore:
         self._keep_pages(page_id, pages, rebuild.tolist())
         made = set(created)
         late_set = set(rebuild.tolist())
-        update = [j for j in range(len(urls)) if j not in made and j not in late_set]
-        if update:
-            db.executemany(
-                _PAGE_UPDATE,
-                [
-                    (*r[4:], int(page_id[j]))
-                    for j, r in zip(update, pages.rows(update), strict=True)
-                ],
-            )
+        upd = np.array(
+            [j for j in range(len(urls)) if j not in made and j not in late_set], dtype=np.intp
+        )
+        if len(upd):
+            upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
+            db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
         if not self.maintain_buckets:
             return
         db.executemany(

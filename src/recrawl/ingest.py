@@ -7,9 +7,15 @@ same input again stores every observation exactly once (idempotency keys).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field, fields
+from itertools import chain, islice
+from operator import attrgetter
+from typing import Any, Literal
 
 from ._exceptions import InvalidObservation
 from .classify import ExtraMarker, ResponseNormals, classify_response
@@ -20,8 +26,13 @@ from .store import Store
 
 __all__ = ["ContentClassifier", "IngestReport", "ingest_lines", "ingest_observations"]
 
-DEFAULT_BATCH = 5000
+DEFAULT_BATCH = 20_000
 MAX_KEPT_ERRORS = 1000
+PARSE_CHUNK = 5000
+"""Lines per chunk handed to a parsing process."""
+
+_FIELDS = tuple(f.name for f in fields(Observation))
+_as_tuple = attrgetter(*_FIELDS)
 
 
 @dataclass
@@ -130,6 +141,57 @@ def ingest_observations(
     return rep
 
 
+def _parse_chunk(
+    start: int, lines: list[str], rules: Mapping[str, FieldRule] | None
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]]]:
+    """Parse lines ``start + 1 ...`` in a worker process: observations as tuples, errors."""
+    ok: list[tuple[Any, ...]] = []
+    bad: list[tuple[int, str | None, str]] = []
+    for n, item in read_observations(lines, rules=rules):
+        if isinstance(item, InvalidObservation):
+            bad.append((start + n, item.field, item.reason))
+        else:
+            ok.append(_as_tuple(item))
+    return ok, bad
+
+
+def _parse_workers() -> int:
+    """Processes that parse while this one stores: the other cores, at most 3."""
+    return max(1, min(3, (os.cpu_count() or 2) - 1))
+
+
+def _parallel_parse(
+    lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int
+) -> Iterator[Observation | InvalidObservation]:
+    """Parse JSONL in ``workers`` processes, chunk by chunk, yielding in input order.
+
+    At most two chunks per worker are in flight, so memory does not grow with
+    the input.
+    """
+    # fork: the workers start at once with recrawl already imported, and the
+    # caller's script needs no ``if __name__ == "__main__"`` guard. They only
+    # parse (no locks, no I/O), which is what makes forking a threaded process safe.
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        window: deque[Future[tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]]]]]
+        window = deque()
+        start = 0
+        while True:
+            while len(window) < 2 * workers:
+                chunk = list(islice(lines, PARSE_CHUNK))
+                if not chunk:
+                    break
+                window.append(pool.submit(_parse_chunk, start, chunk, rules))
+                start += len(chunk)
+            if not window:
+                return
+            ok, bad = window.popleft().result()
+            for n, fld, reason in bad:
+                yield InvalidObservation(reason, field=fld, line=n)
+            for t in ok:
+                yield Observation(*t)
+
+
 def ingest_lines(
     store: Store,
     lines: Iterable[str],
@@ -140,16 +202,33 @@ def ingest_lines(
     classifier: Classifier | None = None,
     on_batch: Callable[[IngestReport], None] | None = None,
     on_error: Callable[[InvalidObservation], None] | None = None,
+    parallel: bool | None = None,
 ) -> IngestReport:
     """Parse and store JSONL (or CSV) lines; bad lines are reported, good ones stored.
+
+    A large JSONL input (more than ``2 * PARSE_CHUNK`` lines) is parsed in
+    other processes while this one stores (``parallel=False`` to never do so).
 
     ``on_batch`` is called after each stored batch (for progress); ``on_error``
     for each rejected line, with the error naming its line and field.
     """
     rep = IngestReport()
+    items: Iterable[Observation | InvalidObservation]
+    it = iter(lines)
+    head = list(islice(it, 2 * PARSE_CHUNK))
+    if (
+        fmt == "jsonl"
+        and parallel is not False
+        and len(head) == 2 * PARSE_CHUNK
+        and "fork" in multiprocessing.get_all_start_methods()
+    ):
+        # a large input: parse in other processes while this one stores
+        items = _parallel_parse(chain(head, it), rules, _parse_workers())
+    else:
+        items = (item for _, item in read_observations(chain(head, it), fmt=fmt, rules=rules))
 
     def good() -> Iterable[Observation]:
-        for _, item in read_observations(lines, fmt=fmt, rules=rules):
+        for item in items:
             if isinstance(item, InvalidObservation):
                 rep.rejected += 1
                 if len(rep.errors) < MAX_KEPT_ERRORS:

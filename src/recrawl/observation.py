@@ -241,51 +241,70 @@ def parse_observation(
     *,
     rules: Mapping[str, FieldRule] | None = None,
     key: bytes | None = None,
+    line: str | bytes | None = None,
 ) -> Observation:
     """Validate one observation (a JSON object or a CSV row).
 
     ``rules`` maps a page type to the :class:`FieldRule` that decides which
     record fields count towards its fingerprint. ``key`` is the idempotency key
-    to use when the observation carries no ``id``.
+    to use when the observation carries no ``id`` (or give the input ``line``
+    it came from, and the key is derived from it only when needed).
     """
-    if not isinstance(raw, Mapping):
+    # The common case (fields of the right JSON type) is checked inline; anything
+    # else goes through the _opt_* helpers, which convert or name the bad field.
+    if raw.__class__ is not dict and not isinstance(raw, Mapping):
         raise InvalidObservation("an observation must be a JSON object")
-    url_raw = raw.get("url")
+    g = raw.get
+    url_raw = g("url")
     if url_raw is None or url_raw == "":
         raise InvalidObservation("is missing", field="url")
-    if not isinstance(url_raw, str):
+    if url_raw.__class__ is not str:
         raise InvalidObservation("must be a string", field="url")
     try:
         url = normalize_url(url_raw)
     except (ValueError, KeyError) as exc:
         raise InvalidObservation(f"{url_raw!r} {exc}", field="url") from None
-    t_raw = raw.get("fetched_at")
-    if t_raw is None or t_raw == "":
-        raise InvalidObservation("is missing", field="fetched_at")
-    try:
-        fetched_at = (
-            float(t_raw) if type(t_raw) in (int, float) and t_raw >= 0 else parse_timestamp(t_raw)
-        )
-        if fetched_at != fetched_at or fetched_at == math.inf:
-            raise ValueError("is not a timestamp")
-    except ValueError as exc:
-        raise InvalidObservation(f"{t_raw!r} {exc}", field="fetched_at") from None
-    status = _opt_number(raw, "status", integer=True)
-    if status is not None and not 100 <= status <= 599:
-        raise InvalidObservation(f"{status} is not an HTTP status", field="status")
-    error = _opt_str(raw, "error")
-    outcome = _opt_str(raw, "outcome")
-    if outcome is not None and outcome not in _OUTCOME_SET:
-        raise InvalidObservation(
-            f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})", field="outcome"
-        )
+    t_raw: Any = g("fetched_at")
+    tc = t_raw.__class__
+    if (tc is float or tc is int) and 0 <= t_raw < math.inf:
+        fetched_at = float(t_raw)
+    else:
+        if t_raw is None or t_raw == "":
+            raise InvalidObservation("is missing", field="fetched_at")
+        try:
+            fetched_at = parse_timestamp(t_raw)
+        except ValueError as exc:
+            raise InvalidObservation(f"{t_raw!r} {exc}", field="fetched_at") from None
+    status = g("status")
+    if status is not None:
+        if status.__class__ is not int or status < 0:
+            status = _opt_number(raw, "status", integer=True)
+        if status is not None and not 100 <= status <= 599:
+            raise InvalidObservation(f"{status} is not an HTTP status", field="status")
+    error = g("error")
+    if error is not None and (error.__class__ is not str or not error):
+        error = _opt_str(raw, "error")
+    outcome = g("outcome")
+    if outcome is not None:
+        if outcome.__class__ is not str or not outcome:
+            outcome = _opt_str(raw, "outcome")
+        if outcome is not None and outcome not in _OUTCOME_SET:
+            raise InvalidObservation(
+                f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})", field="outcome"
+            )
     if status is None and error is None and outcome is None:
         raise InvalidObservation("is missing (give 'status' or 'error')", field="status")
-    site = _opt_str(raw, "site") or host_of(url)
-    page_type = _opt_str(raw, "page_type") or "page"
-    record_hash = _opt_str(raw, "record_hash")
+    site = g("site")
+    if site.__class__ is not str or not site:
+        site = _opt_str(raw, "site") or host_of(url)
+    page_type = g("page_type")
+    if page_type.__class__ is not str or not page_type:
+        page_type = _opt_str(raw, "page_type") or "page"
+    record_hash = g("record_hash")
+    if record_hash is not None and (record_hash.__class__ is not str or not record_hash):
+        record_hash = _opt_str(raw, "record_hash")
     record_empty = False
-    record = raw.get("record")
+    record = g("record")
     if record is not None and record != "":
         if isinstance(record, str):
             try:
@@ -296,9 +315,11 @@ def parse_observation(
             raise InvalidObservation("must be a JSON object", field="record")
         record_empty = not record
         if record_hash is None:
-            record_hash = fingerprint(record, (rules or {}).get(page_type))
-    ident = raw.get("id")
-    if ident is not None and not isinstance(ident, str):
+            record_hash = fingerprint(record, rules.get(page_type) if rules else None)
+    else:
+        record = None
+    ident = g("id")
+    if ident is not None and ident.__class__ is not str:
         if isinstance(ident, int) and not isinstance(ident, bool):
             ident = str(ident)
         else:
@@ -306,34 +327,80 @@ def parse_observation(
     if ident:
         key = hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
     elif key is None:
-        body = json.dumps(raw, sort_keys=True, default=str).encode()
-        key = hashlib.blake2b(b"obs\0" + body, digest_size=16).digest()
+        if line is not None:
+            key = _line_key(line)
+        else:
+            body = json.dumps(raw, sort_keys=True, default=str).encode()
+            key = hashlib.blake2b(b"obs\0" + body, digest_size=16).digest()
+    bytes_sent = g("bytes_sent")
+    if bytes_sent.__class__ is not int or bytes_sent < 0:
+        bytes_sent = _opt_number(raw, "bytes_sent", integer=True) or 0
+    bytes_received = g("bytes_received")
+    if bytes_received.__class__ is not int or bytes_received < 0:
+        bytes_received = _opt_number(raw, "bytes_received", integer=True) or 0
+    latency_ms = g("latency_ms")
+    if latency_ms is not None:
+        if latency_ms.__class__ is float and 0 <= latency_ms < math.inf:
+            pass
+        else:
+            latency_ms = _opt_number(raw, "latency_ms", integer=False)
+    route = g("route")
+    if route.__class__ is not str:
+        route = _opt_str(raw, "route") or ""
+    # rarer fields
+    credits = g("credits")
+    if credits is not None:
+        credits = _opt_number(raw, "credits", integer=False)
+    rendered = g("rendered", False)
+    if not (rendered is False or rendered is True):
+        rendered = _opt_bool(raw, "rendered")
+    conditional = g("conditional", False)
+    if not (conditional is False or conditional is True):
+        conditional = _opt_bool(raw, "conditional")
+    etag = g("etag")
+    if etag is not None and (etag.__class__ is not str or not etag):
+        etag = _opt_str(raw, "etag")
+    last_modified = g("last_modified")
+    if last_modified is not None and (last_modified.__class__ is not str or not last_modified):
+        last_modified = _opt_str(raw, "last_modified")
+    title = g("title")
+    if title is not None and (title.__class__ is not str or not title):
+        title = _opt_str(raw, "title")
+    body_excerpt = g("body_excerpt")
+    if body_excerpt is not None and (body_excerpt.__class__ is not str or not body_excerpt):
+        body_excerpt = _opt_str(raw, "body_excerpt")
+    lease_id = g("lease_id")
+    if lease_id is not None and (lease_id.__class__ is not str or not lease_id):
+        lease_id = _opt_str(raw, "lease_id")
+    canary = g("canary")
+    if canary is not None:
+        canary = _canary(raw)
     return Observation(
-        url=url,
-        fetched_at=fetched_at,
-        site=site,
-        page_type=page_type,
-        status=status,
-        error=error,
-        bytes_sent=_opt_number(raw, "bytes_sent", integer=True) or 0,
-        bytes_received=_opt_number(raw, "bytes_received", integer=True) or 0,
-        credits=_opt_number(raw, "credits", integer=False),
-        rendered=_opt_bool(raw, "rendered"),
-        latency_ms=_opt_number(raw, "latency_ms", integer=False),
-        route=_opt_str(raw, "route") or "",
-        etag=_opt_str(raw, "etag"),
-        last_modified=_opt_str(raw, "last_modified"),
-        conditional=_opt_bool(raw, "conditional"),
-        record_hash=record_hash,
-        record_empty=record_empty,
-        record=record if isinstance(record, dict) else None,
-        outcome=outcome,
-        id=ident or None,
-        title=_opt_str(raw, "title"),
-        body_excerpt=_opt_str(raw, "body_excerpt"),
-        lease_id=_opt_str(raw, "lease_id"),
-        canary=_canary(raw),
-        key=key,
+        url,
+        fetched_at,
+        site,
+        page_type,
+        status,
+        error,
+        bytes_sent,
+        bytes_received,
+        credits,
+        rendered,
+        latency_ms,
+        route,
+        etag,
+        last_modified,
+        conditional,
+        record_hash,
+        record_empty,
+        record,
+        outcome,
+        ident or None,
+        title,
+        body_excerpt,
+        lease_id,
+        canary,
+        key,
     )
 
 
@@ -381,7 +448,7 @@ def read_observations(
             yield n, InvalidObservation(f"not JSON ({exc.msg} at column {exc.colno})", line=n)
             continue
         try:
-            yield n, parse_observation(raw, rules=rules, key=_line_key(line))
+            yield n, parse_observation(raw, rules=rules, line=line)
         except InvalidObservation as exc:
             exc.line = n
             exc.args = (f"line {n}: {exc.args[0]}",)

@@ -18,10 +18,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Final
 
 import numpy as np
+import orjson
 
 from .._exceptions import StoreError
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 from ..canary import canary_mismatches
+from ..fold import CODE, ROW_FIELDS, PageArrays, fold_batch, new_page_row
 from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
@@ -29,7 +31,7 @@ from ._protocol import BatchResult, GroupTotals
 
 __all__ = ["SQLStore"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the histogram.
@@ -45,13 +47,9 @@ _BUCKET_COLS: Final = (
     ["n"] + [f"o_{o}" for o in OUTCOMES] + list(_SCALARS) + [f"h{i}" for i in range(LATENCY_BINS)]
 )
 
-_PAGE_COLS: Final = (
-    "url", "site", "page_type", "value", "first_seen", "last_fetch", "last_ok", "last_change",
-    "fingerprint", "etag", "last_modified", "fetches", "changes", "bytes_total", "credits_total",
-    "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu", "nutch_interval", "gone",
-)  # fmt: skip
+_PAGE_COLS: Final = ROW_FIELDS
 _OBS_COLS: Final = (
-    "key", "url", "fetched_at", "status", "error", "fixed", "outcome", "record_hash",
+    "key", "page", "fetched_at", "status", "error", "fixed", "outcome", "record_hash",
     "record_empty", "etag", "last_modified", "bytes_sent", "bytes_received", "credits",
     "rendered", "latency_ms", "route", "conditional", "lease_id", "id",
 )  # fmt: skip
@@ -68,7 +66,8 @@ _BUCKET_BODY: Final = (
 _DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (
-    url TEXT PRIMARY KEY,
+    id {{PAGEID}},
+    url TEXT NOT NULL UNIQUE,
     site TEXT NOT NULL,
     page_type TEXT NOT NULL,
     value {{REAL}} NOT NULL DEFAULT 1,
@@ -84,13 +83,13 @@ CREATE TABLE IF NOT EXISTS pages (
     ev_nu {{REAL}} NOT NULL DEFAULT 0, ev_tu {{REAL}} NOT NULL DEFAULT 0,
     nutch_interval {{REAL}} NOT NULL DEFAULT 2592000,
     gone INTEGER NOT NULL DEFAULT 0
-) {{WR}};
+);
 CREATE INDEX IF NOT EXISTS pages_site ON pages (site, page_type);
 CREATE TABLE IF NOT EXISTS observation_keys (key {{BIGINT}} PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS observations (
     seq {{SEQ}},
     key {{BIGINT}} NOT NULL,
-    url TEXT NOT NULL,
+    page {{BIGINT}} NOT NULL,
     fetched_at {{REAL}} NOT NULL,
     status INTEGER, error TEXT,
     fixed TEXT,
@@ -105,7 +104,7 @@ CREATE TABLE IF NOT EXISTS observations (
     conditional INTEGER NOT NULL DEFAULT 0,
     lease_id TEXT, id TEXT
 );
-CREATE INDEX IF NOT EXISTS observations_url_time ON observations (url, fetched_at);
+CREATE INDEX IF NOT EXISTS observations_page_time ON observations (page, fetched_at);
 CREATE TABLE IF NOT EXISTS buckets ({_BUCKET_BODY}) {{WR}};
 CREATE TABLE IF NOT EXISTS buckets_daily ({_BUCKET_BODY}) {{WR}};
 CREATE TABLE IF NOT EXISTS sites (
@@ -140,11 +139,14 @@ _BUCKET_UPSERT: Final = (
     "ON CONFLICT (start, site, page_type, route) DO UPDATE SET "
     + ", ".join(f"{c} = {{table}}.{c} + excluded.{c}" for c in _BUCKET_COLS)
 )
-_PAGE_UPSERT: Final = (
-    f"INSERT INTO pages ({', '.join(_PAGE_COLS)}) "
-    f"VALUES ({', '.join('?' * len(_PAGE_COLS))}) ON CONFLICT (url) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _PAGE_COLS[1:])
+_PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(_PAGE_COLS)}) VALUES ({', '.join('?' * (len(_PAGE_COLS) + 1))})"
+# What a fetch changes in a page (identity, value and first_seen stay).
+_PAGE_MUTABLE: Final = _PAGE_COLS[4:]
+_PAGE_UPDATE: Final = (
+    f"UPDATE pages SET {', '.join(f'{c} = ?' for c in _PAGE_MUTABLE)} WHERE id = ?"
 )
+_ID_CACHE_MAX: Final = 1_000_000  # url -> id entries kept in memory
+_PAGE_CACHE_MAX: Final = 500_000  # pages (by id) whose state is kept in memory, ~250 B each
 _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
@@ -163,43 +165,6 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
-
-
-def _aggregate(
-    bidx: dict[tuple[str, str, str, int], int],
-    row: list[int],
-    out: list[int],
-    num: list[tuple[float, float, float, bool, bool]],
-    lrow: list[int],
-    lat: list[float],
-    can: list[tuple[int, int]],
-) -> dict[tuple[str, str, str, int], list[float]]:
-    """One batch's bucket deltas, summed with numpy (layout: see ``_BUCKET_COLS``)."""
-    r = len(bidx)
-    mat = np.zeros((r, _WIDTH))
-    rows = np.asarray(row, dtype=np.int64)
-    mat[:, 0] = np.bincount(rows, minlength=r)
-    k = len(OUTCOMES)
-    mat[:, _O0 : _O0 + k] = np.bincount(
-        rows * k + np.asarray(out, dtype=np.int64), minlength=r * k
-    ).reshape(r, k)
-    nums = np.asarray(num, dtype=np.float64).reshape(len(num), 5)
-    for c in range(5):
-        mat[:, _S0 + c] = np.bincount(rows, weights=nums[:, c], minlength=r)
-    if can:
-        cj = np.asarray(can, dtype=np.int64)
-        np.add.at(mat, (cj[:, 0], _S0 + cj[:, 1]), 1.0)
-    if lat:
-        lr = np.asarray(lrow, dtype=np.int64)
-        la = np.asarray(lat, dtype=np.float64)
-        mat[:, _S0 + 7] = np.bincount(lr, minlength=r)
-        mat[:, _S0 + 8] = np.bincount(lr, weights=la, minlength=r)
-        bins = np.searchsorted(LATENCY_EDGES_MS, la, side="left")
-        mat[:, _H0:] = np.bincount(lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS).reshape(
-            r, LATENCY_BINS
-        )
-    values = mat.tolist()
-    return {key: values[j] for key, j in bidx.items()}
 
 
 def _page_from_row(row: Sequence[Any]) -> PageState:
@@ -235,6 +200,7 @@ class SQLStore:
         "REAL": "REAL",
         "BIGINT": "INTEGER",
         "SEQ": "INTEGER PRIMARY KEY",
+        "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
     }
     path: str
@@ -246,18 +212,44 @@ class SQLStore:
         # Off only to measure what bucket maintenance costs ingest (benchmarks/health_speed.py).
         self.maintain_buckets = maintain_buckets
         self._lock = threading.RLock()
+        # url -> page id. Ids never change and pages are never deleted, so the
+        # cache stays right when other processes write; entries are added only
+        # after the transaction that created them has committed.
+        self._ids: dict[str, int] = {}
+        # The state of recently written pages, by id, valid while no other
+        # connection has written pages (the ``pages_gen`` counter in ``meta``).
+        self._cache: PageArrays | None = None
+        self._loaded = np.zeros(0, dtype=bool)
+        self._gen: int | None = None
         self._db: Any = self._connect()
         try:
+            found = self._schema_version()
+            if found is not None and found != SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store {self.path!r} has schema version {found}; this recrawl needs "
+                    f"{SCHEMA_VERSION}. Ingest the fetch logs into a new store."
+                )
             self._db.executescript(_DDL.format(**self.dialect))
             self._db.execute(
                 "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
                 (str(SCHEMA_VERSION),),
             )
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(f"cannot open the store {self.path!r}: {exc}") from None
 
     def _connect(self) -> Any:
         raise NotImplementedError
+
+    def _schema_version(self) -> int | None:
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except Exception:  # no meta table yet: a new store
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            return None
+        return None if row is None else int(row[0])
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -272,15 +264,71 @@ class SQLStore:
             return result
         with self._lock:
             db = self._db
+            new_ids: dict[str, int] = {}
             try:
                 db.execute("BEGIN IMMEDIATE")
-                self._ingest_locked(db, observations, classifier, result)
+                gen = self._pages_gen(db)
+                if gen != self._gen:  # another connection wrote pages: forget their state
+                    self._loaded[:] = False
+                self._gen = None  # until this transaction has committed
+                self._ingest_locked(db, observations, classifier, result, new_ids)
+                self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            self._gen = gen + 1
+            self._remember_ids(new_ids)
         return result
+
+    def _pages_gen(self, db: Any) -> int:
+        row = db.execute("SELECT value FROM meta WHERE key = 'pages_gen'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _bump_pages_gen(self, db: Any, gen: int) -> None:
+        """Count a write to pages, so other connections know their cached states are stale."""
+        db.execute(
+            "INSERT INTO meta VALUES ('pages_gen', ?) ON CONFLICT (key) DO UPDATE "
+            "SET value = excluded.value",
+            (str(gen + 1),),
+        )
+
+    def _remember_ids(self, new_ids: dict[str, int]) -> None:
+        if len(self._ids) + len(new_ids) > _ID_CACHE_MAX:
+            self._ids.clear()  # bounded memory: start again from the store
+        self._ids.update(new_ids)
+
+    def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
+        """Record ``keys`` as stored; returns those that were not already there."""
+        fresh: set[int] = set()
+        for chunk in _chunks(keys, 20_000):
+            rows = db.execute(
+                "INSERT INTO observation_keys SELECT value FROM json_each(?) WHERE true "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                (orjson.dumps(list(chunk)).decode(),),
+            ).fetchall()
+            fresh.update(k for (k,) in rows)
+        return fresh
+
+    def _page_ids(self, db: Any, urls: Sequence[str]) -> dict[str, int]:
+        """Ids of the known pages among ``urls`` (from the cache, then the store)."""
+        ids = self._ids
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        for u in urls:
+            i = ids.get(u)
+            if i is None:
+                missing.append(u)
+            else:
+                out[u] = i
+        for chunk in _chunks(missing):
+            q = f"SELECT url, id FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+            out.update(db.execute(q, chunk).fetchall())
+        return out
+
+    def _next_page_id(self, db: Any) -> int:
+        return int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM pages").fetchone()[0])
 
     def _ingest_locked(
         self,
@@ -288,75 +336,91 @@ class SQLStore:
         observations: Sequence[Observation],
         classifier: Classifier | None,
         result: BatchResult,
+        new_ids: dict[str, int],
     ) -> None:
-        unique: dict[bytes, Observation] = {}
+        unique: dict[int, Observation] = {}
         for o in observations:
-            k8 = o.key[:8]
-            if k8 in unique:
+            k = _ikey(o.key)
+            if k in unique:
                 result.duplicates += 1
             else:
-                unique[k8] = o
-        keys = list(unique)
-        for chunk in _chunks(keys):
-            q = f"SELECT key FROM observation_keys WHERE key IN ({','.join('?' * len(chunk))})"
-            for (k,) in db.execute(q, [_ikey(c) for c in chunk]):
-                del unique[k.to_bytes(8, "big", signed=True)]
-                result.duplicates += 1
-        todo = sorted(unique.values(), key=lambda o: (o.url, o.fetched_at))
-        if not todo:
+                unique[k] = o
+        fresh = self._claim_keys(db, sorted(unique))  # in key order: B-tree friendly
+        result.duplicates += len(unique) - len(fresh)
+        if not fresh:
             return
-        urls = list(dict.fromkeys(o.url for o in todo))
-        pages: dict[str, PageState] = {}
-        for chunk in _chunks(urls):
-            q = f"SELECT {', '.join(_PAGE_COLS)} FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
-            for row in db.execute(q, chunk):
-                pages[row[0]] = _page_from_row(row)
+        batch = [o for k, o in unique.items() if k in fresh]
+        bkeys = [k for k in unique if k in fresh]
+        n = len(batch)
+        result.stored = n
 
-        canaries = self._canaries(db)
-        deltas: dict[tuple[str, str, str, int], list[float]] = {}
-        obs_rows: list[tuple[Any, ...]] = []
-        rebuild: list[str] = []
+        # sort by page, then time (ties keep their arrival order)
+        slot: dict[str, int] = {}
+        pidx = np.fromiter(
+            (slot.setdefault(o.url, len(slot)) for o in batch), dtype=np.intp, count=n
+        )
+        t = np.fromiter((o.fetched_at for o in batch), dtype=np.float64, count=n)
+        order = np.lexsort((t, pidx))
+        ol = order.tolist()
+        todo = [batch[i] for i in ol]
+        tkeys = [bkeys[i] for i in ol]
+        pidx = pidx[order]
+        t = t[order]
+        urls = list(slot)
+        first = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])  # each page's earliest
+
+        ids = self._page_ids(db, urls)
+        next_id = self._next_page_id(db) if len(ids) < len(urls) else 0
+        created: list[int] = []
+        for j, u in enumerate(urls):  # slot j's observations start at first[j]
+            if u not in ids:
+                ids[u] = new_ids[u] = next_id
+                next_id += 1
+                created.append(j)
+        page_id = np.array([ids[u] for u in urls], dtype=np.int64)
+        pages = self._load_pages(db, urls, page_id, created, [todo[i] for i in first.tolist()])
+
+        # A report older than its page's last fetch: the page is re-folded from its log.
+        late = ~np.isnan(pages.last_fetch) & (t[first] < pages.last_fetch)
+        rebuild = np.flatnonzero(late)
+        if len(rebuild):
+            in_order = ~late[pidx]
+            keep = np.flatnonzero(in_order)
+            codes = np.empty(n, dtype=np.int64)
+            fixed: list[str | None] = [None] * n
+            c_in, f_in = fold_batch(
+                pages, pidx[keep], [todo[i] for i in keep.tolist()],
+                classifier=classifier, half_life_days=self.half_life_days,
+            )  # fmt: skip
+            codes[keep] = c_in
+            for i, f in zip(keep.tolist(), f_in, strict=True):
+                fixed[i] = f
+            states = {j: pages.state(j) for j in rebuild.tolist()}
+            for i in np.flatnonzero(~in_order).tolist():
+                fx = fixed_outcome(todo[i], states[int(pidx[i])], classifier)
+                fixed[i] = fx
+                codes[i] = CODE[fx or "unchanged"]
+        else:
+            codes, fixed = fold_batch(
+                pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days
+            )
+        names = [OUTCOMES[c] for c in codes.tolist()]
         counts = result.outcomes
-        hl = self.half_life_days
-        mb = self.maintain_buckets
-        bidx: dict[tuple[str, str, str, int], int] = {}
-        b_row: list[int] = []
-        b_out: list[int] = []
-        b_num: list[tuple[float, float, float, bool, bool]] = []
-        b_lrow: list[int] = []
-        b_lat: list[float] = []
-        b_can: list[tuple[int, int]] = []
-        current_url = ""
-        page: PageState | None = None
-        out_of_order = False
-        for o in todo:
-            if o.url != current_url:
-                current_url = o.url
-                page = pages.get(o.url)
-                if page is None:
-                    page = PageState(
-                        url=o.url, site=o.site, page_type=o.page_type, first_seen=o.fetched_at
-                    )
-                    pages[o.url] = page
-                out_of_order = page.last_fetch is not None and o.fetched_at < page.last_fetch
-                if out_of_order:
-                    rebuild.append(o.url)
-            assert page is not None
-            fixed = fixed_outcome(o, page, classifier)
-            if out_of_order:
-                outcome = fixed or "unchanged"
-            else:
-                outcome = apply_observation(page, o, fixed, half_life_days=hl)
-            counts[outcome] = counts.get(outcome, 0) + 1
-            obs_rows.append(
+        for c, k in zip(*np.unique(codes, return_counts=True), strict=True):
+            counts[OUTCOMES[int(c)]] = counts.get(OUTCOMES[int(c)], 0) + int(k)
+
+        pid = page_id[pidx].tolist()
+        db.executemany(
+            _OBS_INSERT,
+            [
                 (
-                    _ikey(o.key),
-                    o.url,
+                    k,
+                    p,
                     o.fetched_at,
                     o.status,
                     o.error,
-                    fixed,
-                    outcome,
+                    f,
+                    oc,
                     o.record_hash,
                     int(o.record_empty),
                     o.etag,
@@ -371,42 +435,35 @@ class SQLStore:
                     o.lease_id,
                     o.id,
                 )
-            )
-            if not mb:
-                continue
-            bk = (page.site, page.page_type, o.route, int(o.fetched_at // _BW) * _BW)
-            j = bidx.get(bk)
-            if j is None:
-                j = bidx[bk] = len(bidx)
-            b_row.append(j)
-            b_out.append(_OUT_IDX[outcome])
-            b_num.append(
-                (o.bytes_sent, o.bytes_received, o.billed_credits(), o.rendered, o.conditional)
-            )
-            if o.latency_ms is not None:
-                b_lrow.append(j)
-                b_lat.append(o.latency_ms)
-            if o.canary is not None:
-                b_can.append((j, 6 if o.canary == "mismatch" else 5))
-            elif (
-                canaries
-                and o.url in canaries
-                and o.record is not None
-                and outcome in CONTENT_OUTCOMES
-            ):
-                b_can.append((j, 6 if canary_mismatches(o.record, canaries[o.url]) else 5))
-        result.stored = len(todo)
-        if mb:
-            deltas = _aggregate(bidx, b_row, b_out, b_num, b_lrow, b_lat, b_can)
-        db.executemany(_OBS_INSERT, obs_rows)
-        db.executemany("INSERT INTO observation_keys VALUES (?)", [(r[0],) for r in obs_rows])
+                for k, o, p, f, oc in zip(tkeys, todo, pid, fixed, names, strict=True)
+            ],
+        )
         leases = [(o.lease_id,) for o in todo if o.lease_id is not None]
         if leases:
             db.executemany("DELETE FROM leases WHERE lease_id = ?", leases)
-        for url in rebuild:
-            self._rebuild_page(db, pages[url], deltas, counts)
+
+        deltas: dict[tuple[str, str, str, int], list[float]] = {}
+        if self.maintain_buckets:
+            deltas = self._bucket_deltas(db, todo, pidx, t, codes, names, pages)
+        for j in rebuild.tolist():
+            state = states[j]
+            self._rebuild_page(db, state, ids[state.url], deltas, counts)
+            db.execute(_PAGE_UPDATE, (*_page_row(state)[4:], ids[state.url]))
         result.reordered_pages = len(rebuild)
-        db.executemany(_PAGE_UPSERT, [_page_row(p) for p in pages.values()])
+        if created:
+            db.executemany(
+                _PAGE_INSERT,
+                [(int(page_id[j]), *r) for j, r in zip(created, pages.rows(created), strict=True)],
+            )
+        self._keep_pages(page_id, pages, rebuild.tolist())
+        made = set(created)
+        late_set = set(rebuild.tolist())
+        upd = np.array(
+            [j for j in range(len(urls)) if j not in made and j not in late_set], dtype=np.intp
+        )
+        if len(upd):
+            upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
+            db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
         if not self.maintain_buckets:
             return
         db.executemany(
@@ -425,22 +482,168 @@ class SQLStore:
             [(*k, *v) for k, v in zip(day_index, daily.tolist(), strict=True)],
         )
 
+    def _load_pages(
+        self,
+        db: Any,
+        urls: list[str],
+        page_id: np.ndarray[Any, np.dtype[np.int64]],
+        created: list[int],
+        earliest: list[Observation],
+    ) -> PageArrays:
+        """The state of ``urls`` (ids ``page_id``) before this batch: from the cache, else the store."""
+        cache = self._cache
+        cap = 0 if cache is None else len(cache)
+        hit = np.zeros(len(urls), dtype=bool)
+        if cache is not None:
+            inside = page_id < cap
+            hit[inside] = self._loaded[page_id[inside]]
+        made = np.zeros(len(urls), dtype=bool)
+        made[created] = True
+        fetch = np.flatnonzero(~hit & ~made)
+        rows_by_id: dict[int, tuple[Any, ...]] = {}
+        cols = ", ".join(_PAGE_COLS)
+        for chunk in _chunks(page_id[fetch].tolist()):
+            q = f"SELECT id, {cols} FROM pages WHERE id IN ({','.join('?' * len(chunk))})"
+            for row in db.execute(q, chunk):
+                rows_by_id[row[0]] = row[1:]
+        miss = np.flatnonzero(~hit)
+        rows = []
+        for j in miss.tolist():
+            row = rows_by_id.get(int(page_id[j]))
+            if row is None:
+                o = earliest[j]
+                row = new_page_row(urls[j], o.site, o.page_type, o.fetched_at)
+            rows.append(row)
+        fresh = PageArrays.from_rows(rows)
+        if cache is None or not hit.any():
+            return fresh
+        got = np.flatnonzero(hit)
+        both = PageArrays.concat(cache.take(page_id[got]), fresh)
+        return both.take(np.argsort(np.concatenate([got, miss]), kind="stable"))
+
+    def _keep_pages(
+        self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays, stale: list[int]
+    ) -> None:
+        """Remember the pages' state after this batch (``stale`` rows are forgotten)."""
+        keep = page_id < _PAGE_CACHE_MAX
+        keep[stale] = False
+        rows = np.flatnonzero(keep)
+        if len(rows):
+            ids = page_id[rows]
+            top = int(ids.max()) + 1
+            have = len(self._loaded)
+            if top > have:
+                size = min(max(top, 2 * have, 1024), _PAGE_CACHE_MAX)
+                self._cache = (self._cache or PageArrays.from_rows([])).grown(size)
+                loaded = np.zeros(size, dtype=bool)
+                loaded[:have] = self._loaded
+                self._loaded = loaded
+            assert self._cache is not None
+            self._cache.put(ids, pages.take(rows))
+            self._loaded[ids] = True
+        gone = page_id[stale]
+        self._loaded[gone[gone < len(self._loaded)]] = False
+
+    def _bucket_deltas(
+        self,
+        db: Any,
+        todo: Sequence[Observation],
+        pidx: np.ndarray[Any, np.dtype[np.intp]],
+        t: np.ndarray[Any, np.dtype[np.float64]],
+        codes: np.ndarray[Any, np.dtype[np.int64]],
+        names: Sequence[str],
+        pages: PageArrays,
+    ) -> dict[tuple[str, str, str, int], list[float]]:
+        """One batch's bucket deltas (layout: see ``_BUCKET_COLS``), summed with numpy."""
+        n = len(todo)
+        groups: dict[tuple[str, str], int] = {}
+        gp = np.fromiter(
+            (
+                groups.setdefault(sp, len(groups))
+                for sp in zip(pages.site, pages.page_type, strict=True)
+            ),
+            dtype=np.int64,
+            count=len(pages.site),
+        )
+        routes: dict[str, int] = {}
+        ro = np.fromiter(
+            (routes.setdefault(o.route, len(routes)) for o in todo), dtype=np.int64, count=n
+        )
+        tb = np.floor_divide(t, _BW).astype(np.int64)
+        t0 = int(tb.min())
+        span = int(tb.max()) - t0 + 1
+        combined = (gp[pidx] * len(routes) + ro) * span + (tb - t0)
+        keys, rows = np.unique(combined, return_inverse=True)
+        r = len(keys)
+        mat = np.zeros((r, _WIDTH))
+        mat[:, 0] = np.bincount(rows, minlength=r)
+        k = len(OUTCOMES)
+        mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
+        for c, vals in enumerate(
+            (
+                np.fromiter((o.bytes_sent for o in todo), np.float64, n),
+                np.fromiter((o.bytes_received for o in todo), np.float64, n),
+                np.fromiter((o.billed_credits() for o in todo), np.float64, n),
+                np.fromiter((o.rendered for o in todo), np.float64, n),
+                np.fromiter((o.conditional for o in todo), np.float64, n),
+            )
+        ):
+            mat[:, _S0 + c] = np.bincount(rows, weights=vals, minlength=r)
+        lat = np.fromiter(
+            (np.nan if o.latency_ms is None else o.latency_ms for o in todo), np.float64, n
+        )
+        has = ~np.isnan(lat)
+        if has.any():
+            lr = rows[has]
+            la = lat[has]
+            mat[:, _S0 + 7] = np.bincount(lr, minlength=r)
+            mat[:, _S0 + 8] = np.bincount(lr, weights=la, minlength=r)
+            bins = np.searchsorted(LATENCY_EDGES_MS, la, side="left")
+            mat[:, _H0:] = np.bincount(
+                lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
+            ).reshape(r, LATENCY_BINS)
+        canaries = self._canaries(db)
+        for i, o in enumerate(todo):
+            if o.canary is not None:
+                mat[rows[i], _S0 + (6 if o.canary == "mismatch" else 5)] += 1
+            elif (
+                canaries
+                and o.record is not None
+                and o.url in canaries
+                and names[i] in CONTENT_OUTCOMES
+            ):
+                bad = canary_mismatches(o.record, canaries[o.url])
+                mat[rows[i], _S0 + (6 if bad else 5)] += 1
+        group_names = list(groups)
+        route_names = list(routes)
+        nr = len(routes)
+        out: dict[tuple[str, str, str, int], list[float]] = {}
+        for key, row in zip(keys.tolist(), mat.tolist(), strict=True):
+            g_r, tbin = divmod(key, span)
+            g, rt = divmod(g_r, nr)
+            site, ptype = group_names[g]
+            out[(site, ptype, route_names[rt], (tbin + t0) * _BW)] = row
+        return out
+
     def _rebuild_page(
         self,
         db: Any,
         page: PageState,
+        page_id: int,
         deltas: dict[tuple[str, str, str, int], list[float]],
         counts: dict[str, int],
     ) -> None:
         """Re-fold a page's whole log in time order, fixing outcomes that depended on order."""
-        page.reset_history()
+        page.reset_history()  # first_seen becomes the earliest fetch if that is earlier
         rows = db.execute(
             "SELECT seq, fetched_at, status, error, fixed, outcome, record_hash, etag, "
             "last_modified, bytes_sent, bytes_received, credits, route "
-            "FROM observations WHERE url = ? ORDER BY fetched_at, seq",
-            (page.url,),
+            "FROM observations WHERE page = ? ORDER BY fetched_at, seq",
+            (page_id,),
         ).fetchall()
         fixes: list[tuple[str, int]] = []
+        if rows:
+            page.first_seen = min(page.first_seen, rows[0][1])
         for seq, t, status, error, fixed, old, rh, etag, lm, bs, br, cr, route in rows:
             o = Observation(
                 url=page.url, fetched_at=t, site=page.site, page_type=page.page_type,
@@ -466,23 +669,28 @@ class SQLStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                urls = list(new)
-                for chunk in _chunks(urls):
-                    q = f"SELECT url FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
-                    for (u,) in db.execute(q, chunk):
-                        del new[u]
+                for u in self._page_ids(db, list(new)):
+                    del new[u]
+                nid = self._next_page_id(db)
+                ids = {u: nid + i for i, u in enumerate(new)}
                 db.executemany(
-                    "INSERT INTO pages (url, site, page_type, value, first_seen) VALUES (?, ?, ?, ?, ?)",
-                    [(u, s, t, v, now) for u, s, t, v in new.values()],
+                    "INSERT INTO pages (id, url, site, page_type, value, first_seen) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(ids[u], u, s, t, v, now) for u, s, t, v in new.values()],
                 )
                 db.execute(
                     "INSERT INTO meta VALUES ('urls_version', '1') ON CONFLICT (key) DO UPDATE "
                     "SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
                 )
+                gen = self._pages_gen(db)
+                self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
+                if self._gen == gen:  # only new pages were added: the cache stays right
+                    self._gen = gen + 1
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            self._remember_ids(ids)
             return len(new)
 
     # -- reading ---------------------------------------------------------------------------
@@ -514,7 +722,8 @@ class SQLStore:
             return [
                 (t, o)
                 for t, o in self._db.execute(
-                    "SELECT fetched_at, outcome FROM observations WHERE url = ? ORDER BY fetched_at, seq",
+                    "SELECT o.fetched_at, o.outcome FROM observations o JOIN pages p ON p.id = o.page "
+                    "WHERE p.url = ? ORDER BY o.fetched_at, o.seq",
                     (url,),
                 )
             ]
@@ -535,8 +744,10 @@ class SQLStore:
         with self._lock:
             for chunk in _chunks(list(urls)):
                 q = (
-                    "SELECT url, fetched_at, outcome FROM observations "
-                    f"WHERE url IN ({','.join('?' * len(chunk))}) ORDER BY url, fetched_at, seq"
+                    "SELECT p.url, o.fetched_at, o.outcome FROM observations o "
+                    "JOIN pages p ON p.id = o.page "
+                    f"WHERE p.url IN ({','.join('?' * len(chunk))}) "
+                    "ORDER BY p.url, o.fetched_at, o.seq"
                 )
                 for u, t, o in self._db.execute(q, chunk):
                     out[u].append((t, o))
@@ -610,17 +821,32 @@ class SQLStore:
     ) -> None:
         """Declare (or replace) a canary: ``url`` must carry ``expect`` (field → value)."""
         with self._lock:
-            self._db.execute(
-                "INSERT INTO canaries VALUES (?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
-                "site = excluded.site, expect = excluded.expect, every_s = excluded.every_s, "
-                "added_at = excluded.added_at",
-                (url, site, json.dumps(expect, sort_keys=True), every_s, now),
-            )
-            self._db.execute(
-                "INSERT INTO pages (url, site, page_type, value, first_seen) VALUES (?, ?, 'canary', 1, ?) "
-                "ON CONFLICT (url) DO NOTHING",
-                (url, site, now),
-            )
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute(
+                    "INSERT INTO canaries VALUES (?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
+                    "site = excluded.site, expect = excluded.expect, every_s = excluded.every_s, "
+                    "added_at = excluded.added_at",
+                    (url, site, json.dumps(expect, sort_keys=True), every_s, now),
+                )
+                new: dict[str, int] = {}
+                if not self._page_ids(db, [url]):
+                    new[url] = self._next_page_id(db)
+                    db.execute(
+                        "INSERT INTO pages (id, url, site, page_type, value, first_seen) "
+                        "VALUES (?, ?, ?, 'canary', 1, ?)",
+                        (new[url], url, site, now),
+                    )
+                gen = self._pages_gen(db)
+                self._bump_pages_gen(db, gen)
+                db.execute("COMMIT")
+                if self._gen == gen:
+                    self._gen = gen + 1
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._remember_ids(new)
 
     def canaries(self) -> list[dict[str, Any]]:
         """Every canary with its expectation, cadence (seconds) and last fetch (unix seconds)."""

@@ -72,6 +72,7 @@ class PostgresStore(SQLStore):
         "REAL": "DOUBLE PRECISION",
         "BIGINT": "BIGINT",
         "SEQ": "BIGSERIAL PRIMARY KEY",
+        "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
     }
 
@@ -85,6 +86,14 @@ class PostgresStore(SQLStore):
         self.path = re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)  # never print a password
         self._url = url
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
+
+    def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
+        rows = db.execute(
+            "INSERT INTO observation_keys SELECT unnest(?::bigint[]) "
+            "ON CONFLICT (key) DO NOTHING RETURNING key",
+            (keys,),
+        ).fetchall()
+        return {k for (k,) in rows}
 
     def _connect(self) -> Any:
         try:

@@ -1,0 +1,430 @@
+"""The page-state fold of a whole batch at once: :func:`~recrawl.pagestate.apply_observation`, vectorised.
+
+A batch holds many pages, each with a few observations. Sorted by page and
+time, the batch is folded in *rounds*: round ``r`` applies the ``r``-th
+observation of every page at once, so each numpy operation touches many pages
+and no page twice, and the result is exactly that of applying the
+observations one by one in time order (tests check it against
+:func:`~recrawl.pagestate.apply_observation`). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .buckets import OUTCOMES
+from .estimate import DEFAULT_HALF_LIFE_DAYS, update_evidence_arrays
+from .observation import Observation
+from .pagestate import (
+    CONTENT_OUTCOMES,
+    NUTCH_DEFAULT_S,
+    NUTCH_MAX_S,
+    NUTCH_MIN_S,
+    Classifier,
+    PageState,
+    fixed_outcome,
+)
+
+__all__ = ["CODE", "ROW_FIELDS", "PageArrays", "fold_batch", "new_page_row"]
+
+FloatArray = NDArray[np.float64]
+
+CODE: Final = {o: i for i, o in enumerate(OUTCOMES)}
+"""Outcome name → its integer code (the index in :data:`~recrawl.buckets.OUTCOMES`)."""
+_CONTENT: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])
+_NEW: Final = CODE["new"]
+_CHANGED: Final = CODE["changed"]
+_UNCHANGED: Final = CODE["unchanged"]
+_GONE: Final = CODE["gone"]
+_SOFT: Final = CODE["soft_block"]
+_HARD: Final = CODE["hard_block"]
+_ERROR: Final = CODE["error"]
+_NOT_MODIFIED: Final = CODE["not_modified"]
+_DAY: Final = 86400.0
+ROW_FIELDS: Final = (
+    "url", "site", "page_type", "value", "first_seen", "last_fetch", "last_ok", "last_change",
+    "fingerprint", "etag", "last_modified", "fetches", "changes", "bytes_total", "credits_total",
+    "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu", "nutch_interval", "gone",
+)  # fmt: skip
+"""Field order of a page row (the store's ``pages`` columns after ``id``)."""
+_CONTENT_PENDING: Final = -1  # a 2xx whose outcome depends on the previous fetch
+_ASK_CLASSIFIER: Final = -2  # decided by the classifier, in the page's time order
+
+
+@dataclass
+class PageArrays:
+    """The mutable state of ``n`` pages as columns (times in unix seconds, NaN for never)."""
+
+    url: NDArray[Any]  # object: str
+    site: NDArray[Any]
+    page_type: NDArray[Any]
+    value: FloatArray
+    first_seen: FloatArray
+    last_fetch: FloatArray
+    last_ok: FloatArray
+    last_change: FloatArray
+    fingerprint: NDArray[Any]  # object: str or None
+    etag: NDArray[Any]
+    last_modified: NDArray[Any]
+    fetches: NDArray[np.int64]
+    changes: NDArray[np.int64]
+    bytes_total: NDArray[np.int64]
+    credits_total: FloatArray
+    avg_bytes: FloatArray
+    ev_nc: FloatArray
+    ev_tc: FloatArray
+    ev_nu: FloatArray
+    ev_tu: FloatArray
+    nutch_interval: FloatArray
+    gone: NDArray[np.bool_]
+
+    @classmethod
+    def from_states(cls, pages: Sequence[PageState]) -> PageArrays:
+        """Columns from :class:`~recrawl.pagestate.PageState` objects."""
+
+        def f(name: str) -> FloatArray:
+            return np.array(
+                [np.nan if (v := getattr(p, name)) is None else v for p in pages], dtype=np.float64
+            )
+
+        def o(name: str) -> NDArray[Any]:
+            a = np.empty(len(pages), dtype=object)
+            a[:] = [getattr(p, name) for p in pages]
+            return a
+
+        return cls(
+            url=o("url"),
+            site=o("site"),
+            page_type=o("page_type"),
+            value=f("value"),
+            first_seen=f("first_seen"),
+            last_fetch=f("last_fetch"),
+            last_ok=f("last_ok"),
+            last_change=f("last_change"),
+            fingerprint=o("fingerprint"),
+            etag=o("etag"),
+            last_modified=o("last_modified"),
+            fetches=np.array([p.fetches for p in pages], dtype=np.int64),
+            changes=np.array([p.changes for p in pages], dtype=np.int64),
+            bytes_total=np.array([p.bytes_total for p in pages], dtype=np.int64),
+            credits_total=f("credits_total"),
+            avg_bytes=f("avg_bytes"),
+            ev_nc=f("ev_nc"),
+            ev_tc=f("ev_tc"),
+            ev_nu=f("ev_nu"),
+            ev_tu=f("ev_tu"),
+            nutch_interval=f("nutch_interval"),
+            gone=np.array([p.gone for p in pages], dtype=bool),
+        )
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Sequence[Any]]) -> PageArrays:
+        """Columns from rows in the order of :data:`ROW_FIELDS` (None: never / unknown)."""
+        cols: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * len(ROW_FIELDS)
+
+        def f(i: int) -> FloatArray:
+            return np.array(cols[i], dtype=np.float64)  # None becomes NaN
+
+        def i64(i: int) -> NDArray[np.int64]:
+            return np.array(cols[i], dtype=np.int64)
+
+        return cls(
+            url=_objects(list(cols[0])),
+            site=_objects(list(cols[1])),
+            page_type=_objects(list(cols[2])),
+            value=f(3),
+            first_seen=f(4),
+            last_fetch=f(5),
+            last_ok=f(6),
+            last_change=f(7),
+            fingerprint=_objects(list(cols[8])),
+            etag=_objects(list(cols[9])),
+            last_modified=_objects(list(cols[10])),
+            fetches=i64(11),
+            changes=i64(12),
+            bytes_total=i64(13),
+            credits_total=f(14),
+            avg_bytes=f(15),
+            ev_nc=f(16),
+            ev_tc=f(17),
+            ev_nu=f(18),
+            ev_tu=f(19),
+            nutch_interval=f(20),
+            gone=np.array(cols[21], dtype=bool),
+        )
+
+    def rows(
+        self, index: Sequence[int] | NDArray[np.intp], *, then: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Pages ``index`` as rows in the order of :data:`ROW_FIELDS` (NaN times as None).
+
+        With ``then``, rows are what a fetch changes (``first_seen`` onwards)
+        followed by ``then[k]`` (the page's id, for an UPDATE).
+        """
+        ix = np.asarray(index, dtype=np.intp)
+
+        def f(a: FloatArray) -> list[float | None]:
+            return [None if v != v else v for v in a[ix].tolist()]
+
+        def g(a: NDArray[Any]) -> list[Any]:
+            out: list[Any] = a[ix].tolist()
+            return out
+
+        mutable = (
+            g(self.first_seen), f(self.last_fetch), f(self.last_ok), f(self.last_change),
+            g(self.fingerprint), g(self.etag), g(self.last_modified), g(self.fetches),
+            g(self.changes), g(self.bytes_total), g(self.credits_total), g(self.avg_bytes),
+            g(self.ev_nc), g(self.ev_tc), g(self.ev_nu), g(self.ev_tu), g(self.nutch_interval),
+            self.gone[ix].astype(np.int64).tolist(),
+        )  # fmt: skip
+        if then is not None:
+            return list(zip(*mutable, then, strict=True))
+        return list(
+            zip(g(self.url), g(self.site), g(self.page_type), g(self.value), *mutable, strict=True)
+        )
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def take(self, index: NDArray[np.intp]) -> PageArrays:
+        """A copy of the pages ``index``."""
+        return PageArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    @staticmethod
+    def concat(a: PageArrays, b: PageArrays) -> PageArrays:
+        """The pages of ``a`` then those of ``b``."""
+        return PageArrays(
+            **{f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)]) for f in fields(a)}
+        )
+
+    def put(self, index: NDArray[np.intp], other: PageArrays) -> None:
+        """Overwrite the pages ``index`` with the rows of ``other``, in place."""
+        for f in fields(self):
+            getattr(self, f.name)[index] = getattr(other, f.name)
+
+    def grown(self, n: int) -> PageArrays:
+        """A copy with room for ``n`` pages (new rows: pages never fetched, no url)."""
+        out = PageArrays.from_rows([new_page_row("", "", "", np.nan)] * n)
+        k = min(n, len(self))
+        out.put(np.arange(k), self.take(np.arange(k)))
+        return out
+
+    def state(self, i: int) -> PageState:
+        """Page ``i`` as a :class:`~recrawl.pagestate.PageState`."""
+
+        def t(a: FloatArray) -> float | None:
+            v = float(a[i])
+            return None if v != v else v
+
+        return PageState(
+            url=self.url[i],
+            site=self.site[i],
+            page_type=self.page_type[i],
+            value=float(self.value[i]),
+            first_seen=float(self.first_seen[i]),
+            last_fetch=t(self.last_fetch),
+            last_ok=t(self.last_ok),
+            last_change=t(self.last_change),
+            fingerprint=self.fingerprint[i],
+            etag=self.etag[i],
+            last_modified=self.last_modified[i],
+            fetches=int(self.fetches[i]),
+            changes=int(self.changes[i]),
+            bytes_total=int(self.bytes_total[i]),
+            credits_total=float(self.credits_total[i]),
+            avg_bytes=float(self.avg_bytes[i]),
+            ev_nc=float(self.ev_nc[i]),
+            ev_tc=float(self.ev_tc[i]),
+            ev_nu=float(self.ev_nu[i]),
+            ev_tu=float(self.ev_tu[i]),
+            nutch_interval=float(self.nutch_interval[i]),
+            gone=bool(self.gone[i]),
+        )
+
+
+def _objects(values: list[Any]) -> NDArray[Any]:
+    a = np.empty(len(values), dtype=object)
+    a[:] = values
+    return a
+
+
+def _static_codes(obs: Sequence[Observation], classifier: Classifier | None) -> NDArray[np.int64]:
+    """What :func:`~recrawl.pagestate.fixed_outcome` decides without the page (codes)."""
+    out = np.empty(len(obs), dtype=np.int64)
+    code = CODE
+    for i, o in enumerate(obs):
+        if o.outcome is not None:
+            out[i] = code[o.outcome]
+            continue
+        s = o.status
+        if s is None:
+            out[i] = _HARD if o.error == "connection_reset" else _ERROR
+        elif classifier is not None and (o.title or o.body_excerpt or 200 <= s < 300):
+            out[i] = _ASK_CLASSIFIER
+        elif s == 304:
+            out[i] = _NOT_MODIFIED
+        elif s == 403 or s == 429:
+            out[i] = _HARD
+        elif s == 404 or s == 410:
+            out[i] = _GONE
+        elif 200 <= s < 300:
+            out[i] = _CONTENT_PENDING
+        else:
+            out[i] = _ERROR
+    return out
+
+
+def fold_batch(
+    pages: PageArrays,
+    page_index: NDArray[np.intp],
+    obs: Sequence[Observation],
+    *,
+    classifier: Classifier | None = None,
+    half_life_days: float | None = None,
+) -> tuple[NDArray[np.int64], list[str | None]]:
+    """Apply ``obs`` to ``pages`` in place, in time order per page.
+
+    ``page_index[i]`` is the row of ``pages`` that ``obs[i]`` belongs to;
+    ``obs`` must be sorted by page and then time (ties keep their order).
+    Returns each observation's outcome code and its *fixed* outcome (what
+    :func:`~recrawl.pagestate.fixed_outcome` decided, None for a 2xx compared
+    with the previous fetch), both in the order of ``obs``.
+    """
+    n = len(obs)
+    hl = DEFAULT_HALF_LIFE_DAYS if half_life_days is None else half_life_days
+    fixed = _static_codes(obs, classifier)
+    outcome = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return outcome, []
+    t_all = np.fromiter((o.fetched_at for o in obs), dtype=np.float64, count=n)
+    status = np.fromiter(
+        (0 if o.status is None else o.status for o in obs), dtype=np.int64, count=n
+    )
+    br_all = np.fromiter((o.bytes_received for o in obs), dtype=np.float64, count=n)
+    bsum = np.fromiter((o.bytes_sent + o.bytes_received for o in obs), dtype=np.int64, count=n)
+    billed = np.fromiter((o.billed_credits() for o in obs), dtype=np.float64, count=n)
+    rh_all = _objects([o.record_hash for o in obs])
+    etag_all = _objects([o.etag for o in obs])
+    lm_all = _objects([o.last_modified for o in obs])
+
+    # rank of each observation within its page (obs are sorted by page)
+    starts = np.flatnonzero(np.r_[True, page_index[1:] != page_index[:-1]])
+    sizes = np.diff(np.r_[starts, n])
+    rank = np.arange(n) - np.repeat(starts, sizes)
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max()) + 2))
+
+    for r in range(len(bounds) - 1):
+        idx = by_rank[bounds[r] : bounds[r + 1]]
+        p = page_index[idx]
+        fx = fixed[idx]
+        ask = np.flatnonzero(fx == _ASK_CLASSIFIER)
+        if len(ask):
+            assert classifier is not None
+            for j in ask.tolist():
+                i = int(idx[j])
+                got = fixed_outcome(obs[i], pages.state(int(p[j])), classifier)
+                fx[j] = _CONTENT_PENDING if got is None else CODE[got]
+            fixed[idx] = fx
+        oc = fx.copy()
+        pend = np.flatnonzero(fx == _CONTENT_PENDING)
+        if len(pend):
+            pp = p[pend]
+            ii = idx[pend]
+            lo = pages.last_ok[pp]
+            res = np.full(len(pend), _UNCHANGED, dtype=np.int64)
+            undecided = np.ones(len(pend), dtype=bool)
+            for new_v, old_v in (
+                (rh_all[ii], pages.fingerprint[pp]),
+                (etag_all[ii], pages.etag[pp]),
+                (lm_all[ii], pages.last_modified[pp]),
+            ):
+                both = undecided & (new_v != None) & (old_v != None)  # noqa: E711
+                if both.any():
+                    res[both] = np.where(new_v[both] == old_v[both], _UNCHANGED, _CHANGED)
+                    undecided &= ~both
+            res[np.isnan(lo)] = _NEW
+            oc[pend] = res
+        outcome[idx] = oc
+
+        t = t_all[idx]
+        pages.fetches[p] += 1
+        pages.bytes_total[p] += bsum[idx]
+        pages.credits_total[p] += billed[idx]
+        lf = pages.last_fetch[p]
+        pages.last_fetch[p] = np.where(np.isnan(lf) | (t > lf), t, lf)
+
+        content = _CONTENT[oc]
+        other = ~content
+        if other.any():
+            po = p[other]
+            oo = oc[other]
+            pages.gone[po[oo == _GONE]] = True
+            br = br_all[idx][other]
+            soft = (oo == _SOFT) & (br > 0) & (pages.avg_bytes[po] > 0)
+            if soft.any():
+                ps = po[soft]
+                pages.avg_bytes[ps] = 0.98 * pages.avg_bytes[ps] + 0.02 * br[soft]
+        if not content.any():
+            continue
+        cidx = idx[content]
+        pc = p[content]
+        occ = oc[content]
+        tcn = t[content]
+        pages.gone[pc] = False
+        st = status[cidx]
+        br = br_all[cidx]
+        ok2 = (st >= 200) & (st < 300) & (br > 0)
+        if ok2.any():
+            pb = pc[ok2]
+            avg = pages.avg_bytes[pb]
+            pages.avg_bytes[pb] = np.where(avg == 0, br[ok2], 0.9 * avg + 0.1 * br[ok2])
+        is_new = occ == _NEW
+        pages.last_change[pc[is_new]] = tcn[is_new]
+        lo = pages.last_ok[pc]
+        rev = ~is_new & ~np.isnan(lo)
+        if rev.any():
+            pr = pc[rev]
+            changed = occ[rev] == _CHANGED
+            interval = np.maximum(tcn[rev] - lo[rev], 0.0) / _DAY
+            pos = interval > 0  # two fetches at the same instant carry no rate evidence
+            if pos.any():
+                update_evidence_arrays(
+                    pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu,
+                    pr[pos], interval[pos], changed[pos], half_life_days=hl,
+                )  # fmt: skip
+            factor = np.where(changed, 0.8, 1.4)
+            pages.nutch_interval[pr] = np.clip(
+                pages.nutch_interval[pr] * factor, NUTCH_MIN_S, NUTCH_MAX_S
+            )
+            pch = pr[changed]
+            pages.changes[pch] += 1
+            pages.last_change[pch] = tcn[rev][changed]
+        pages.last_ok[pc] = tcn
+        for new_all, col in (
+            (rh_all, pages.fingerprint),
+            (etag_all, pages.etag),
+            (lm_all, pages.last_modified),
+        ):
+            v = new_all[cidx]
+            given = v != None  # noqa: E711
+            if given.any():
+                col[pc[given]] = v[given]
+
+    fixed_names: list[str | None] = [
+        None if c == _CONTENT_PENDING else OUTCOMES[c] for c in fixed.tolist()
+    ]
+    return outcome, fixed_names
+
+
+def new_page_row(url: str, site: str, page_type: str, first_seen: float) -> tuple[Any, ...]:
+    """The row (:data:`ROW_FIELDS`) of a page never fetched."""
+    return (
+        url, site, page_type, 1.0, first_seen, None, None, None, None, None, None,
+        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NUTCH_DEFAULT_S, 0,
+    )  # fmt: skip

@@ -52,9 +52,12 @@ class FakeStore:
         if any(x.url.endswith("/bad") for x in observations):
             raise RuntimeError("the store refused the batch")
         res = BatchResult()
+        before = set(self.keys)
         for x in observations:
             if x.key in self.keys:
                 res.duplicates += 1
+                if x.key in before:
+                    res.known.add(x.key[:8])
             else:
                 self.keys.add(x.key)
                 res.stored += 1
@@ -71,8 +74,12 @@ def test_a_groups_result_is_shared_out_as_if_the_batches_came_one_by_one() -> No
     res = BatchResult(stored=3, duplicates=2)
     assert [(c.stored, c.duplicates) for c in split_result([a, b], res)] == [(2, 1), (1, 1)]
     # everything was in the store before
-    res = BatchResult(stored=0, duplicates=5)
+    res = BatchResult(stored=0, duplicates=5, known={b"k1", b"k2", b"k3"})
     assert [(c.stored, c.duplicates) for c in split_result([a, b], res)] == [(0, 3), (0, 2)]
+    # a retried batch next to a new one: only the retried one's are duplicates
+    res = BatchResult(stored=2, duplicates=1, known={b"k1"})
+    c = [o("k1")]
+    assert [(x.stored, x.duplicates) for x in split_result([b, c], res)] == [(2, 0), (0, 1)]
     # one batch alone: the store's own answer
     res = BatchResult(stored=1, duplicates=2)
     assert [(c.stored, c.duplicates) for c in split_result([a], res)] == [(1, 2)]
@@ -81,8 +88,10 @@ def test_a_groups_result_is_shared_out_as_if_the_batches_came_one_by_one() -> No
 def test_the_split_always_adds_up_to_the_groups_totals() -> None:
     a = [o("k1"), o("k2")]
     b = [o("k3"), o("k4"), o("k5")]
+    keys = [b"k1", b"k2", b"k3", b"k4", b"k5"]
     for stored in range(6):
-        shares = split_result([a, b], BatchResult(stored=stored, duplicates=5 - stored))
+        res = BatchResult(stored=stored, duplicates=5 - stored, known=set(keys[: 5 - stored]))
+        shares = split_result([a, b], res)
         assert sum(c.stored for c in shares) == stored
         assert [c.stored + c.duplicates for c in shares] == [2, 3]
 

@@ -71,29 +71,21 @@ def split_result(batches: Sequence[Sequence[Observation]], result: BatchResult) 
 
     An observation whose key appeared earlier in the group (in the same batch
     or an earlier one) is a duplicate of that batch, as the store would have
-    answered had the batches come one by one. The remaining duplicates were
-    already in the store: the store counts them but does not say which; when
-    they are none, or all of the group's, the split is exact. Otherwise (rare:
-    a retried batch committed together with new ones) they are charged to the
-    batches in order, earliest first, and only the group's totals are exact.
+    answered had the batches come one by one; so is one whose key the store
+    already held (``result.known``).
     """
     if len(batches) == 1:
         return [Committed(result.stored, result.duplicates)]
     seen: set[bytes] = set()
-    fresh: list[int] = []
-    for batch in batches:
-        n = 0
-        for o in batch:
-            if o.key not in seen:
-                seen.add(o.key)
-                n += 1
-        fresh.append(n)
-    known = max(sum(fresh) - result.stored, 0)
+    known = result.known
     out = []
-    for batch, n in zip(batches, fresh, strict=True):
-        charged = min(known, n)
-        known -= charged
-        stored = n - charged
+    for batch in batches:
+        stored = 0
+        for o in batch:
+            k = o.key[:8]
+            if k not in seen:
+                seen.add(k)
+                stored += k not in known
         out.append(Committed(stored, len(batch) - stored))
     return out
 

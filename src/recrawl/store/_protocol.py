@@ -21,6 +21,8 @@ class BatchResult:
     duplicates: int = 0
     reordered_pages: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    #: Keys (first 8 bytes of ``Observation.key``) that were already stored before this batch.
+    known: set[bytes] = field(default_factory=set)
 
 
 @dataclass(slots=True)

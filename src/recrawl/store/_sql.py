@@ -159,6 +159,11 @@ def _ikey(key: bytes) -> int:
     return int.from_bytes(key[:8], "big", signed=True)
 
 
+def _bkey(key: int) -> bytes:
+    """The inverse of :func:`_ikey`: the key's first 8 bytes."""
+    return key.to_bytes(8, "big", signed=True)
+
+
 def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -347,6 +352,8 @@ class SQLStore:
                 unique[k] = o
         fresh = self._claim_keys(db, sorted(unique))  # in key order: B-tree friendly
         result.duplicates += len(unique) - len(fresh)
+        if len(fresh) < len(unique):
+            result.known.update(_bkey(k) for k in unique if k not in fresh)
         if not fresh:
             return
         batch = [o for k, o in unique.items() if k in fresh]

@@ -7,7 +7,8 @@ the start of day 3 (the first time the seed's baseline holds a full day) with
 both scorers:
 
 * production: :func:`recrawl.health.evaluate_sites` (daily-median baselines,
-  adaptive window, route diagnosis, smoothing, hysteresis, canaries, parser);
+  adaptive window, rates read at the lower end of their confidence interval,
+  route diagnosis, smoothing, hysteresis, canaries, parser);
 * reference: :func:`recrawl.health.evaluate_reference` (the seed's code on the
   last hour against the pooled 14-day baseline; no smoothing, no route split).
 
@@ -17,7 +18,10 @@ expected band came with the right top reason, the worst band, the top reason;
 and every false alarm (a band worse than the labels allow). It also times one
 evaluation of 1,000 sites × 15 days of buckets.
 
-Run: ``.venv/bin/python benchmarks/health_eval.py [--seed N] [--out FILE]``.
+Run: ``.venv/bin/python benchmarks/health_eval.py [--seed N | --seeds N ...] [--out FILE]``.
+With ``--seeds`` the JSON is ``{"seeds": [report, ...], "summary": [...]}``, the
+summary giving per seed the false alarms outside incidents and, per incident,
+the production delay until the expected band with the right top reason.
 """
 
 from __future__ import annotations
@@ -192,14 +196,37 @@ def time_large(n_sites: int = 1000, days: int = 15, seed: int = 1) -> dict[str, 
     return {"sites": len(out), "bucket_rows": rows, "seconds": round(t1 - t0, 3)}
 
 
+def _summary(report: dict[str, Any]) -> dict[str, Any]:
+    """One seed's production result in a line: false alarms and delays (seconds)."""
+    fa = report["false_alarms"]["production"]
+    return {
+        "seed": report["seed"],
+        "false_alarms": [
+            [e["site"], e["start_utc"], e["duration_s"], e["band"], e["top_reason"]]
+            for e in fa["episodes"]
+        ],
+        "detected_after_s": [
+            [i["site"], i["cause"], i["onset_utc"], i["production"]["detected_after_s"]]
+            for i in report["incidents"]
+        ],
+        "all_met_1_5h": all(i["production"]["met_1_5h"] for i in report["incidents"]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, nargs="+", help="several seeds, with a summary")
     ap.add_argument("--out", help="also write the JSON here")
     ap.add_argument("--skip-large", action="store_true", help="skip the 1,000-site timing")
     args = ap.parse_args(argv)
-    report = run_scenario(args.seed)
+    report: dict[str, Any]
+    if args.seeds:
+        reports = [run_scenario(s) for s in args.seeds]
+        report = {"seeds": reports, "summary": [_summary(r) for r in reports]}
+    else:
+        report = run_scenario(args.seed)
     if not args.skip_large:
         report["large"] = time_large()
     text = json.dumps(report, indent=2)

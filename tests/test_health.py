@@ -282,13 +282,46 @@ def test_a_two_minute_outage_does_not_flap_the_band() -> None:
     assert min(h.raw_score or 100 for h in series) < 80  # the raw window alone would have moved
 
 
+def test_a_double_429_burst_on_a_noisy_site_does_not_flap_the_band() -> None:
+    # One 429 in 64 is this site's normal; two 2-minute bursts land in one
+    # bucket: 13 of its 64 requests. Significant, but 64 requests only show the
+    # rate is at least 13 %, and the next bucket is back to normal.
+    burst = EVAL_DAY + 17 * 3600
+    b = build(
+        history("e.example", burst, n=64, hard=1 / 64),
+        rows("e.example", burst, burst + BUCKET_SECONDS, n=64, hard=13 / 64),
+        rows("e.example", burst + BUCKET_SECONDS, burst + 4 * 3600, n=64, hard=1 / 64),
+    )
+    series = [one(r, "e.example") for r in run(b, burst - 3600, burst + 3 * 3600)]
+    assert {h.band for h in series} == {"healthy"}
+    assert min(h.raw_score or 100 for h in series) < 80  # the seed's arithmetic would move
+
+
+def test_a_wave_on_a_quiet_site_goes_critical_within_the_hour() -> None:
+    # 24 requests a bucket: every window is widened to three buckets.
+    onset = EVAL_DAY + 3 * 3600
+    b = build(
+        history("n.example", onset, n=24, hard=1 / 24),
+        rows(
+            "n.example", onset, onset + 4 * 3600, n=24, hard=11 / 24, challenge=4 / 24, lat_bin=16
+        ),
+    )
+    series = [one(r, "n.example") for r in run(b, onset - 3600, onset + 3 * 3600)]
+    assert all(h.band == "healthy" for h in series if h.at <= onset)
+    assert all(h.window_s > BUCKET_SECONDS for h in series)
+    critical = next(h for h in series if h.band == "critical")
+    assert critical.at - onset <= 3600
+    assert critical.reasons[0] == "hard_block"
+
+
 def test_hysteresis_keeps_the_band_until_the_score_clears_the_threshold() -> None:
     onset = EVAL_DAY + 10 * 3600
     b = build(
         history("y.example", onset),
         rows("y.example", onset, onset + 3 * 3600, challenge=0.4),
-        # Recovers to a level worth 17 points (score 83): above 80, below 85.
-        rows("y.example", onset + 3 * 3600, onset + 8 * 3600, challenge=0.136),
+        # Recovers to 13 challenges in 60 requests: at least 14.4 % with 95 %
+        # confidence, worth 18 points (score 82): above 80, below 85.
+        rows("y.example", onset + 3 * 3600, onset + 8 * 3600, challenge=13 / 60),
     )
     series = [one(r, "y.example") for r in run(b, onset, onset + 8 * 3600)]
     late = [h for h in series if h.at >= onset + 6 * 3600]

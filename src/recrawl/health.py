@@ -34,11 +34,20 @@ production (:func:`evaluate_sites`)
       Failing groups are dropped from the score, unless they carry more than
       ``route_max_failing_share`` of the requests: a site failing on most of
       its routes is the site.
+    * **Only the excess the counts support**: each rate (hard blocks,
+      challenges, soft blocks, extraction failures) enters the seed's
+      arithmetic at the lower end of its one-sided Wilson interval
+      (``confidence_z``, 1.645: 95 %) given the window's request count, so
+      13 blocks in 64 requests costs what 13 % does, not 20 %, while 13 000
+      in 64 000 costs what 20 % does. A short burst in a small window is
+      mostly sampling noise and costs little; a real wave is large against
+      its interval and costs nearly its full weight. ``raw_score`` is the
+      seed's arithmetic on the observed rates, for comparison.
     * **Smoothing**: each signal's penalty is an exponentially weighted moving
       average with half-life ``half_life_s`` (10 minutes) in time, not in
-      steps, counting only the part of a widened window that is new (see
-      ``_alpha``), so the score is the EWMA of the raw score and the reasons
-      are the smoothed penalties of at least one point, largest first.
+      steps (see ``_alpha``), so the score is the EWMA of the window scores
+      and the reasons are the smoothed penalties of at least one point,
+      largest first.
     * **Hysteresis**: a band gets worse as soon as the smoothed score crosses
       its threshold (80, 50) and better only once the score clears the
       threshold by ``hysteresis_points``.
@@ -51,8 +60,9 @@ production (:func:`evaluate_sites`)
       responses (valid records plus extraction failures), on every route,
       over its own adaptive window (15 minutes to an hour, ``min_requests``
       parsed responses) against its daily-median baseline; score ``100 − 100 × min(1, excess /
-      0.20)``, smoothed and banded the same way. It never enters the target
-      health score.
+      0.20)`` with the rate read at the lower end of its Wilson interval,
+      smoothed and banded the same way. It never enters the target health
+      score.
 
 Bands and actions (:func:`action_for`): 80–100 healthy (none), 50–79
 degrading (halve concurrency, double the effective cost so revisits stretch),
@@ -584,6 +594,10 @@ class HealthConfig:
     healthy_min, critical_below
         Band thresholds: ``score >= healthy_min`` healthy, ``< critical_below``
         critical, degrading between.
+    confidence_z
+        Normal quantile of the one-sided confidence bound at which each
+        current rate is read (1.645: the rate is at least this with 95 %
+        confidence given the window's counts); 0 reads the observed rates.
     route_alpha
         Family-wise significance of the per-site route test.
     route_min_excess
@@ -627,6 +641,7 @@ class HealthConfig:
     degrading_concurrency: float = 0.5
     degrading_cost_multiplier: float = 2.0
     critical_refusal_excess: float = 0.5
+    confidence_z: float = 1.645
 
 
 def band_for(score: float | None, config: HealthConfig = HealthConfig()) -> Band:
@@ -967,17 +982,23 @@ class HealthState:
         return cls({s: SiteState(**dict(v)) for s, v in data.items()})
 
 
-def _alpha(dt: float, window_s: float, config: HealthConfig) -> float:
+def _alpha(dt: float, config: HealthConfig) -> float:
     """EWMA weight of a new window ``dt`` seconds after the last one.
 
-    A window wider than ``dt`` repeats data the average already holds, so the
-    elapsed time is scaled by the new fraction ``dt / window_s``: a blip seen
-    by three overlapping one-hour windows moves the score as much as once in a
-    15-minute window.
+    The weight depends on elapsed time only, so the half-life is in seconds
+    whatever the evaluation cadence. A widened window is already a moving
+    average (its lag, half its width, adds to the EWMA's); slowing the EWMA
+    for it as well smoothed low-volume sites twice, and a steady decline on a
+    quiet site took over an hour to show. Noise in a small window is handled
+    where it arises, by reading each rate at the lower end of its confidence
+    interval (:func:`_wilson_lower`).
+
+    Examples
+    --------
+    >>> round(_alpha(600.0, HealthConfig(half_life_s=600.0)), 3)
+    0.5
     """
-    dt = max(dt, 0.0)
-    new = dt * min(1.0, dt / window_s) if window_s > 0 else dt
-    return float(1.0 - 0.5 ** (new / config.half_life_s))
+    return float(1.0 - 0.5 ** (max(dt, 0.0) / config.half_life_s))
 
 
 # ---------------------------------------------------------------------------
@@ -990,7 +1011,7 @@ class ParserHealth:
     """Extraction validity of one site: its own score, band and reasons.
 
     ``score`` is smoothed (int 0–100, None when fewer than ``min_requests``
-    parsed responses), ``raw_score`` the current window alone.
+    parsed responses), ``raw_score`` the current window's observed rate alone.
     """
 
     score: int | None
@@ -1016,7 +1037,8 @@ class SiteHealth:
     score
         Smoothed target health score (0–100), None when the window is too small.
     raw_score
-        The current window alone, same arithmetic, unsmoothed.
+        The current window alone: the seed's arithmetic on the observed rates,
+        unsmoothed and not discounted for the window's size.
     band
         Band after hysteresis and the canary rule; held from the previous
         evaluation when the window is too small, ``unknown`` before any.
@@ -1180,6 +1202,26 @@ def _widths(
     return np.where(reach.any(axis=1), reach.argmax(axis=1) + 1, slots).astype(np.int64)
 
 
+def _wilson_lower(p: npt.ArrayLike, n: npt.ArrayLike, z: float) -> FloatArray:
+    """Lower end of the Wilson score interval of a rate ``p`` seen over ``n`` trials.
+
+    ``z`` is the normal quantile (1.645: one-sided 95 %); ``z = 0`` gives ``p``
+    back. NaN rates stay NaN; ``n`` below 1 counts as 1.
+
+    Examples
+    --------
+    >>> lo = _wilson_lower([0.2, 0.2, 0.0], [50, 5000, 50], 1.645)
+    >>> [round(float(x), 3) for x in lo]
+    [0.123, 0.191, 0.0]
+    """
+    p = np.asarray(p, dtype=np.float64)
+    m = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    z2 = z * z
+    with np.errstate(invalid="ignore"):
+        lo = (p + z2 / (2 * m) - z * np.sqrt(p * (1 - p) / m + z2 / (4 * m * m))) / (1 + z2 / m)
+    return np.asarray(np.where(np.isnan(p), np.nan, np.maximum(lo, 0.0)), dtype=np.float64)
+
+
 def _fmt(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -1248,16 +1290,15 @@ def evaluate_sites(
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = cur[:, [_C["hard"], _C["challenge"], _C["soft"]]] / np.maximum(n_now, 1)[:, None]
     p95 = _p95_rows(hist)
-    pen = _penalties(rates, base_rates, p95, base_p95)
-    raw = _score_from(pen)
-    # Refusals beyond normal, at the lower end of a 95 % Wilson interval: a
-    # small window that happens to run high is not "refusing most requests".
+    raw = _score_from(_penalties(rates, base_rates, p95, base_p95))
+    # Only the excess the counts support: each rate at the lower end of its
+    # Wilson interval, so a small window that happens to run high costs little.
+    rates_lo = _wilson_lower(rates, n_now[:, None], config.confidence_z)
+    pen = _penalties(rates_lo, base_rates, p95, base_p95)
+    # Refusals beyond normal, read the same way: a small window that happens
+    # to run high is not "refusing most requests".
     refused = np.clip(np.nansum(rates, axis=1), 0.0, 1.0)
-    m = np.maximum(n_now, 1.0)
-    z2 = 1.96**2
-    lower = (
-        refused + z2 / (2 * m) - 1.96 * np.sqrt(refused * (1 - refused) / m + z2 / (4 * m * m))
-    ) / (1 + z2 / m)
+    lower = _wilson_lower(refused, n_now, 1.96)
     refusal_excess = lower - np.nansum(np.nan_to_num(base_rates), axis=1)
     scored = n_now >= config.min_requests
 
@@ -1269,9 +1310,13 @@ def evaluate_sites(
     parsed = whole[:, _C["valid"]] + whole[:, _C["extract"]]
     with np.errstate(divide="ignore", invalid="ignore"):
         ex_rate = whole[:, _C["extract"]] / parsed
-    ex_pen = 100.0 * np.minimum(
-        1.0, np.maximum(0.0, (ex_rate - np.nan_to_num(base_ex)) / config.parser_full_penalty)
-    )
+
+    def ex_penalty(rate: FloatArray) -> FloatArray:
+        excess = (rate - np.nan_to_num(base_ex)) / config.parser_full_penalty
+        return np.asarray(100.0 * np.minimum(1.0, np.maximum(0.0, excess)), dtype=np.float64)
+
+    ex_pen = ex_penalty(_wilson_lower(ex_rate, parsed, config.confidence_z))
+    ex_raw = ex_penalty(ex_rate)
     parser_scored = parsed >= config.min_requests
     can_sel = b.bucket_start > top - (config.canary_window_s // BUCKET_SECONDS) * BUCKET_SECONDS
     mismatch = np.bincount(b.site[can_sel], weights=b.canary_mismatch[can_sel], minlength=n_sites)
@@ -1283,7 +1328,6 @@ def evaluate_sites(
         base_cpv = np.where(known, pooled[:, _C["credits"]] / pooled[:, _C["valid"]], np.nan)
 
     win_s = at - (top - (width - 1) * BUCKET_SECONDS)
-    pwin_s = at - (top - (pwidth - 1) * BUCKET_SECONDS)
     results: list[SiteHealth] = []
     for i, name in enumerate(sites):
         st = state.sites.get(name)
@@ -1293,7 +1337,7 @@ def evaluate_sites(
             if st is None or at - st.at > config.stale_after_s:
                 sm = p
             else:
-                a = _alpha(at - st.at, float(win_s[i]), config)
+                a = _alpha(at - st.at, config)
                 sm = [(1 - a) * old + a * new for old, new in zip(st.penalties, p, strict=True)]
             score_f = 100 - (((sm[0] + sm[1]) + sm[2]) + sm[3])
             band: Band = _hysteresis(st.band if st else "unknown", score_f, config)
@@ -1314,13 +1358,13 @@ def evaluate_sites(
             if st.parser_at is None or at - st.parser_at > config.stale_after_s:
                 psm = float(ex_pen[i])
             else:
-                a = _alpha(at - st.parser_at, float(pwin_s[i]), config)
+                a = _alpha(at - st.parser_at, config)
                 psm = (1 - a) * st.parser_penalty + a * float(ex_pen[i])
             pband = _hysteresis(st.parser_band, 100.0 - psm, config)
             st.parser_at, st.parser_penalty, st.parser_band = at, psm, pband
             parser = ParserHealth(
                 score=round(100.0 - psm),
-                raw_score=round(100.0 - float(ex_pen[i])),
+                raw_score=round(100.0 - float(ex_raw[i])),
                 band=pband,
                 reasons=["extract_failed"] if psm >= 1 else [],
             )

@@ -18,7 +18,7 @@ one seeded generator, so a scenario is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -320,18 +320,24 @@ class HealthScenario:
 
 
 def default_scenario(
-    seed: int = 0, *, start: int = DEFAULT_START, days: int = 21
+    seed: int = 0,
+    *,
+    start: int = DEFAULT_START,
+    days: int = 21,
+    sites: Collection[str] | None = None,
 ) -> HealthScenario:
     """Twelve sites over ``days`` days (at least 21) with labelled incidents.
 
     Incident times are fixed relative to ``start`` (unix seconds, midnight UTC).
+    ``sites`` keeps only those sites with their incidents (a quicker log; the
+    random draws differ from the full scenario's for the same seed).
     """
     if days < 21:
         raise ValueError("the default scenario needs at least 21 days")
     item = {"item": (0.7, 80_000, ("title", "price")), "list": (0.3, 140_000, ("title", "count"))}
     article = {"article": (1.0, 60_000, ("headline", "body"))}
     job = {"job": (0.8, 45_000, ("title", "company", "salary")), "search": (0.2, 90_000, ("n",))}
-    sites = [
+    profiles = [
         SiteProfile("shop-a.example", 140, item),
         SiteProfile("shop-b.example", 160, item),
         SiteProfile("captcha-c.example", 150, item, challenge_rate=0.04),
@@ -400,4 +406,12 @@ def default_scenario(
         )
         for e in effects
     ]
-    return HealthScenario(sites, effects, incidents, start=start, days=days, seed=seed)
+    if sites is not None:
+        keep = set(sites)
+        unknown = keep - {p.site for p in profiles}
+        if unknown:
+            raise ValueError(f"no such site in the default scenario: {sorted(unknown)}")
+        profiles = [p for p in profiles if p.site in keep]
+        effects = [e for e in effects if e.site in keep]
+        incidents = [i for i in incidents if i.site in keep]
+    return HealthScenario(profiles, effects, incidents, start=start, days=days, seed=seed)

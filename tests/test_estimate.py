@@ -45,7 +45,7 @@ def log_error(estimate: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return np.abs(np.log(np.maximum(estimate, 1e-6) / truth))
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(
     steps=st.lists(st.tuples(st.floats(0.01, 400.0), st.booleans()), min_size=1, max_size=20),
     half_life=st.sampled_from([30.0, 180.0, math.inf]),

@@ -147,7 +147,7 @@ def test_bad_lines_name_the_line(text: str, where: str) -> None:
     assert isinstance(err.value, ValueError)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
         st.sampled_from(["page", "start", "end", "changes", "value", "cost", "site"]),

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
+import numpy as np
+
 from .._exceptions import StoreError
 from ._sql import SQLStore
 
@@ -74,6 +76,9 @@ class PostgresStore(SQLStore):
         "SEQ": "BIGSERIAL PRIMARY KEY",
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
+        "VEC": "DOUBLE PRECISION[]",
+        "VADD": "ARRAY(SELECT x + y FROM unnest({table}.v, excluded.v) WITH ORDINALITY "
+        "AS t(x, y, i) ORDER BY i)",
     }
 
     def __init__(
@@ -86,6 +91,13 @@ class PostgresStore(SQLStore):
         self.path = re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)  # never print a password
         self._url = url
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
+
+    def _vectors(self, mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[Any]:
+        out: list[Any] = mat.tolist()
+        return out
+
+    def _unvectors(self, values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+        return np.array(values, dtype=np.float64).reshape(len(values), -1)
 
     def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
         rows = db.execute(

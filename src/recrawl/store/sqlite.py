@@ -13,10 +13,18 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._exceptions import StoreError
 from ._sql import SQLStore
 
 __all__ = ["SQLiteStore"]
+
+
+def _vadd(a: bytes, b: bytes) -> bytes:
+    """Sum of two bucket vectors (float64 little-endian), for the bucket upsert."""
+    out: bytes = (np.frombuffer(a, dtype="<f8") + np.frombuffer(b, dtype="<f8")).tobytes()
+    return out
 
 
 class SQLiteStore(SQLStore):
@@ -39,6 +47,7 @@ class SQLiteStore(SQLStore):
             db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
+            db.create_function("recrawl_vadd", 2, _vadd, deterministic=True)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA cache_size=-131072")

@@ -658,19 +658,25 @@ class SQLStore:
         mat[:, 0] = np.bincount(rows, minlength=r)
         k = len(OUTCOMES)
         mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
+
+        def col(values: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+            return np.fromiter(values, np.float64, n)
+
+        credits = col(np.nan if o.credits is None else o.credits for o in todo)
+        st = col(0 if o.status is None else o.status for o in todo)
+        ok = ((st >= 200) & (st < 300)) | (st == 304)
+        billed = np.where(np.isnan(credits), ok, credits)  # Observation.billed_credits
         for c, vals in enumerate(
             (
-                np.fromiter((o.bytes_sent for o in todo), np.float64, n),
-                np.fromiter((o.bytes_received for o in todo), np.float64, n),
-                np.fromiter((o.billed_credits() for o in todo), np.float64, n),
-                np.fromiter((o.rendered for o in todo), np.float64, n),
-                np.fromiter((o.conditional for o in todo), np.float64, n),
+                col(o.bytes_sent for o in todo),
+                col(o.bytes_received for o in todo),
+                billed,
+                col(o.rendered for o in todo),
+                col(o.conditional for o in todo),
             )
         ):
             mat[:, _S0 + c] = np.bincount(rows, weights=vals, minlength=r)
-        lat = np.fromiter(
-            (np.nan if o.latency_ms is None else o.latency_ms for o in todo), np.float64, n
-        )
+        lat = col(np.nan if o.latency_ms is None else o.latency_ms for o in todo)
         has = ~np.isnan(lat)
         if has.any():
             lr = rows[has]
@@ -682,7 +688,9 @@ class SQLStore:
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
         canaries = self._canaries(db)
-        for i, o in enumerate(todo):
+        flagged = range(n) if canaries else [i for i, o in enumerate(todo) if o.canary is not None]
+        for i in flagged:
+            o = todo[i]
             if o.canary is not None:
                 mat[rows[i], _S0 + (6 if o.canary == "mismatch" else 5)] += 1
             elif (

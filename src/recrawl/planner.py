@@ -315,6 +315,42 @@ class Model:
     budget_per_day: float
     objective: str
     policy: str
+    # greedy: per-page factor of the last (interval, value, cost) asked, float32
+    _greedy: list[Any] = field(default_factory=list, compare=False, repr=False)
+    _neg32: list[Any] = field(default_factory=list, compare=False, repr=False)
+
+    def neg_rate32(self) -> NDArray[np.float32]:
+        """``−rate_per_day`` per second, as float32 (computed once)."""
+        if not self._neg32:
+            self._neg32.append((self.rate_per_day * (-1.0 / DAY_S)).astype(np.float32))
+        got: NDArray[np.float32] = self._neg32[0]
+        return got
+
+    def greedy_factor(
+        self, interval_days: float, value: FloatArray, cost: FloatArray, objective: str
+    ) -> NDArray[np.float32]:
+        """``value × (1 − e^(−λ·I))/λ ÷ cost`` per page (``value ÷ cost`` for events).
+
+        The part of the seed's score that does not change from cycle to cycle:
+        computed once per model, interval and cost array (kept while the same
+        arrays are passed: do not modify them in place).
+        """
+        c = self._greedy
+        if c and c[0] == (interval_days, objective) and c[1] is value and c[2] is cost:
+            got: NDArray[np.float32] = c[3]
+            return got
+        f = (value / cost).astype(np.float32)
+        if objective == "freshness":
+            lam = self.rate_per_day.astype(np.float32)
+            after = lam * np.float32(-interval_days)
+            np.exp(after, out=after)
+            np.subtract(np.float32(1.0), after, out=after)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                after /= lam  # fresh days after the visit
+            after[lam == 0] = np.float32(interval_days)  # λ → 0: the whole interval
+            f *= after
+        c[:] = [(interval_days, objective), value, cost, f]
+        return f
 
 
 @dataclass(frozen=True)
@@ -530,7 +566,7 @@ class _Selector:
         return used, chosen
 
 
-def _top(priority: FloatArray, k: int) -> IntArray:
+def _top(priority: NDArray[np.floating[Any]], k: int) -> IntArray:
     """Pages of positive priority, best first: at least the top ``k`` of them.
 
     On large arrays a threshold read off a regular sample of the priorities
@@ -565,37 +601,42 @@ def _priorities(
     interval: float,
     eff_cost: FloatArray,
     known: BoolArray,
-) -> FloatArray:
-    """Each page's policy priority (0: not a candidate), in cache-sized chunks."""
+) -> NDArray[np.floating[Any]]:
+    """Each page's policy priority (≤ 0: not a candidate), in cache-sized chunks.
+
+    float32 for ``greedy`` (its ranking needs no more), float64 otherwise.
+    """
     n = len(pages)
-    out = np.empty(n)
+    out: NDArray[np.floating[Any]] = np.empty(
+        n, dtype=np.float32 if policy == "greedy" else np.float64
+    )
     if policy in ("recrawl", "proportional", "greedy"):
         assert model is not None
 
+    if policy == "greedy":
+        assert model is not None
+        factor = model.greedy_factor(interval, pages.value, eff_cost, objective)
+        lam_neg = model.neg_rate32()
+
     def work(start: int) -> None:
         sl = slice(start, min(n, start + _PRIORITY_CHUNK))
+        if policy == "greedy":
+            # float32 and exp rather than expm1: several times faster, and the
+            # ranking needs no more than a relative precision of 1e-6
+            q = np.subtract(now, pages.last_fetch[sl]).astype(np.float32)
+            q *= lam_neg[sl]  # −λ × seconds since the last fetch
+            np.minimum(q, np.float32(0.0), out=q)  # a fetch "after" now counts as now
+            np.exp(q, out=q)
+            np.subtract(np.float32(1.0), q, out=q)  # P(stale)
+            q *= factor[sl]  # value × fresh days after the visit ÷ cost
+            q *= known[sl]
+            out[sl] = q
+            return
         p = np.subtract(now, pages.last_fetch[sl], dtype=np.float64)
         p *= 1.0 / DAY_S
         np.maximum(p, 0.0, out=p)  # days since the last fetch
         if policy in ("recrawl", "proportional"):
             p *= model.visits_per_day[sl]  # type: ignore[union-attr]
-        elif policy == "greedy":
-            # float32 and exp rather than expm1: several times faster, and the
-            # ranking needs no more than a relative precision of 1e-6
-            lam = model.rate_per_day[sl].astype(np.float32)  # type: ignore[union-attr]
-            q = p.astype(np.float32)
-            q *= -lam
-            np.exp(q, out=q)
-            np.subtract(np.float32(1.0), q, out=q)  # P(stale)
-            if objective == "freshness":
-                after = lam * np.float32(-interval)
-                np.exp(after, out=after)
-                np.subtract(np.float32(1.0), after, out=after)
-                after /= lam  # fresh days after the visit
-                q *= after
-            p[:] = q
-            p *= pages.value[sl]
-            p /= eff_cost[sl]
         elif policy == "uniform":
             p += 1e-9  # a page fetched this very instant is still a candidate
         else:  # nutch: due pages only, most overdue first
@@ -783,5 +824,5 @@ def plan_cycle(
         reason=reason,
         expected_gain=np.asarray(gain, dtype=np.float64),
         cost=eff_cost[index],
-        priority=priority[index],
+        priority=priority[index].astype(np.float64),
     )

@@ -214,6 +214,20 @@ class PageArrays:
         out.put(np.arange(k), self.take(np.arange(k)))
         return out
 
+    def states(self, index: NDArray[np.intp]) -> list[PageState]:
+        """Pages ``index`` as :class:`~recrawl.pagestate.PageState` objects (one pass per column)."""
+        states = []
+        for r in self.rows(index):
+            p = PageState(url=r[0], site=r[1], page_type=r[2], value=r[3], first_seen=r[4])
+            (
+                p.last_fetch, p.last_ok, p.last_change, p.fingerprint, p.etag, p.last_modified,
+                p.fetches, p.changes, p.bytes_total, p.credits_total, p.avg_bytes,
+                p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu, p.nutch_interval,
+            ) = r[5:21]  # fmt: skip
+            p.gone = bool(r[21])
+            states.append(p)
+        return states
+
     def state(self, i: int) -> PageState:
         """Page ``i`` as a :class:`~recrawl.pagestate.PageState`."""
 
@@ -326,9 +340,9 @@ def fold_batch(
         ask = np.flatnonzero(fx == _ASK_CLASSIFIER)
         if len(ask):
             assert classifier is not None
-            for j in ask.tolist():
-                i = int(idx[j])
-                got = fixed_outcome(obs[i], pages.state(int(p[j])), classifier)
+            states = pages.states(p[ask])
+            for j, state in zip(ask.tolist(), states, strict=True):
+                got = fixed_outcome(obs[int(idx[j])], state, classifier)
                 fx[j] = _CONTENT_PENDING if got is None else CODE[got]
             fixed[idx] = fx
         oc = fx.copy()

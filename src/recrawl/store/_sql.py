@@ -134,6 +134,7 @@ CREATE TABLE IF NOT EXISTS leases (
     reason TEXT NOT NULL, leased_at {REAL} NOT NULL, expires_at {REAL} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS leases_site ON leases (site);
+CREATE INDEX IF NOT EXISTS leases_expiry ON leases (expires_at);
 CREATE TABLE IF NOT EXISTS canaries (
     url TEXT PRIMARY KEY, site TEXT NOT NULL, expect TEXT NOT NULL,
     every_s {REAL} NOT NULL, added_at {REAL} NOT NULL
@@ -1103,10 +1104,19 @@ class SQLStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM leases WHERE expires_at <= ?", (now,))
-                held = {u for (u,) in db.execute("SELECT url FROM leases")}
-                per_site = dict(
-                    db.execute("SELECT site, count(*) FROM leases GROUP BY site").fetchall()
-                )
+                # only the candidates' leases and their sites' counts: cheap with many out
+                held: set[str] = set()
+                for chunk in _chunks([c[0] for c in candidates]):
+                    q = f"SELECT url FROM leases WHERE url IN ({','.join('?' * len(chunk))})"
+                    held.update(u for (u,) in db.execute(q, chunk))
+                capped = sorted({c[1] for c in candidates if c[1] in caps})
+                per_site: dict[str, int] = {}
+                for chunk in _chunks(capped):
+                    q = (
+                        "SELECT site, count(*) FROM leases "
+                        f"WHERE site IN ({','.join('?' * len(chunk))}) GROUP BY site"
+                    )
+                    per_site.update(db.execute(q, chunk).fetchall())
                 rows = []
                 for url, site, reason in candidates:
                     if len(out) >= limit:

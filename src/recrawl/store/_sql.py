@@ -497,8 +497,10 @@ class SQLStore:
         day = start - start % _DAY_S
         combined = series * (1 << 40) + day  # days since 1970 in seconds fit in 40 bits
         uniq, inv = np.unique(combined, return_inverse=True)
-        daily = np.zeros((len(uniq), _WIDTH))
-        np.add.at(daily, inv, mat)
+        k = len(uniq)
+        daily = np.empty((k, _WIDTH))
+        for c in range(_WIDTH):  # a bincount per column: many times faster than np.add.at
+            daily[:, c] = np.bincount(inv, weights=mat[:, c], minlength=k)
         self._upsert_buckets(db, "buckets_daily", uniq >> 40, uniq & ((1 << 40) - 1), daily)
 
     def _upsert_buckets(

@@ -161,12 +161,13 @@ def _parse_workers() -> int:
 
 
 def _parallel_parse(
-    lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int
+    lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int, ahead: int
 ) -> Iterator[Observation | InvalidObservation]:
     """Parse JSONL in ``workers`` processes, chunk by chunk, yielding in input order.
 
-    At most two chunks per worker are in flight, so memory does not grow with
-    the input.
+    At most ``ahead`` chunks are in flight (enough for the workers to parse
+    the next batch while this process stores one), so memory does not grow
+    with the input.
     """
     # fork: the workers start at once with recrawl already imported, and the
     # caller's script needs no ``if __name__ == "__main__"`` guard. They only
@@ -177,7 +178,7 @@ def _parallel_parse(
         window = deque()
         start = 0
         while True:
-            while len(window) < 2 * workers:
+            while len(window) < ahead:
                 chunk = list(islice(lines, PARSE_CHUNK))
                 if not chunk:
                     break
@@ -223,7 +224,9 @@ def ingest_lines(
         and "fork" in multiprocessing.get_all_start_methods()
     ):
         # a large input: parse in other processes while this one stores
-        items = _parallel_parse(chain(head, it), rules, _parse_workers())
+        workers = _parse_workers()
+        ahead = 2 * workers + -(-batch_size // PARSE_CHUNK)
+        items = _parallel_parse(chain(head, it), rules, workers, ahead)
     else:
         items = (item for _, item in read_observations(chain(head, it), fmt=fmt, rules=rules))
 

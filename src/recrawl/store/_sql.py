@@ -244,10 +244,11 @@ class SQLStore:
                     f"{SCHEMA_VERSION}. Ingest the fetch logs into a new store."
                 )
             self._db.executescript(_DDL.format(**self.dialect))
-            self._db.execute(
-                "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
-                (str(SCHEMA_VERSION),),
-            )
+            if found is None:  # opening an existing store writes nothing
+                self._db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
+                    (str(SCHEMA_VERSION),),
+                )
         except StoreError:
             raise
         except Exception as exc:

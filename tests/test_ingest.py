@@ -195,3 +195,9 @@ def test_two_fetches_at_the_same_instant_are_stored(store: SQLStore):
     assert rep.stored == 3
     page = store.page(U)
     assert page is not None and page.changes == 2
+
+
+def test_an_empty_store_has_no_totals_and_no_buckets(store: SQLStore):
+    assert store.group_totals() == []
+    assert store.buckets(0, 2e9).n.shape == (0,)
+    assert store.buckets(0, 2e9, daily=True).n.shape == (0,)

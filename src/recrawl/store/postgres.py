@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._exceptions import StoreError
-from ._sql import SQLStore
+from ._sql import _WIDTH, SQLStore
 
 __all__ = ["PostgresStore"]
 
@@ -97,7 +97,7 @@ class PostgresStore(SQLStore):
         return out
 
     def _unvectors(self, values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
-        return np.array(values, dtype=np.float64).reshape(len(values), -1)
+        return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
 
     def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
         rows = db.execute(

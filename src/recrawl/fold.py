@@ -30,7 +30,16 @@ from .pagestate import (
     fixed_outcome,
 )
 
-__all__ = ["CODE", "ROW_FIELDS", "PageArrays", "fold_batch", "new_page_row"]
+__all__ = [
+    "CODE",
+    "MUTABLE_FIELDS",
+    "ROW_FIELDS",
+    "PageArrays",
+    "fold_batch",
+    "new_page_row",
+    "page_from_row",
+    "page_row",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -46,12 +55,6 @@ _HARD: Final = CODE["hard_block"]
 _ERROR: Final = CODE["error"]
 _NOT_MODIFIED: Final = CODE["not_modified"]
 _DAY: Final = 86400.0
-ROW_FIELDS: Final = (
-    "url", "site", "page_type", "value", "first_seen", "last_fetch", "last_ok", "last_change",
-    "fingerprint", "etag", "last_modified", "fetches", "changes", "bytes_total", "credits_total",
-    "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu", "nutch_interval", "gone",
-)  # fmt: skip
-"""Field order of a page row (the store's ``pages`` columns after ``id``)."""
 _CONTENT_PENDING: Final = -1  # a 2xx whose outcome depends on the previous fetch
 _ASK_CLASSIFIER: Final = -2  # decided by the classifier, in the page's time order
 
@@ -84,109 +87,38 @@ class PageArrays:
     gone: NDArray[np.bool_]
 
     @classmethod
-    def from_states(cls, pages: Sequence[PageState]) -> PageArrays:
-        """Columns from :class:`~recrawl.pagestate.PageState` objects."""
-
-        def f(name: str) -> FloatArray:
-            return np.array(
-                [np.nan if (v := getattr(p, name)) is None else v for p in pages], dtype=np.float64
-            )
-
-        def o(name: str) -> NDArray[Any]:
-            a = np.empty(len(pages), dtype=object)
-            a[:] = [getattr(p, name) for p in pages]
-            return a
-
-        return cls(
-            url=o("url"),
-            site=o("site"),
-            page_type=o("page_type"),
-            value=f("value"),
-            first_seen=f("first_seen"),
-            last_fetch=f("last_fetch"),
-            last_ok=f("last_ok"),
-            last_change=f("last_change"),
-            fingerprint=o("fingerprint"),
-            etag=o("etag"),
-            last_modified=o("last_modified"),
-            fetches=np.array([p.fetches for p in pages], dtype=np.int64),
-            changes=np.array([p.changes for p in pages], dtype=np.int64),
-            bytes_total=np.array([p.bytes_total for p in pages], dtype=np.int64),
-            credits_total=f("credits_total"),
-            avg_bytes=f("avg_bytes"),
-            ev_nc=f("ev_nc"),
-            ev_tc=f("ev_tc"),
-            ev_nu=f("ev_nu"),
-            ev_tu=f("ev_tu"),
-            nutch_interval=f("nutch_interval"),
-            gone=np.array([p.gone for p in pages], dtype=bool),
-        )
-
-    @classmethod
     def from_rows(cls, rows: Sequence[Sequence[Any]]) -> PageArrays:
         """Columns from rows in the order of :data:`ROW_FIELDS` (None: never / unknown)."""
         cols: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * len(ROW_FIELDS)
-
-        def f(i: int) -> FloatArray:
-            return np.array(cols[i], dtype=np.float64)  # None becomes NaN
-
-        def i64(i: int) -> NDArray[np.int64]:
-            return np.array(cols[i], dtype=np.int64)
-
-        return cls(
-            url=_objects(list(cols[0])),
-            site=_objects(list(cols[1])),
-            page_type=_objects(list(cols[2])),
-            value=f(3),
-            first_seen=f(4),
-            last_fetch=f(5),
-            last_ok=f(6),
-            last_change=f(7),
-            fingerprint=_objects(list(cols[8])),
-            etag=_objects(list(cols[9])),
-            last_modified=_objects(list(cols[10])),
-            fetches=i64(11),
-            changes=i64(12),
-            bytes_total=i64(13),
-            credits_total=f(14),
-            avg_bytes=f(15),
-            ev_nc=f(16),
-            ev_tc=f(17),
-            ev_nu=f(18),
-            ev_tu=f(19),
-            nutch_interval=f(20),
-            gone=np.array(cols[21], dtype=bool),
-        )
+        out: dict[str, Any] = {}
+        for name, col in zip(ROW_FIELDS, cols, strict=True):
+            if name in _OBJECT_FIELDS:
+                out[name] = _objects(list(col))
+            else:  # None becomes NaN in the float columns
+                out[name] = np.array(col, dtype=_DTYPES.get(name, np.float64))
+        return cls(**out)
 
     def rows(
         self, index: Sequence[int] | NDArray[np.intp], *, then: Sequence[Any] | None = None
     ) -> list[tuple[Any, ...]]:
         """Pages ``index`` as rows in the order of :data:`ROW_FIELDS` (NaN times as None).
 
-        With ``then``, rows are what a fetch changes (``first_seen`` onwards)
+        With ``then``, rows are what a fetch changes (:data:`MUTABLE_FIELDS`)
         followed by ``then[k]`` (the page's id, for an UPDATE).
         """
         ix = np.asarray(index, dtype=np.intp)
 
-        def f(a: FloatArray) -> list[float | None]:
-            return [None if v != v else v for v in a[ix].tolist()]
+        def column(name: str) -> list[Any]:
+            values: list[Any] = getattr(self, name)[ix].tolist()
+            if name in _OPTIONAL_TIMES:
+                return [None if v != v else v for v in values]
+            if name == "gone":
+                return [int(v) for v in values]
+            return values
 
-        def g(a: NDArray[Any]) -> list[Any]:
-            out: list[Any] = a[ix].tolist()
-            return out
-
-        mutable = (
-            g(self.first_seen), f(self.last_fetch), f(self.last_ok), f(self.last_change),
-            g(self.fingerprint), g(self.etag), g(self.last_modified), g(self.fetches),
-            g(self.changes), g(self.bytes_total), g(self.credits_total), g(self.avg_bytes),
-            g(self.ev_nc), g(self.ev_tc), g(self.ev_nu), g(self.ev_tu), g(self.nutch_interval),
-            self.gone[ix].astype(np.int64).tolist(),
-        )  # fmt: skip
         if then is not None:
-            return list(zip(*mutable, then, strict=True))
-        return list(
-            zip(g(self.url), g(self.site), g(self.page_type), g(self.value), *mutable, strict=True)
-        )
+            return list(zip(*map(column, MUTABLE_FIELDS), then, strict=True))
+        return list(zip(*map(column, ROW_FIELDS), strict=True))
 
     def __len__(self) -> int:
         return len(self.value)
@@ -216,49 +148,33 @@ class PageArrays:
 
     def states(self, index: NDArray[np.intp]) -> list[PageState]:
         """Pages ``index`` as :class:`~recrawl.pagestate.PageState` objects (one pass per column)."""
-        states = []
-        for r in self.rows(index):
-            p = PageState(url=r[0], site=r[1], page_type=r[2], value=r[3], first_seen=r[4])
-            (
-                p.last_fetch, p.last_ok, p.last_change, p.fingerprint, p.etag, p.last_modified,
-                p.fetches, p.changes, p.bytes_total, p.credits_total, p.avg_bytes,
-                p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu, p.nutch_interval,
-            ) = r[5:21]  # fmt: skip
-            p.gone = bool(r[21])
-            states.append(p)
-        return states
+        return [page_from_row(r) for r in self.rows(index)]
 
-    def state(self, i: int) -> PageState:
-        """Page ``i`` as a :class:`~recrawl.pagestate.PageState`."""
 
-        def t(a: FloatArray) -> float | None:
-            v = float(a[i])
-            return None if v != v else v
+ROW_FIELDS: Final = tuple(f.name for f in fields(PageArrays))
+"""Field order of a page row (the store's ``pages`` columns after ``id``, and
+:class:`~recrawl.pagestate.PageState`'s own order)."""
+MUTABLE_FIELDS: Final = ROW_FIELDS[4:]
+"""What a fetch changes in a page (identity and value stay)."""
+_OBJECT_FIELDS: Final = frozenset(
+    {"url", "site", "page_type", "fingerprint", "etag", "last_modified"}
+)
+_DTYPES: Final[dict[str, Any]] = {
+    "fetches": np.int64, "changes": np.int64, "bytes_total": np.int64, "gone": bool,
+}  # fmt: skip
+_OPTIONAL_TIMES: Final = frozenset({"last_fetch", "last_ok", "last_change"})
 
-        return PageState(
-            url=self.url[i],
-            site=self.site[i],
-            page_type=self.page_type[i],
-            value=float(self.value[i]),
-            first_seen=float(self.first_seen[i]),
-            last_fetch=t(self.last_fetch),
-            last_ok=t(self.last_ok),
-            last_change=t(self.last_change),
-            fingerprint=self.fingerprint[i],
-            etag=self.etag[i],
-            last_modified=self.last_modified[i],
-            fetches=int(self.fetches[i]),
-            changes=int(self.changes[i]),
-            bytes_total=int(self.bytes_total[i]),
-            credits_total=float(self.credits_total[i]),
-            avg_bytes=float(self.avg_bytes[i]),
-            ev_nc=float(self.ev_nc[i]),
-            ev_tc=float(self.ev_tc[i]),
-            ev_nu=float(self.ev_nu[i]),
-            ev_tu=float(self.ev_tu[i]),
-            nutch_interval=float(self.nutch_interval[i]),
-            gone=bool(self.gone[i]),
-        )
+
+def page_from_row(row: Sequence[Any]) -> PageState:
+    """A :class:`~recrawl.pagestate.PageState` from a row (:data:`ROW_FIELDS`)."""
+    page = PageState(*row[:-1])
+    page.gone = bool(row[-1])
+    return page
+
+
+def page_row(p: PageState) -> tuple[Any, ...]:
+    """The row (:data:`ROW_FIELDS`) of a :class:`~recrawl.pagestate.PageState`."""
+    return (*(getattr(p, name) for name in ROW_FIELDS[:-1]), int(p.gone))
 
 
 def _objects(values: list[Any]) -> NDArray[Any]:

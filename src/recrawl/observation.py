@@ -43,6 +43,7 @@ ERRORS: Final = ("timeout", "connection_reset", "dns", "tls")
 """Well-known values of ``error``; any other short word is accepted too."""
 
 _OUTCOME_SET: Final = frozenset(OUTCOMES)
+_RARE_STRINGS: Final = ("etag", "last_modified", "title", "body_excerpt", "lease_id")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _KNOWN_FIELDS: Final = frozenset(
     {
@@ -357,21 +358,9 @@ def parse_observation(
     conditional = g("conditional", False)
     if not (conditional is False or conditional is True):
         conditional = _opt_bool(raw, "conditional")
-    etag = g("etag")
-    if etag is not None and (etag.__class__ is not str or not etag):
-        etag = _opt_str(raw, "etag")
-    last_modified = g("last_modified")
-    if last_modified is not None and (last_modified.__class__ is not str or not last_modified):
-        last_modified = _opt_str(raw, "last_modified")
-    title = g("title")
-    if title is not None and (title.__class__ is not str or not title):
-        title = _opt_str(raw, "title")
-    body_excerpt = g("body_excerpt")
-    if body_excerpt is not None and (body_excerpt.__class__ is not str or not body_excerpt):
-        body_excerpt = _opt_str(raw, "body_excerpt")
-    lease_id = g("lease_id")
-    if lease_id is not None and (lease_id.__class__ is not str or not lease_id):
-        lease_id = _opt_str(raw, "lease_id")
+    etag, last_modified, title, body_excerpt, lease_id = (
+        _opt_str(raw, name) if name in raw else None for name in _RARE_STRINGS
+    )
     canary = g("canary")
     if canary is not None:
         canary = _canary(raw)

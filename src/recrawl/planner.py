@@ -51,6 +51,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -317,14 +318,11 @@ class Model:
     policy: str
     # greedy: per-page factor of the last (interval, value, cost) asked, float32
     _greedy: list[Any] = field(default_factory=list, compare=False, repr=False)
-    _neg32: list[Any] = field(default_factory=list, compare=False, repr=False)
 
+    @cached_property
     def neg_rate32(self) -> NDArray[np.float32]:
         """``−rate_per_day`` per second, as float32 (computed once)."""
-        if not self._neg32:
-            self._neg32.append((self.rate_per_day * (-1.0 / DAY_S)).astype(np.float32))
-        got: NDArray[np.float32] = self._neg32[0]
-        return got
+        return (self.rate_per_day * (-1.0 / DAY_S)).astype(np.float32)
 
     def greedy_factor(
         self, interval_days: float, value: FloatArray, cost: FloatArray, objective: str
@@ -616,7 +614,7 @@ def _priorities(
     if policy == "greedy":
         assert model is not None
         factor = model.greedy_factor(interval, pages.value, eff_cost, objective)
-        lam_neg = model.neg_rate32()
+        lam_neg = model.neg_rate32
 
     def work(start: int) -> None:
         sl = slice(start, min(n, start + _PRIORITY_CHUNK))

@@ -23,7 +23,16 @@ import orjson
 from .._exceptions import StoreError
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 from ..canary import canary_mismatches
-from ..fold import CODE, ROW_FIELDS, PageArrays, fold_batch, new_page_row
+from ..fold import (
+    CODE,
+    MUTABLE_FIELDS,
+    ROW_FIELDS,
+    PageArrays,
+    fold_batch,
+    new_page_row,
+    page_from_row,
+    page_row,
+)
 from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
@@ -47,7 +56,6 @@ _BUCKET_COLS: Final = (
     ["n"] + [f"o_{o}" for o in OUTCOMES] + list(_SCALARS) + [f"h{i}" for i in range(LATENCY_BINS)]
 )
 
-_PAGE_COLS: Final = ROW_FIELDS
 _OBS_COLS: Final = (
     "key", "page", "fetched_at", "status", "error", "fixed", "outcome", "record_hash",
     "record_empty", "etag", "last_modified", "bytes_sent", "bytes_received", "credits",
@@ -145,11 +153,9 @@ _VEC_UPSERT: Final = (
     "INSERT INTO {table} (start, series, n, v) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (start, series) DO UPDATE SET n = {table}.n + excluded.n, v = {VADD}"
 )
-_PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(_PAGE_COLS)}) VALUES ({', '.join('?' * (len(_PAGE_COLS) + 1))})"
-# What a fetch changes in a page (identity, value and first_seen stay).
-_PAGE_MUTABLE: Final = _PAGE_COLS[4:]
+_PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(ROW_FIELDS)}) VALUES ({', '.join('?' * (len(ROW_FIELDS) + 1))})"
 _PAGE_UPDATE: Final = (
-    f"UPDATE pages SET {', '.join(f'{c} = ?' for c in _PAGE_MUTABLE)} WHERE id = ?"
+    f"UPDATE pages SET {', '.join(f'{c} = ?' for c in MUTABLE_FIELDS)} WHERE id = ?"
 )
 _ID_CACHE_MAX: Final = 1_000_000  # url -> id entries kept in memory
 _PAGE_CACHE_MAX: Final = 500_000  # pages (by id) whose state is kept in memory, ~250 B each
@@ -176,26 +182,6 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
-
-
-def _page_from_row(row: Sequence[Any]) -> PageState:
-    p = PageState(url=row[0], site=row[1], page_type=row[2], value=row[3], first_seen=row[4])
-    (
-        p.last_fetch, p.last_ok, p.last_change, p.fingerprint, p.etag, p.last_modified,
-        p.fetches, p.changes, p.bytes_total, p.credits_total, p.avg_bytes,
-        p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu, p.nutch_interval,
-    ) = row[5:21]  # fmt: skip
-    p.gone = bool(row[21])
-    return p
-
-
-def _page_row(p: PageState) -> tuple[Any, ...]:
-    return (
-        p.url, p.site, p.page_type, p.value, p.first_seen, p.last_fetch, p.last_ok,
-        p.last_change, p.fingerprint, p.etag, p.last_modified, p.fetches, p.changes,
-        p.bytes_total, p.credits_total, p.avg_bytes, p.ev_nc, p.ev_tc, p.ev_nu, p.ev_tu,
-        p.nutch_interval, int(p.gone),
-    )  # fmt: skip
 
 
 class SQLStore:
@@ -367,8 +353,8 @@ class SQLStore:
             result.known.update(_bkey(k) for k in unique if k not in fresh)
         if not fresh:
             return
-        batch = [o for k, o in unique.items() if k in fresh]
         bkeys = [k for k in unique if k in fresh]
+        batch = [unique[k] for k in bkeys]
         n = len(batch)
         result.stored = n
 
@@ -413,7 +399,7 @@ class SQLStore:
             codes[keep] = c_in
             for i, f in zip(keep.tolist(), f_in, strict=True):
                 fixed[i] = f
-            states = {j: pages.state(j) for j in rebuild.tolist()}
+            states = dict(zip(rebuild.tolist(), pages.states(rebuild), strict=True))
             for i in np.flatnonzero(~in_order).tolist():
                 fx = fixed_outcome(todo[i], states[int(pidx[i])], classifier)
                 fixed[i] = fx
@@ -467,7 +453,7 @@ class SQLStore:
         for j in rebuild.tolist():
             state = states[j]
             self._rebuild_page(db, state, ids[state.url], adjust, counts)
-            db.execute(_PAGE_UPDATE, (*_page_row(state)[4:], ids[state.url]))
+            db.execute(_PAGE_UPDATE, (*page_row(state)[4:], ids[state.url]))
         result.reordered_pages = len(rebuild)
         if created:
             db.executemany(
@@ -577,7 +563,7 @@ class SQLStore:
         made[created] = True
         fetch = np.flatnonzero(~hit & ~made)
         rows_by_id: dict[int, tuple[Any, ...]] = {}
-        cols = ", ".join(_PAGE_COLS)
+        cols = ", ".join(ROW_FIELDS)
         for chunk in _chunks(page_id[fetch].tolist()):
             q = f"SELECT id, {cols} FROM pages WHERE id IN ({','.join('?' * len(chunk))})"
             for row in db.execute(q, chunk):
@@ -797,9 +783,9 @@ class SQLStore:
         """The current state of one page (``url`` as normalised), or None."""
         with self._lock:
             row = self._db.execute(
-                f"SELECT {', '.join(_PAGE_COLS)} FROM pages WHERE url = ?", (url,)
+                f"SELECT {', '.join(ROW_FIELDS)} FROM pages WHERE url = ?", (url,)
             ).fetchone()
-        return None if row is None else _page_from_row(row)
+        return None if row is None else page_from_row(row)
 
     def outcomes(self, url: str) -> list[tuple[float, str]]:
         """``(fetched_at, outcome)`` of every stored fetch of ``url``, in time order."""

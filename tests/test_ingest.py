@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from recrawl.ingest import ingest_lines
 from recrawl.stats import compute_stats
@@ -201,3 +202,69 @@ def test_an_empty_store_has_no_totals_and_no_buckets(store: SQLStore):
     assert store.group_totals() == []
     assert store.buckets(0, 2e9).n.shape == (0,)
     assert store.buckets(0, 2e9, daily=True).n.shape == (0,)
+
+
+def _bucket_rows(b: Any) -> dict[tuple[Any, ...], list[float]]:
+    return {
+        (
+            b.sites[b.site[i]],
+            b.page_types[b.page_type[i]],
+            b.routes[b.route[i]],
+            int(b.bucket_start[i]),
+        ): [
+            float(b.n[i]),
+            *b.outcomes[i].tolist(),
+            float(b.bytes_received[i]),
+            float(b.credits[i]),
+            *b.latency[i].tolist(),
+        ]
+        for i in range(len(b))
+    }
+
+
+def test_a_schema_2_store_is_migrated_with_its_buckets(tmp_path: Path):
+    import numpy as np
+
+    from recrawl.store._sql import unpack_sparse
+
+    log = tmp_path / "log.jsonl"
+    write_fetch_log(str(log), 650)
+    lines = log.read_text().splitlines()
+    db = tmp_path / "old.db"
+    s = SQLiteStore(db)
+    ingest_lines(s, lines[:600])
+    fifteen, daily = s.buckets(0, 2e9), s.buckets(0, 2e9, daily=True)
+    totals = s.group_totals()
+    s.close()
+    # rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors
+    con = sqlite3.connect(db)
+    for table in ("buckets", "buckets_daily"):
+        rows = con.execute(f"SELECT k, n, v FROM {table}").fetchall()
+        vs = [r[2] for r in rows]
+        dense = (
+            unpack_sparse(vs) if table == "buckets" else np.array([np.frombuffer(v) for v in vs])
+        )
+        con.execute(f"DROP TABLE {table}")
+        con.execute(
+            f"CREATE TABLE {table} (start INTEGER NOT NULL, series INTEGER NOT NULL, "
+            "n INTEGER NOT NULL, v BLOB NOT NULL, PRIMARY KEY (start, series))"
+        )
+        con.executemany(
+            f"INSERT INTO {table} VALUES (?, ?, ?, ?)",
+            [
+                ((k >> 32) * 900, k & 0xFFFFFFFF, n, d.tobytes())
+                for (k, n, _), d in zip(rows, dense, strict=True)
+            ],
+        )
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+
+    s = SQLiteStore(db)  # migrates
+    assert s.execute("SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+    assert s.group_totals() == totals
+    assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
+    assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
+    assert fifteen.n.sum() == 600
+    ingest_lines(s, lines[600:])  # and takes new observations
+    assert s.buckets(0, 2e9).n.sum() == 650

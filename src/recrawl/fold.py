@@ -141,10 +141,15 @@ class PageArrays:
 
     def grown(self, n: int) -> PageArrays:
         """A copy with room for ``n`` pages (new rows: pages never fetched, no url)."""
-        out = PageArrays.from_rows([new_page_row("", "", "", np.nan)] * n)
         k = min(n, len(self))
-        out.put(np.arange(k), self.take(np.arange(k)))
-        return out
+        cols: dict[str, Any] = {}
+        for name, blank in zip(ROW_FIELDS, new_page_row("", "", "", np.nan), strict=True):
+            have = getattr(self, name)
+            col = np.empty(n, dtype=have.dtype)
+            col[k:] = np.nan if blank is None and have.dtype != object else blank
+            col[:k] = have[:k]
+            cols[name] = col
+        return PageArrays(**cols)
 
     def states(self, index: NDArray[np.intp]) -> list[PageState]:
         """Pages ``index`` as :class:`~recrawl.pagestate.PageState` objects (one pass per column)."""

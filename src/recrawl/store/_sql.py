@@ -12,9 +12,11 @@ serialised and what a write method has returned is durable.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import threading
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -40,7 +42,7 @@ from ._protocol import BatchResult, GroupTotals
 
 __all__ = ["SQLStore"]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the histogram.
@@ -63,11 +65,15 @@ _OBS_COLS: Final = (
 )  # fmt: skip
 
 # Buckets: one row per (start, series), where a series is one (site, page_type,
-# route); the figures of a bucket are packed in one vector ``v`` (float64,
-# layout ``_BUCKET_COLS``). A sparse log has about as many 15-minute buckets as
-# observations, so a narrow row with an integer key is what keeps bucket
-# maintenance cheap (a rowid table: its vectors make rows too wide for WITHOUT
-# ROWID, measured 2x slower). ``n`` (fetches) is also a column, for quick sums.
+# route). The row's integer key ``k`` is the bucket's number (start //
+# BUCKET_SECONDS) shifted left by 32 bits, plus the series id: one B-tree,
+# ordered by time, and one integer to seek on upsert (a composite primary key
+# is a second B-tree, measured ~40 % slower). The figures of a bucket are one
+# float64 vector ``v`` (layout ``_BUCKET_COLS``); a sparse log has about as many
+# 15-minute buckets as observations, most of whose 49 figures are zero, so in
+# SQLite a 15-minute vector is stored sparse (a 64-bit mask of the nonzero
+# columns, then their values: ~80 bytes instead of 392) while the daily ones,
+# few and dense, are stored whole. ``n`` (fetches) is also a column, for quick sums.
 _DDL: Final = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (
@@ -114,14 +120,8 @@ CREATE TABLE IF NOT EXISTS series (
     id {PAGEID}, site TEXT NOT NULL, page_type TEXT NOT NULL, route TEXT NOT NULL,
     UNIQUE (site, page_type, route)
 );
-CREATE TABLE IF NOT EXISTS buckets (
-    start {BIGINT} NOT NULL, series {BIGINT} NOT NULL, n {BIGINT} NOT NULL, v {VEC} NOT NULL,
-    PRIMARY KEY (start, series)
-);
-CREATE TABLE IF NOT EXISTS buckets_daily (
-    start {BIGINT} NOT NULL, series {BIGINT} NOT NULL, n {BIGINT} NOT NULL, v {VEC} NOT NULL,
-    PRIMARY KEY (start, series)
-);
+CREATE TABLE IF NOT EXISTS buckets (k {PAGEID}, n {BIGINT} NOT NULL, v {VEC} NOT NULL);
+CREATE TABLE IF NOT EXISTS buckets_daily (k {PAGEID}, n {BIGINT} NOT NULL, v {VEC} NOT NULL);
 CREATE TABLE IF NOT EXISTS sites (
     site TEXT PRIMARY KEY,
     paused INTEGER NOT NULL DEFAULT 0,
@@ -150,9 +150,12 @@ CREATE TABLE IF NOT EXISTS canaries (
 """
 
 _VEC_UPSERT: Final = (
-    "INSERT INTO {table} (start, series, n, v) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (start, series) DO UPDATE SET n = {table}.n + excluded.n, v = {VADD}"
+    "INSERT INTO {table} (k, n, v) VALUES (?, ?, ?) "
+    "ON CONFLICT (k) DO UPDATE SET n = {table}.n + excluded.n, v = {VADD}"
 )
+_KEY_SHIFT: Final = 32
+_SERIES_MASK: Final = (1 << _KEY_SHIFT) - 1
+_SPARSE_TABLES: Final = frozenset({"buckets"})
 _PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(ROW_FIELDS)}) VALUES ({', '.join('?' * (len(ROW_FIELDS) + 1))})"
 _PAGE_UPDATE: Final = (
     f"UPDATE pages SET {', '.join(f'{c} = ?' for c in MUTABLE_FIELDS)} WHERE id = ?"
@@ -182,6 +185,60 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
+_BUCKET_GET: Final = attrgetter(
+    "route", "bytes_sent", "bytes_received", "credits", "status", "rendered", "conditional",
+    "latency_ms", "canary",
+)  # fmt: skip
+_BITS: Final = np.uint64(1) << np.arange(_WIDTH, dtype=np.uint64)
+
+
+def bucket_key(start: Any, series: Any) -> Any:
+    """The ``k`` of the bucket of ``series`` starting at ``start`` (seconds, a multiple of
+    BUCKET_SECONDS); works on integers and int64 arrays alike."""
+    return ((start // _BW) << _KEY_SHIFT) | series
+
+
+def pack_sparse(mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[bytes]:
+    """Each row of ``mat`` as a sparse vector: a little-endian 64-bit mask of its
+    nonzero columns, then those values (float64, column order).
+
+    >>> m = np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 3.5]])
+    >>> [len(b) for b in pack_sparse(m)]
+    [16, 24]
+    >>> unpack_sparse(pack_sparse(m), 3).tolist()
+    [[0.0, 2.0, 0.0], [1.0, 0.0, 3.5]]
+    """
+    m = np.ascontiguousarray(mat, dtype="<f8")
+    r, w = m.shape
+    nz = m != 0
+    cnt = nz.sum(axis=1)
+    head = np.arange(r) + np.concatenate(([0], np.cumsum(cnt)[:-1])).astype(np.intp)
+    out = np.empty(r + int(cnt.sum()), dtype="<u8")
+    out[head] = (nz * _BITS[:w]).sum(axis=1, dtype=np.uint64)
+    value = np.ones(len(out), dtype=bool)
+    value[head] = False
+    out[value] = m[nz].view("<u8")
+    raw = out.tobytes()
+    ends = ((head + 1 + cnt) * 8).tolist()
+    return [raw[a:b] for a, b in zip((head * 8).tolist(), ends, strict=True)]
+
+
+def unpack_sparse(
+    blobs: Sequence[bytes], width: int = _WIDTH
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The inverse of :func:`pack_sparse`: one dense row per vector."""
+    n = len(blobs)
+    dense = np.zeros((n, width))
+    if not n:
+        return dense
+    buf = np.frombuffer(b"".join(blobs), dtype="<u8")
+    lens = np.fromiter(map(len, blobs), dtype=np.intp, count=n) // 8
+    head = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.intp)
+    nz = (buf[head][:, None] & _BITS[:width]) != 0
+    value = np.ones(len(buf), dtype=bool)
+    value[head] = False
+    dense[nz] = buf[value].view("<f8")
+    return dense
 
 
 class SQLStore:
@@ -200,7 +257,8 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
-        "VADD": "recrawl_vadd({table}.v, excluded.v)",
+        "VADD": "{fn}({table}.v, excluded.v)",
+        "SPARSE": "recrawl_sparse",
     }
     path: str
 
@@ -224,6 +282,9 @@ class SQLStore:
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
+            if found == 2:
+                self._migrate_from_2()
+                found = SCHEMA_VERSION
             if found is not None and found != SCHEMA_VERSION:
                 raise StoreError(
                     f"the store {self.path!r} has schema version {found}; this recrawl needs "
@@ -242,6 +303,35 @@ class SQLStore:
 
     def _connect(self) -> Any:
         raise NotImplementedError
+
+    def _migrate_from_2(self) -> None:
+        """Schema 2 to 3: the buckets keyed by one integer (and sparse in SQLite).
+        One transaction: a crash leaves the store as it was."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._schema_version() == 2:  # not done meanwhile by another process
+                for table in ("buckets", "buckets_daily"):
+                    sparse = self.dialect["SPARSE"] if table in _SPARSE_TABLES else ""
+                    db.execute(
+                        f"CREATE TABLE {table}_3 (k {self.dialect['PAGEID']}, "
+                        f"n {self.dialect['BIGINT']} NOT NULL, v {self.dialect['VEC']} NOT NULL)"
+                    )
+                    db.execute(
+                        f"INSERT INTO {table}_3 (k, n, v) SELECT "
+                        f"((start / {_BW}) * {1 << _KEY_SHIFT}) + series, n, {sparse}(v) "
+                        f"FROM {table}"
+                    )
+                    db.execute(f"DROP TABLE {table}")
+                    db.execute(f"ALTER TABLE {table}_3 RENAME TO {table}")
+                db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     def _schema_version(self) -> int | None:
         try:
@@ -479,34 +569,35 @@ class SQLStore:
             )
             start = np.concatenate([start, np.array([k[3] for k in extra], dtype=np.int64)])
             mat = np.vstack([mat, np.array(list(adjust.values()), dtype=np.float64)])
-        self._upsert_buckets(db, "buckets", series, start, mat)
+        if len(series) and int(series.max()) > _SERIES_MASK:
+            raise StoreError("more than 2**32 bucket series (site, page type, route)")
+        self._upsert_buckets(db, "buckets", bucket_key(start, series), mat)
         # the same deltas summed per whole UTC day, for the baselines
-        day = start - start % _DAY_S
-        combined = series * (1 << 40) + day  # days since 1970 in seconds fit in 40 bits
-        uniq, inv = np.unique(combined, return_inverse=True)
+        uniq, inv = np.unique(bucket_key(start - start % _DAY_S, series), return_inverse=True)
         k = len(uniq)
         daily = np.empty((k, _WIDTH))
         for c in range(_WIDTH):  # a bincount per column: many times faster than np.add.at
             daily[:, c] = np.bincount(inv, weights=mat[:, c], minlength=k)
-        self._upsert_buckets(db, "buckets_daily", uniq >> 40, uniq & ((1 << 40) - 1), daily)
+        self._upsert_buckets(db, "buckets_daily", uniq, daily)
 
     def _upsert_buckets(
         self,
         db: Any,
         table: str,
-        series: np.ndarray[Any, np.dtype[np.int64]],
-        start: np.ndarray[Any, np.dtype[np.int64]],
+        keys: np.ndarray[Any, np.dtype[np.int64]],
         mat: np.ndarray[Any, np.dtype[np.float64]],
     ) -> None:
-        sql = _VEC_UPSERT.format(table=table, VADD=self.dialect["VADD"].format(table=table))
+        sparse = table in _SPARSE_TABLES
+        vadd = self.dialect["VADD"].format(
+            table=table, fn="recrawl_svadd" if sparse else "recrawl_vadd"
+        )
         db.executemany(
-            sql,
+            _VEC_UPSERT.format(table=table, VADD=vadd),
             list(
                 zip(
-                    start.tolist(),
-                    series.tolist(),
+                    keys.tolist(),
                     mat[:, 0].astype(np.int64).tolist(),
-                    self._vectors(mat),
+                    self._vectors(mat, sparse=sparse),
                     strict=True,
                 )
             ),
@@ -534,14 +625,21 @@ class SQLStore:
                     cache[(k[0], k[1], k[2])] = i
         return np.array([cache[k] for k in triples], dtype=np.int64)
 
-    def _vectors(self, mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[Any]:
-        """Each row of ``mat`` as this backend stores a bucket vector (SQLite: bytes)."""
+    def _vectors(self, mat: np.ndarray[Any, np.dtype[np.float64]], *, sparse: bool) -> list[Any]:
+        """Each row of ``mat`` as this backend stores a bucket vector (SQLite: bytes,
+        :func:`pack_sparse` when ``sparse``, else float64 little-endian)."""
+        if sparse:
+            return pack_sparse(mat)
         raw = np.ascontiguousarray(mat, dtype="<f8").tobytes()
         w = 8 * mat.shape[1]
         return [raw[i : i + w] for i in range(0, len(raw), w)]
 
-    def _unvectors(self, values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    def _unvectors(
+        self, values: Sequence[Any], *, sparse: bool
+    ) -> np.ndarray[Any, np.dtype[np.float64]]:
         """The inverse of :meth:`_vectors`: one row per stored vector."""
+        if sparse:
+            return unpack_sparse(values)
         return np.frombuffer(b"".join(values), dtype="<f8").reshape(len(values), _WIDTH)
 
     def _load_pages(
@@ -627,9 +725,13 @@ class SQLStore:
             dtype=np.int64,
             count=len(pages.site),
         )
+        # every column this needs, in one pass over the observations
+        route, sent, received, credit, status, rendered, conditional, latency, canary = zip(
+            *map(_BUCKET_GET, todo), strict=True
+        )
         routes: dict[str, int] = {}
         ro = np.fromiter(
-            (routes.setdefault(o.route, len(routes)) for o in todo), dtype=np.int64, count=n
+            (routes.setdefault(r, len(routes)) for r in route), dtype=np.int64, count=n
         )
         nr = len(routes)
         pair = gp[pidx] * nr + ro  # (site, page_type) group and route of each observation
@@ -650,23 +752,17 @@ class SQLStore:
         mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
 
         def col(values: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
-            return np.fromiter(values, np.float64, n)
+            return np.array(values, dtype=np.float64)  # None becomes NaN
 
-        credits = col(np.nan if o.credits is None else o.credits for o in todo)
-        st = col(0 if o.status is None else o.status for o in todo)
+        credits = col(credit)
+        st = col(status)
         ok = ((st >= 200) & (st < 300)) | (st == 304)
         billed = np.where(np.isnan(credits), ok, credits)  # Observation.billed_credits
         for c, vals in enumerate(
-            (
-                col(o.bytes_sent for o in todo),
-                col(o.bytes_received for o in todo),
-                billed,
-                col(o.rendered for o in todo),
-                col(o.conditional for o in todo),
-            )
+            (col(sent), col(received), billed, col(rendered), col(conditional))
         ):
             mat[:, _S0 + c] = np.bincount(rows, weights=vals, minlength=r)
-        lat = col(np.nan if o.latency_ms is None else o.latency_ms for o in todo)
+        lat = col(latency)
         has = ~np.isnan(lat)
         if has.any():
             lr = rows[has]
@@ -678,7 +774,7 @@ class SQLStore:
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
         canaries = self._canaries(db)
-        flagged = range(n) if canaries else [i for i, o in enumerate(todo) if o.canary is not None]
+        flagged = range(n) if canaries else [i for i, c in enumerate(canary) if c is not None]
         for i in flagged:
             o = todo[i]
             if o.canary is not None:
@@ -828,12 +924,12 @@ class SQLStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT s.site, s.page_type, b.v FROM buckets_daily b "
-                "JOIN series s ON s.id = b.series"
+                f"JOIN series s ON s.id = b.k & {_SERIES_MASK}"
             ).fetchall()
         groups: dict[tuple[str, str], int] = {}
         gi = np.array([groups.setdefault((r[0], r[1]), len(groups)) for r in rows], dtype=np.intp)
         sums = np.zeros((len(groups), _WIDTH))
-        np.add.at(sums, gi, self._unvectors([r[2] for r in rows]))
+        np.add.at(sums, gi, self._unvectors([r[2] for r in rows], sparse=False))
         out = []
         for (site, ptype), row in sorted(zip(groups, sums.tolist(), strict=True)):
             out.append(
@@ -855,18 +951,19 @@ class SQLStore:
         """Buckets with ``since <= start < until``; ``daily`` reads whole UTC days instead."""
         table = "buckets_daily" if daily else "buckets"
         q = (
-            f"SELECT s.site, s.page_type, s.route, b.start, b.v FROM {table} b "
-            "JOIN series s ON s.id = b.series WHERE b.start >= ? AND b.start < ?"
+            f"SELECT s.site, s.page_type, s.route, b.k, b.v FROM {table} b "
+            f"JOIN series s ON s.id = b.k & {_SERIES_MASK} WHERE b.k >= ? AND b.k < ?"
         )
-        args: list[Any] = [int(since), int(until)]
+        # since <= start < until, for starts on the bucket grid
+        args: list[Any] = [-(-math.ceil(x) // _BW) << _KEY_SHIFT for x in (since, until)]
         if sites:
             q += f" AND s.site IN ({','.join('?' * len(sites))})"
             args.extend(sites)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
         arr = np.empty((len(rows), 1 + _WIDTH))
-        arr[:, 0] = [r[3] for r in rows]
-        arr[:, 1:] = self._unvectors([r[4] for r in rows])
+        arr[:, 0] = (np.array([r[3] for r in rows], dtype=np.int64) >> _KEY_SHIFT) * _BW
+        arr[:, 1:] = self._unvectors([r[4] for r in rows], sparse=table in _SPARSE_TABLES)
         k = len(OUTCOMES)
         s = 1 + _S0
         return BucketArrays.from_labels(

@@ -79,6 +79,7 @@ class PostgresStore(SQLStore):
         "VEC": "DOUBLE PRECISION[]",
         "VADD": "ARRAY(SELECT x + y FROM unnest({table}.v, excluded.v) WITH ORDINALITY "
         "AS t(x, y, i) ORDER BY i)",
+        "SPARSE": "",
     }
 
     def __init__(
@@ -92,11 +93,13 @@ class PostgresStore(SQLStore):
         self._url = url
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
 
-    def _vectors(self, mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[Any]:
+    def _vectors(self, mat: np.ndarray[Any, np.dtype[np.float64]], *, sparse: bool) -> list[Any]:
         out: list[Any] = mat.tolist()
         return out
 
-    def _unvectors(self, values: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    def _unvectors(
+        self, values: Sequence[Any], *, sparse: bool
+    ) -> np.ndarray[Any, np.dtype[np.float64]]:
         return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
 
     def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:

@@ -222,49 +222,47 @@ def _bucket_rows(b: Any) -> dict[tuple[Any, ...], list[float]]:
     }
 
 
-def test_a_schema_2_store_is_migrated_with_its_buckets(tmp_path: Path):
-    import numpy as np
-
-    from recrawl.store._sql import unpack_sparse
+def test_a_schema_2_store_is_migrated_with_its_buckets(make_store, tmp_path: Path):
+    from recrawl.store import PostgresStore
+    from recrawl.store._sql import _SPARSE_TABLES
 
     log = tmp_path / "log.jsonl"
     write_fetch_log(str(log), 650)
     lines = log.read_text().splitlines()
-    db = tmp_path / "old.db"
-    s = SQLiteStore(db)
+    s = make_store()
     ingest_lines(s, lines[:600])
     fifteen, daily = s.buckets(0, 2e9), s.buckets(0, 2e9, daily=True)
     totals = s.group_totals()
-    s.close()
     # rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors
-    con = sqlite3.connect(db)
+    db = s._db
+    db.execute("BEGIN IMMEDIATE")
     for table in ("buckets", "buckets_daily"):
-        rows = con.execute(f"SELECT k, n, v FROM {table}").fetchall()
-        vs = [r[2] for r in rows]
-        dense = (
-            unpack_sparse(vs) if table == "buckets" else np.array([np.frombuffer(v) for v in vs])
+        rows = db.execute(f"SELECT k, n, v FROM {table}").fetchall()
+        dense = s._unvectors([r[2] for r in rows], sparse=table in _SPARSE_TABLES)
+        db.execute(f"DROP TABLE {table}")
+        db.execute(
+            f"CREATE TABLE {table} (start BIGINT NOT NULL, series BIGINT NOT NULL, "
+            f"n BIGINT NOT NULL, v {s.dialect['VEC']} NOT NULL, PRIMARY KEY (start, series))"
         )
-        con.execute(f"DROP TABLE {table}")
-        con.execute(
-            f"CREATE TABLE {table} (start INTEGER NOT NULL, series INTEGER NOT NULL, "
-            "n INTEGER NOT NULL, v BLOB NOT NULL, PRIMARY KEY (start, series))"
-        )
-        con.executemany(
+        old = s._vectors(dense, sparse=False)
+        db.executemany(
             f"INSERT INTO {table} VALUES (?, ?, ?, ?)",
             [
-                ((k >> 32) * 900, k & 0xFFFFFFFF, n, d.tobytes())
-                for (k, n, _), d in zip(rows, dense, strict=True)
+                ((k >> 32) * 900, k & 0xFFFFFFFF, n, v)
+                for (k, n, _), v in zip(rows, old, strict=True)
             ],
         )
-    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    db.execute("COMMIT")
 
-    s = SQLiteStore(db)  # migrates
-    assert s.execute("SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
-    assert s.group_totals() == totals
-    assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
-    assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
-    assert fifteen.n.sum() == 600
-    ingest_lines(s, lines[600:])  # and takes new observations
-    assert s.buckets(0, 2e9).n.sum() == 650
+    s = SQLiteStore(s.path) if isinstance(s, SQLiteStore) else PostgresStore(s._url)  # migrates
+    try:
+        assert s.execute("SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+        assert s.group_totals() == totals
+        assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
+        assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
+        assert fifteen.n.sum() == 600
+        ingest_lines(s, lines[600:])  # and takes new observations
+        assert s.buckets(0, 2e9).n.sum() == 650
+    finally:
+        s.close()

@@ -28,6 +28,7 @@ from .pagestate import (
     Classifier,
     PageState,
     fixed_outcome,
+    status_outcome,
 )
 
 __all__ = [
@@ -261,10 +262,24 @@ def fold_batch(
         ask = np.flatnonzero(fx == _ASK_CLASSIFIER)
         if len(ask):
             assert classifier is not None
-            states = pages.states(p[ask])
-            for j, state in zip(ask.tolist(), states, strict=True):
-                got = fixed_outcome(obs[int(idx[j])], state, classifier)
-                fx[j] = _CONTENT_PENDING if got is None else CODE[got]
+            by_fields = getattr(classifier, "classify_fields", None)
+            if by_fields is None:
+                states = pages.states(p[ask])
+                for j, state in zip(ask.tolist(), states, strict=True):
+                    got = fixed_outcome(obs[int(idx[j])], state, classifier)
+                    fx[j] = _CONTENT_PENDING if got is None else CODE[got]
+            else:  # the classifier reads a few page fields: no PageState objects
+                pa = p[ask]
+                for j, site, ptype, avg, seen in zip(
+                    ask.tolist(), pages.site[pa].tolist(), pages.page_type[pa].tolist(),
+                    pages.avg_bytes[pa].tolist(), (~np.isnan(pages.last_ok[pa])).tolist(),
+                    strict=True,
+                ):  # fmt: skip
+                    o = obs[int(idx[j])]
+                    got = by_fields(o, site, ptype, avg, seen)
+                    if got is None and o.status is not None and not 200 <= o.status < 300:
+                        got = status_outcome(o.status)  # as fixed_outcome falls through
+                    fx[j] = _CONTENT_PENDING if got is None else CODE[got]
             fixed[idx] = fx
         oc = fx.copy()
         pend = np.flatnonzero(fx == _CONTENT_PENDING)

@@ -82,12 +82,20 @@ class ContentClassifier:
         self._seen: dict[tuple[str, str], int] = {}
 
     def __call__(self, obs: Observation, page: PageState | None) -> str | None:
-        site, ptype = obs.site, obs.page_type
-        if page is not None:
-            site, ptype = page.site, page.page_type
+        if page is None:
+            return self.classify_fields(obs, obs.site, obs.page_type, 0.0, False)
+        return self.classify_fields(
+            obs, page.site, page.page_type, page.avg_bytes, page.last_ok is not None
+        )
+
+    def classify_fields(
+        self, obs: Observation, site: str, ptype: str, avg_bytes: float, fetched_ok: bool
+    ) -> str | None:
+        """:meth:`__call__` given the page's site, page type, running average body
+        size and whether it has had a good fetch (what ingest has in its arrays)."""
         normal = self.normals.body_bytes(site, ptype)
-        if page is not None and page.avg_bytes > 0 and page.last_ok is not None:
-            normal = page.avg_bytes
+        if avg_bytes > 0 and fetched_ok:
+            normal = avg_bytes
         body = obs.bytes_received or None
         found = classify_response(
             status=obs.status,

@@ -25,6 +25,7 @@ __all__ = [
     "PageState",
     "apply_observation",
     "fixed_outcome",
+    "status_outcome",
 ]
 
 CONTENT_OUTCOMES: Final = frozenset({"new", "changed", "unchanged", "not_modified"})
@@ -79,6 +80,23 @@ Classifier = Callable[[Observation, PageState | None], str | None]
 """Content-based detection seam: returns ``challenge``/``soft_block``/... or None."""
 
 
+def status_outcome(status: int) -> str | None:
+    """The outcome a status code alone decides (None for 2xx: content decides).
+
+    >>> [status_outcome(s) for s in (200, 304, 429, 410, 503)]
+    [None, 'not_modified', 'hard_block', 'gone', 'error']
+    """
+    if status == 304:
+        return "not_modified"
+    if status in (403, 429):
+        return "hard_block"
+    if status in (404, 410):
+        return "gone"
+    if 200 <= status < 300:
+        return None
+    return "error"
+
+
 def fixed_outcome(
     obs: Observation, page: PageState | None, classifier: Classifier | None
 ) -> str | None:
@@ -99,15 +117,9 @@ def fixed_outcome(
         found = classifier(obs, page)  # block-page markers win over the status code
         if found is not None or 200 <= s < 300:
             return found
-    if s == 304:
-        return "not_modified"
-    if s in (403, 429):
-        return "hard_block"
-    if s in (404, 410):
-        return "gone"
     if 200 <= s < 300:
         return classifier(obs, page) if classifier is not None else None
-    return "error"
+    return status_outcome(s)
 
 
 def _content_outcome(obs: Observation, page: PageState) -> str:

@@ -209,12 +209,15 @@ def pack_sparse(mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[bytes]:
     [[0.0, 2.0, 0.0], [1.0, 0.0, 3.5]]
     """
     m = np.ascontiguousarray(mat, dtype="<f8")
-    r, w = m.shape
+    r = m.shape[0]
     nz = m != 0
     cnt = nz.sum(axis=1)
     head = np.arange(r) + np.concatenate(([0], np.cumsum(cnt)[:-1])).astype(np.intp)
     out = np.empty(r + int(cnt.sum()), dtype="<u8")
-    out[head] = (nz * _BITS[:w]).sum(axis=1, dtype=np.uint64)
+    bits = np.zeros((r, 8), dtype=np.uint8)
+    packed = np.packbits(nz, axis=1, bitorder="little")
+    bits[:, : packed.shape[1]] = packed
+    out[head] = bits.view("<u8").ravel()
     value = np.ones(len(out), dtype=bool)
     value[head] = False
     out[value] = m[nz].view("<u8")
@@ -234,7 +237,8 @@ def unpack_sparse(
     buf = np.frombuffer(b"".join(blobs), dtype="<u8")
     lens = np.fromiter(map(len, blobs), dtype=np.intp, count=n) // 8
     head = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.intp)
-    nz = (buf[head][:, None] & _BITS[:width]) != 0
+    masks = np.ascontiguousarray(buf[head]).view(np.uint8).reshape(n, 8)
+    nz = np.unpackbits(masks, axis=1, count=width, bitorder="little").view(bool)
     value = np.ones(len(buf), dtype=bool)
     value[head] = False
     dense[nz] = buf[value].view("<f8")

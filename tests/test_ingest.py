@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -10,6 +11,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recrawl.ingest import ingest_lines
 from recrawl.stats import compute_stats
@@ -266,3 +270,30 @@ def test_a_schema_2_store_is_migrated_with_its_buckets(make_store, tmp_path: Pat
         assert s.buckets(0, 2e9).n.sum() == 650
     finally:
         s.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(
+            st.one_of(st.just(0.0), st.floats(-1e12, 1e12), st.just(float("nan"))),
+            min_size=49,
+            max_size=49,
+        ),
+        max_size=8,
+    )
+)
+def test_sparse_bucket_vectors_round_trip_and_add(rows: list[list[float]]) -> None:
+    import numpy as np
+
+    from recrawl.store._sql import pack_sparse, unpack_sparse
+    from recrawl.store.sqlite import _svadd
+
+    m = np.array(rows, dtype=np.float64).reshape(len(rows), 49)
+    packed = pack_sparse(m)
+    assert all(len(b) == 8 * (1 + np.count_nonzero(r)) for b, r in zip(packed, m, strict=True))
+    assert np.array_equal(unpack_sparse(packed), m, equal_nan=True)
+    for a, b in itertools.pairwise(packed):
+        got = unpack_sparse([_svadd(a, b)])[0]
+        want = unpack_sparse([a])[0] + unpack_sparse([b])[0]
+        assert np.array_equal(got, want, equal_nan=True)

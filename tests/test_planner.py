@@ -218,3 +218,24 @@ def test_bad_arguments() -> None:
         plan_cycle(s, 1.0, NOW, policy="random")
     with pytest.raises(ValueError):
         PlannerConfig(discovery_share=0.7, reestimate_share=0.4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_top_ranks_like_a_stable_sort_with_and_without_the_sampled_threshold(
+    dtype: type[np.floating],
+) -> None:
+    from recrawl.planner import _top
+
+    rng = np.random.default_rng(3)
+    for n, k in ((1000, 40), (1_200_000, 5000)):
+        # few distinct values, so ties are common; a third not candidates
+        pr = rng.integers(0, 3000, n).astype(dtype)
+        pr[rng.random(n) < 0.3] = 0.0
+        cand = np.flatnonzero(pr > 0)
+        expect = cand[np.argsort(-pr[cand], kind="stable")]
+        got = _top(pr, k)
+        assert got.size >= k
+        # the k-th best priority and everything above it, in stable order
+        np.testing.assert_array_equal(pr[got], pr[expect[: got.size]])
+        if got.size > k:  # the sampled threshold: ties in page order
+            np.testing.assert_array_equal(got, expect[: got.size])

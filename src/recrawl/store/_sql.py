@@ -16,7 +16,6 @@ import math
 import secrets
 import threading
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -185,10 +184,6 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
-_BUCKET_GET: Final = attrgetter(
-    "route", "bytes_sent", "bytes_received", "credits", "status", "rendered", "conditional",
-    "latency_ms", "canary",
-)  # fmt: skip
 _BITS: Final = np.uint64(1) << np.arange(_WIDTH, dtype=np.uint64)
 
 
@@ -729,13 +724,9 @@ class SQLStore:
             dtype=np.int64,
             count=len(pages.site),
         )
-        # every column this needs, in one pass over the observations
-        route, sent, received, credit, status, rendered, conditional, latency, canary = zip(
-            *map(_BUCKET_GET, todo), strict=True
-        )
         routes: dict[str, int] = {}
         ro = np.fromiter(
-            (routes.setdefault(r, len(routes)) for r in route), dtype=np.int64, count=n
+            (routes.setdefault(o.route, len(routes)) for o in todo), dtype=np.int64, count=n
         )
         nr = len(routes)
         pair = gp[pidx] * nr + ro  # (site, page_type) group and route of each observation
@@ -756,17 +747,24 @@ class SQLStore:
         mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
 
         def col(values: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
-            return np.array(values, dtype=np.float64)  # None becomes NaN
+            return np.fromiter(values, np.float64, n)
 
-        credits = col(credit)
-        st = col(status)
+        # a generator per column: faster than one pass building tuples (measured)
+        credits = col(np.nan if o.credits is None else o.credits for o in todo)
+        st = col(0 if o.status is None else o.status for o in todo)
         ok = ((st >= 200) & (st < 300)) | (st == 304)
         billed = np.where(np.isnan(credits), ok, credits)  # Observation.billed_credits
         for c, vals in enumerate(
-            (col(sent), col(received), billed, col(rendered), col(conditional))
+            (
+                col(o.bytes_sent for o in todo),
+                col(o.bytes_received for o in todo),
+                billed,
+                col(o.rendered for o in todo),
+                col(o.conditional for o in todo),
+            )
         ):
             mat[:, _S0 + c] = np.bincount(rows, weights=vals, minlength=r)
-        lat = col(latency)
+        lat = col(np.nan if o.latency_ms is None else o.latency_ms for o in todo)
         has = ~np.isnan(lat)
         if has.any():
             lr = rows[has]
@@ -778,7 +776,7 @@ class SQLStore:
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
         canaries = self._canaries(db)
-        flagged = range(n) if canaries else [i for i, c in enumerate(canary) if c is not None]
+        flagged = range(n) if canaries else [i for i, o in enumerate(todo) if o.canary is not None]
         for i in flagged:
             o = todo[i]
             if o.canary is not None:

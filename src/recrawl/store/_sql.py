@@ -150,7 +150,7 @@ CREATE TABLE IF NOT EXISTS canaries (
 
 _VEC_UPSERT: Final = (
     "INSERT INTO {table} (k, n, v) VALUES (?, ?, ?) "
-    "ON CONFLICT (k) DO UPDATE SET n = {table}.n + excluded.n, v = {VADD}"
+    "ON CONFLICT (k) DO UPDATE SET n = excluded.n, v = excluded.v"
 )
 _KEY_SHIFT: Final = 32
 _SERIES_MASK: Final = (1 << _KEY_SHIFT) - 1
@@ -184,7 +184,6 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
-_BITS: Final = np.uint64(1) << np.arange(_WIDTH, dtype=np.uint64)
 
 
 def bucket_key(start: Any, series: Any) -> Any:
@@ -256,7 +255,6 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
-        "VADD": "{fn}({table}.v, excluded.v)",
         "SPARSE": "recrawl_sparse",
     }
     path: str
@@ -278,6 +276,10 @@ class SQLStore:
         self._loaded = np.zeros(0, dtype=bool)
         self._gen: int | None = None
         self._series: dict[tuple[str, str, str], int] = {}  # cleared when a write rolls back
+        # The rows (dense vectors, by key) of each bucket table as this store's
+        # last committed ingest left them: the next batch adds to them in numpy
+        # instead of a per-row function in SQL. Same validity as the page cache.
+        self._bucket_rows: dict[str, dict[int, np.ndarray[Any, np.dtype[np.float64]]]] = {}
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
@@ -360,6 +362,7 @@ class SQLStore:
                 gen = self._pages_gen(db)
                 if gen != self._gen:  # another connection wrote pages: forget their state
                     self._loaded[:] = False
+                    self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
                 self._ingest_locked(db, observations, classifier, result, new_ids)
                 self._bump_pages_gen(db, gen)
@@ -368,6 +371,7 @@ class SQLStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 self._series.clear()
+                self._bucket_rows.clear()
                 raise
             self._gen = gen + 1
             self._remember_ids(new_ids)
@@ -586,21 +590,56 @@ class SQLStore:
         keys: np.ndarray[Any, np.dtype[np.int64]],
         mat: np.ndarray[Any, np.dtype[np.float64]],
     ) -> None:
+        """Add the rows ``mat`` to the buckets ``keys`` of ``table``.
+
+        The current value of a bucket comes from the rows this store wrote last
+        (a batch in time order mostly touches those), else, for a key not above
+        the table's largest, from the table; the sums are written whole.
+        """
+        uniq, inv = np.unique(keys, return_inverse=True)
+        if len(uniq) < len(keys):  # re-folded pages' corrections can share a bucket
+            summed = np.zeros((len(uniq), mat.shape[1]))
+            np.add.at(summed, inv, mat)
+            keys, mat = uniq, summed
         sparse = table in _SPARSE_TABLES
-        vadd = self.dialect["VADD"].format(
-            table=table, fn="recrawl_svadd" if sparse else "recrawl_vadd"
-        )
+        last = self._bucket_rows.get(table, {})
+        klist = keys.tolist()
+        total = mat.copy()
+        hit = [i for i, k in enumerate(klist) if k in last]
+        if hit:
+            total[hit] += np.stack([last[klist[i]] for i in hit])
+        row = db.execute(f"SELECT max(k) FROM {table}").fetchone()
+        top = -1 if row is None or row[0] is None else int(row[0])
+        if hit:
+            maybe = np.ones(len(klist), dtype=bool)
+            maybe[hit] = False
+            maybe &= keys <= top
+        else:
+            maybe = keys <= top
+        if maybe.any():  # may exist already: read them
+            where = {
+                k: i
+                for i, k in zip(np.flatnonzero(maybe).tolist(), keys[maybe].tolist(), strict=True)
+            }
+            found: list[tuple[int, Any]] = []
+            for chunk in _chunks(list(where), _CHUNK):
+                q = f"SELECT k, v FROM {table} WHERE k IN ({','.join('?' * len(chunk))})"
+                found.extend(db.execute(q, chunk).fetchall())
+            if found:
+                at = [where[k] for k, _ in found]
+                total[at] += self._unvectors([v for _, v in found], sparse=sparse)
         db.executemany(
-            _VEC_UPSERT.format(table=table, VADD=vadd),
+            _VEC_UPSERT.format(table=table),
             list(
                 zip(
-                    keys.tolist(),
-                    mat[:, 0].astype(np.int64).tolist(),
-                    self._vectors(mat, sparse=sparse),
+                    klist,
+                    np.rint(total[:, 0]).astype(np.int64).tolist(),
+                    self._vectors(total, sparse=sparse),
                     strict=True,
                 )
             ),
         )
+        self._bucket_rows[table] = dict(zip(klist, total, strict=True))
 
     def _series_ids(
         self, db: Any, triples: Sequence[tuple[str, str, str]]

@@ -77,8 +77,6 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
-        "VADD": "ARRAY(SELECT x + y FROM unnest({table}.v, excluded.v) WITH ORDINALITY "
-        "AS t(x, y, i) ORDER BY i)",
         "SPARSE": "",
     }
 

@@ -9,48 +9,16 @@ lose the last transactions, a process crash never does).
 
 from __future__ import annotations
 
-import functools
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from .._exceptions import StoreError
-from ._sql import _BITS, SQLStore, pack_sparse
+from ._sql import SQLStore, pack_sparse
 
 __all__ = ["SQLiteStore"]
-
-
-def _vadd(a: bytes, b: bytes) -> bytes:
-    """Sum of two bucket vectors (float64 little-endian), for the bucket upsert."""
-    out: bytes = (np.frombuffer(a, dtype="<f8") + np.frombuffer(b, dtype="<f8")).tobytes()
-    return out
-
-
-@functools.lru_cache(maxsize=4096)
-def _columns(mask: int) -> NDArray[np.intp]:
-    """The columns set in a sparse vector's mask (masks repeat: a few patterns)."""
-    return np.flatnonzero((_BITS & np.uint64(mask)) != 0)
-
-
-def _svadd(a: bytes, b: bytes) -> bytes:
-    """Sum of two sparse bucket vectors (:func:`~recrawl.store._sql.pack_sparse`)."""
-    ma, mb = a[:8], b[:8]
-    va = np.frombuffer(a, dtype="<f8", offset=8)
-    vb = np.frombuffer(b, dtype="<f8", offset=8)
-    if ma == mb:  # the same nonzero columns: add the values in place
-        s = va + vb
-        if s.all():
-            out: bytes = ma + s.tobytes()
-            return out
-    d = np.zeros(len(_BITS))
-    d[_columns(int.from_bytes(ma, "little"))] = va
-    d[_columns(int.from_bytes(mb, "little"))] += vb
-    nz = np.flatnonzero(d)
-    mask = int(_BITS[nz].sum(dtype=np.uint64))
-    return mask.to_bytes(8, "little") + d[nz].astype("<f8").tobytes()
 
 
 def _sparse(v: bytes) -> bytes:
@@ -78,8 +46,6 @@ class SQLiteStore(SQLStore):
             db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
-            db.create_function("recrawl_vadd", 2, _vadd, deterministic=True)
-            db.create_function("recrawl_svadd", 2, _svadd, deterministic=True)
             db.create_function("recrawl_sparse", 1, _sparse, deterministic=True)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

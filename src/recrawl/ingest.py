@@ -147,6 +147,7 @@ def fewer_collections(gen0: int = GC_GEN0) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+@fewer_collections()
 def ingest_observations(
     store: Store,
     observations: Iterable[Observation],
@@ -157,18 +158,6 @@ def ingest_observations(
     on_batch: Callable[[IngestReport], None] | None = None,
 ) -> IngestReport:
     """Store already-parsed observations in batches of ``batch_size``."""
-    with fewer_collections():
-        return _ingest_observations(store, observations, batch_size, classifier, report, on_batch)
-
-
-def _ingest_observations(
-    store: Store,
-    observations: Iterable[Observation],
-    batch_size: int,
-    classifier: Classifier | None,
-    report: IngestReport | None,
-    on_batch: Callable[[IngestReport], None] | None,
-) -> IngestReport:
     rep = report or IngestReport()
     batch: list[Observation] = []
 
@@ -241,6 +230,7 @@ def _parallel_parse(
                 yield Observation(*t)
 
 
+@fewer_collections()  # the parsing processes, forked inside, inherit it
 def ingest_lines(
     store: Store,
     lines: Iterable[str],
@@ -261,23 +251,6 @@ def ingest_lines(
     ``on_batch`` is called after each stored batch (for progress); ``on_error``
     for each rejected line, with the error naming its line and field.
     """
-    with fewer_collections():  # the parsing processes are forked inside: they inherit it
-        return _ingest_lines(
-            store, lines, fmt, rules, batch_size, classifier, on_batch, on_error, parallel
-        )
-
-
-def _ingest_lines(
-    store: Store,
-    lines: Iterable[str],
-    fmt: Literal["jsonl", "csv"],
-    rules: Mapping[str, FieldRule] | None,
-    batch_size: int,
-    classifier: Classifier | None,
-    on_batch: Callable[[IngestReport], None] | None,
-    on_error: Callable[[InvalidObservation], None] | None,
-    parallel: bool | None,
-) -> IngestReport:
     rep = IngestReport()
     items: Iterable[Observation | InvalidObservation]
     it = iter(lines)

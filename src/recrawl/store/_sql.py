@@ -575,13 +575,8 @@ class SQLStore:
         if len(series) and int(series.max()) > _SERIES_MASK:
             raise StoreError("more than 2**32 bucket series (site, page type, route)")
         self._upsert_buckets(db, "buckets", bucket_key(start, series), mat)
-        # the same deltas summed per whole UTC day, for the baselines
-        uniq, inv = np.unique(bucket_key(start - start % _DAY_S, series), return_inverse=True)
-        k = len(uniq)
-        daily = np.empty((k, _WIDTH))
-        for c in range(_WIDTH):  # a bincount per column: many times faster than np.add.at
-            daily[:, c] = np.bincount(inv, weights=mat[:, c], minlength=k)
-        self._upsert_buckets(db, "buckets_daily", uniq, daily)
+        # the same deltas per whole UTC day, for the baselines
+        self._upsert_buckets(db, "buckets_daily", bucket_key(start - start % _DAY_S, series), mat)
 
     def _upsert_buckets(
         self,
@@ -590,37 +585,31 @@ class SQLStore:
         keys: np.ndarray[Any, np.dtype[np.int64]],
         mat: np.ndarray[Any, np.dtype[np.float64]],
     ) -> None:
-        """Add the rows ``mat`` to the buckets ``keys`` of ``table``.
+        """Add the rows ``mat`` to the buckets ``keys`` (repeats summed) of ``table``.
 
         The current value of a bucket comes from the rows this store wrote last
         (a batch in time order mostly touches those), else, for a key not above
         the table's largest, from the table; the sums are written whole.
         """
-        uniq, inv = np.unique(keys, return_inverse=True)
-        if len(uniq) < len(keys):  # re-folded pages' corrections can share a bucket
-            summed = np.zeros((len(uniq), mat.shape[1]))
-            np.add.at(summed, inv, mat)
-            keys, mat = uniq, summed
+        keys, inv = np.unique(keys, return_inverse=True)
+        total = np.empty((len(keys), mat.shape[1]))
+        if len(keys) == len(inv):
+            total[inv] = mat
+        else:
+            for c in range(mat.shape[1]):  # a bincount per column: much faster than np.add.at
+                total[:, c] = np.bincount(inv, weights=mat[:, c], minlength=len(keys))
         sparse = table in _SPARSE_TABLES
         last = self._bucket_rows.get(table, {})
         klist = keys.tolist()
-        total = mat.copy()
         hit = [i for i, k in enumerate(klist) if k in last]
         if hit:
             total[hit] += np.stack([last[klist[i]] for i in hit])
         row = db.execute(f"SELECT max(k) FROM {table}").fetchone()
         top = -1 if row is None or row[0] is None else int(row[0])
-        if hit:
-            maybe = np.ones(len(klist), dtype=bool)
-            maybe[hit] = False
-            maybe &= keys <= top
-        else:
-            maybe = keys <= top
+        maybe = keys <= top
+        maybe[hit] = False
         if maybe.any():  # may exist already: read them
-            where = {
-                k: i
-                for i, k in zip(np.flatnonzero(maybe).tolist(), keys[maybe].tolist(), strict=True)
-            }
+            where = {klist[i]: i for i in np.flatnonzero(maybe).tolist()}
             found: list[tuple[int, Any]] = []
             for chunk in _chunks(list(where), _CHUNK):
                 q = f"SELECT k, v FROM {table} WHERE k IN ({','.join('?' * len(chunk))})"

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -226,20 +227,35 @@ def _bucket_rows(b: Any) -> dict[tuple[Any, ...], list[float]]:
     }
 
 
-def test_a_schema_2_store_is_migrated_with_its_buckets(make_store, tmp_path: Path):
-    from recrawl.store import PostgresStore
+def _as_schema_3(s: Any) -> None:
+    """Rewrite the observation log of ``s`` as schema 3 kept it: one column per field."""
+    from recrawl.store._sql import _REST_FIELDS
+
+    db = s._db
+    rows = db.execute("SELECT seq, key, page, fetched_at, outcome, fixed, rest FROM observations")
+    wide = [(*r[:6], *orjson.loads(r[6])) for r in rows.fetchall()]
+    db.execute("DROP TABLE observations")
+    cols = ("seq", "key", "page", "fetched_at", "outcome", "fixed", *_REST_FIELDS)
+    db.execute(
+        "CREATE TABLE observations (seq BIGINT PRIMARY KEY, key BIGINT NOT NULL, "
+        "page BIGINT NOT NULL, fetched_at DOUBLE PRECISION NOT NULL, outcome TEXT NOT NULL, "
+        "fixed TEXT, status INTEGER, error TEXT, record_hash TEXT, record_empty INTEGER, "
+        "etag TEXT, last_modified TEXT, bytes_sent INTEGER, bytes_received INTEGER, "
+        "credits DOUBLE PRECISION, rendered INTEGER, latency_ms DOUBLE PRECISION, "
+        "route TEXT, conditional INTEGER, lease_id TEXT, id TEXT)"
+    )
+    db.executemany(
+        f"INSERT INTO observations ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+        [tuple(int(v) if isinstance(v, bool) else v for v in r) for r in wide],
+    )
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+
+
+def _as_schema_2(s: Any) -> None:
+    """Also rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors."""
     from recrawl.store._sql import _SPARSE_TABLES
 
-    log = tmp_path / "log.jsonl"
-    write_fetch_log(str(log), 650)
-    lines = log.read_text().splitlines()
-    s = make_store()
-    ingest_lines(s, lines[:600])
-    fifteen, daily = s.buckets(0, 2e9), s.buckets(0, 2e9, daily=True)
-    totals = s.group_totals()
-    # rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors
     db = s._db
-    db.execute("BEGIN IMMEDIATE")
     for table in ("buckets", "buckets_daily"):
         rows = db.execute(f"SELECT k, n, v FROM {table}").fetchall()
         dense = s._unvectors([r[2] for r in rows], sparse=table in _SPARSE_TABLES)
@@ -257,19 +273,62 @@ def test_a_schema_2_store_is_migrated_with_its_buckets(make_store, tmp_path: Pat
             ],
         )
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    db.execute("COMMIT")
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_store_is_migrated_with_its_log_and_buckets(
+    make_store, tmp_path: Path, version: int
+):
+    """A schema 2 or 3 store is brought to the current schema when opened: its
+    buckets, totals and page states are unchanged, and its migrated log still
+    re-folds a page when a late report arrives (the same result as a store that
+    was never migrated)."""
+    from recrawl.store import PostgresStore
+    from recrawl.store._sql import SCHEMA_VERSION
+
+    log = tmp_path / "log.jsonl"
+    write_fetch_log(str(log), 650)
+    lines = log.read_text().splitlines()
+    late = json.loads(lines[100])  # an earlier, second report of a page fetched since
+    late.update(id="late-1", fetched_at=late["fetched_at"] - 60, status=200, record_hash="zz")
+    rest = [json.dumps(late), *lines[600:]]
+
+    ref = make_store()
+    ingest_lines(ref, lines[:600])
+    ingest_lines(ref, rest)
+
+    s = make_store()
+    ingest_lines(s, lines[:600])
+    fifteen, daily = s.buckets(0, 2e9), s.buckets(0, 2e9, daily=True)
+    totals = s.group_totals()
+    urls = sorted({json.loads(x)["url"] for x in lines})
+    before = s.outcomes_many(urls)
+    s._db.execute("BEGIN IMMEDIATE")
+    _as_schema_3(s)
+    if version == 2:
+        _as_schema_2(s)
+    s._db.execute("COMMIT")
 
     s = SQLiteStore(s.path) if isinstance(s, SQLiteStore) else PostgresStore(s._url)  # migrates
     try:
-        assert s.execute("SELECT value FROM meta WHERE key = 'schema_version'") == [("3",)]
+        got = s.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert got == [(str(SCHEMA_VERSION),)]
         assert s.group_totals() == totals
         assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
         assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
+        assert s.outcomes_many(urls) == before
         assert fifteen.n.sum() == 600
-        ingest_lines(s, lines[600:])  # and takes new observations
-        assert s.buckets(0, 2e9).n.sum() == 650
+        rep = ingest_lines(s, rest)  # new observations, one of them late: the page is re-folded
+        assert rep.reordered_pages == 1
+        assert s.buckets(0, 2e9).n.sum() == 651
+        assert [s.page(u) for u in urls] == [ref.page(u) for u in urls]
+        assert s.outcomes_many(urls) == ref.outcomes_many(urls)
+        assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(ref.buckets(0, 2e9))
+        assert s.observation_count() == 651
+        assert ingest_lines(s, lines).stored == 0  # the keys came through too
     finally:
         s.close()
+        ref.close()
 
 
 @settings(max_examples=60, deadline=None)

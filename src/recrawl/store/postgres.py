@@ -77,6 +77,8 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
+        "BLOB": "BYTEA",
+        "JSON_ROW": "convert_to(json_build_array({})::text, 'UTF8')",
         "SPARSE": "",
     }
 
@@ -99,6 +101,13 @@ class PostgresStore(SQLStore):
         self, values: Sequence[Any], *, sparse: bool
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
         return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
+
+    def _after_copy(self, db: Any, table: str, column: str) -> None:
+        # the copied rows kept their ids: the serial's next value must follow them
+        db.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+            f"(SELECT coalesce(max({column}), 0) + 1 FROM {table}), false)"
+        )
 
     def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
         rows = db.execute(

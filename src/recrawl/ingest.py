@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from itertools import chain, islice
+from itertools import chain, islice, starmap
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -158,6 +158,28 @@ def ingest_observations(
     on_batch: Callable[[IngestReport], None] | None = None,
 ) -> IngestReport:
     """Store already-parsed observations in batches of ``batch_size``."""
+    it = iter(observations)
+    return _store_lists(
+        store,
+        iter(lambda: list(islice(it, batch_size)), []),
+        batch_size=batch_size,
+        classifier=classifier,
+        report=report,
+        on_batch=on_batch,
+    )
+
+
+def _store_lists(
+    store: Store,
+    lists: Iterable[list[Observation]],
+    *,
+    batch_size: int,
+    classifier: Classifier | None,
+    report: IngestReport | None,
+    on_batch: Callable[[IngestReport], None] | None,
+) -> IngestReport:
+    """Store observations that arrive in lists, in batches of about ``batch_size``
+    (whole lists: a batch ends with the list that fills it)."""
     rep = report or IngestReport()
     batch: list[Observation] = []
 
@@ -168,9 +190,9 @@ def ingest_observations(
         if on_batch is not None:
             on_batch(rep)
 
-    for o in observations:
-        rep.read += 1
-        batch.append(o)
+    for items in lists:
+        rep.read += len(items)
+        batch += items
         if len(batch) >= batch_size:
             flush()
     if batch:
@@ -199,8 +221,9 @@ def _parse_workers() -> int:
 
 def _parallel_parse(
     lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int, ahead: int
-) -> Iterator[Observation | InvalidObservation]:
-    """Parse JSONL in ``workers`` processes, chunk by chunk, yielding in input order.
+) -> Iterator[tuple[list[Observation], list[InvalidObservation]]]:
+    """Parse JSONL in ``workers`` processes, chunk by chunk, yielding each chunk's
+    observations and errors in input order.
 
     At most ``ahead`` chunks are in flight (enough for the workers to parse
     the next batch while this process stores one), so memory does not grow
@@ -224,10 +247,21 @@ def _parallel_parse(
             if not window:
                 return
             ok, bad = window.popleft().result()
-            for n, fld, reason in bad:
-                yield InvalidObservation(reason, field=fld, line=n)
-            for t in ok:
-                yield Observation(*t)
+            yield (
+                list(starmap(Observation, ok)),
+                [InvalidObservation(reason, field=fld, line=n) for n, fld, reason in bad],
+            )
+
+
+def _serial_parse(
+    lines: Iterable[str], fmt: Literal["jsonl", "csv"], rules: Mapping[str, FieldRule] | None
+) -> Iterator[tuple[list[Observation], list[InvalidObservation]]]:
+    """:func:`_parallel_parse`'s chunks, parsed in this process."""
+    items = read_observations(lines, fmt=fmt, rules=rules)
+    while chunk := list(islice(items, PARSE_CHUNK)):
+        ok = [x for _, x in chunk if not isinstance(x, InvalidObservation)]
+        bad = [x for _, x in chunk if isinstance(x, InvalidObservation)]
+        yield ok, bad
 
 
 @fewer_collections()  # the parsing processes, forked inside, inherit it
@@ -252,7 +286,7 @@ def ingest_lines(
     for each rejected line, with the error naming its line and field.
     """
     rep = IngestReport()
-    items: Iterable[Observation | InvalidObservation]
+    chunks: Iterable[tuple[list[Observation], list[InvalidObservation]]]
     it = iter(lines)
     head = list(islice(it, 2 * PARSE_CHUNK))
     if (
@@ -264,21 +298,20 @@ def ingest_lines(
         # a large input: parse in other processes while this one stores
         workers = _parse_workers()
         ahead = 2 * workers + -(-batch_size // PARSE_CHUNK)
-        items = _parallel_parse(chain(head, it), rules, workers, ahead)
+        chunks = _parallel_parse(chain(head, it), rules, workers, ahead)
     else:
-        items = (item for _, item in read_observations(chain(head, it), fmt=fmt, rules=rules))
+        chunks = _serial_parse(chain(head, it), fmt, rules)
 
-    def good() -> Iterable[Observation]:
-        for item in items:
-            if isinstance(item, InvalidObservation):
+    def good() -> Iterator[list[Observation]]:
+        for ok, bad in chunks:
+            for item in bad:
                 rep.rejected += 1
                 if len(rep.errors) < MAX_KEPT_ERRORS:
                     rep.errors.append(item)
                 if on_error is not None:
                     on_error(item)
-            else:
-                yield item
+            yield ok
 
-    return ingest_observations(
+    return _store_lists(
         store, good(), batch_size=batch_size, classifier=classifier, report=rep, on_batch=on_batch
     )

@@ -110,7 +110,7 @@ CREATE TABLE IF NOT EXISTS observations (
     fetched_at {REAL} NOT NULL,
     outcome TEXT NOT NULL,
     fixed TEXT,
-    rest {BLOB} NOT NULL
+    rest TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS observations_page_time ON observations (page, fetched_at);
 CREATE TABLE IF NOT EXISTS series (
@@ -253,8 +253,7 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
-        "BLOB": "BLOB",
-        "JSON_ROW": "CAST(json_array({}) AS BLOB)",
+        "JSON_ROW": "json_array({})",
         "SPARSE": "recrawl_sparse",
     }
     path: str
@@ -347,7 +346,7 @@ class SQLStore:
         db.execute(
             f"CREATE TABLE observations_4 (seq {d['SEQ']}, key {d['BIGINT']} NOT NULL, "
             f"page {d['BIGINT']} NOT NULL, fetched_at {d['REAL']} NOT NULL, "
-            f"outcome TEXT NOT NULL, fixed TEXT, rest {d['BLOB']} NOT NULL)"
+            "outcome TEXT NOT NULL, fixed TEXT, rest TEXT NOT NULL)"
         )
         rest = d["JSON_ROW"].format(", ".join(_REST_FIELDS))
         db.execute(
@@ -537,7 +536,7 @@ class SQLStore:
         db.executemany(
             _OBS_INSERT,
             [
-                (k, p, o.fetched_at, oc, f, dumps(_rest(o)))
+                (k, p, o.fetched_at, oc, f, dumps(_rest(o)).decode())
                 for k, o, p, f, oc in zip(tkeys, todo, pid, fixed, names, strict=True)
             ],
         )

@@ -77,8 +77,7 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
-        "BLOB": "BYTEA",
-        "JSON_ROW": "convert_to(json_build_array({})::text, 'UTF8')",
+        "JSON_ROW": "json_build_array({})::text",
         "SPARSE": "",
     }
 

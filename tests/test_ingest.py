@@ -229,13 +229,13 @@ def _bucket_rows(b: Any) -> dict[tuple[Any, ...], list[float]]:
 
 def _as_schema_3(s: Any) -> None:
     """Rewrite the observation log of ``s`` as schema 3 kept it: one column per field."""
-    from recrawl.store._sql import _REST_FIELDS
+    from recrawl.batch import LOG_FIELDS
 
     db = s._db
     rows = db.execute("SELECT seq, key, page, fetched_at, outcome, fixed, rest FROM observations")
     wide = [(*r[:6], *orjson.loads(r[6])) for r in rows.fetchall()]
     db.execute("DROP TABLE observations")
-    cols = ("seq", "key", "page", "fetched_at", "outcome", "fixed", *_REST_FIELDS)
+    cols = ("seq", "key", "page", "fetched_at", "outcome", "fixed", *LOG_FIELDS)
     db.execute(
         "CREATE TABLE observations (seq BIGINT PRIMARY KEY, key BIGINT NOT NULL, "
         "page BIGINT NOT NULL, fetched_at DOUBLE PRECISION NOT NULL, outcome TEXT NOT NULL, "

@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 
+from recrawl.batch import ObservationColumns
 from recrawl.config import Settings
 from recrawl.engine import Engine
 from recrawl.observation import Observation
@@ -204,10 +205,14 @@ class SlowSQLiteStore(SQLiteStore):
     delay_s = 0.0
 
     def ingest(
-        self, observations: Sequence[Observation], *, classifier: Classifier | None = None
+        self,
+        observations: Sequence[Observation],
+        *,
+        classifier: Classifier | None = None,
+        columns: ObservationColumns | None = None,
     ) -> BatchResult:
         time.sleep(self.delay_s)
-        return super().ingest(observations, classifier=classifier)
+        return super().ingest(observations, classifier=classifier, columns=columns)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from .batch import ObservationColumns, observation_columns
 from .buckets import OUTCOMES
 from .estimate import DEFAULT_HALF_LIFE_DAYS, update_evidence_arrays
 from .observation import Observation
@@ -222,11 +223,13 @@ def fold_batch(
     *,
     classifier: Classifier | None = None,
     half_life_days: float | None = None,
+    columns: ObservationColumns | None = None,
 ) -> tuple[NDArray[np.int64], list[str | None]]:
     """Apply ``obs`` to ``pages`` in place, in time order per page.
 
     ``page_index[i]`` is the row of ``pages`` that ``obs[i]`` belongs to;
-    ``obs`` must be sorted by page and then time (ties keep their order).
+    ``obs`` must be sorted by page and then time (ties keep their order);
+    ``columns``, when given, are :func:`~recrawl.batch.observation_columns` of ``obs``.
     Returns each observation's outcome code and its *fixed* outcome (what
     :func:`~recrawl.pagestate.fixed_outcome` decided, None for a 2xx compared
     with the previous fetch), both in the order of ``obs``.
@@ -237,13 +240,12 @@ def fold_batch(
     outcome = np.empty(n, dtype=np.int64)
     if n == 0:
         return outcome, []
-    t_all = np.fromiter((o.fetched_at for o in obs), dtype=np.float64, count=n)
-    status = np.fromiter(
-        (0 if o.status is None else o.status for o in obs), dtype=np.int64, count=n
-    )
-    br_all = np.fromiter((o.bytes_received for o in obs), dtype=np.float64, count=n)
-    bsum = np.fromiter((o.bytes_sent + o.bytes_received for o in obs), dtype=np.int64, count=n)
-    billed = np.fromiter((o.billed_credits() for o in obs), dtype=np.float64, count=n)
+    cols = observation_columns(obs) if columns is None else columns
+    t_all = cols.fetched_at
+    status = cols.status
+    br_all = cols.bytes_received.astype(np.float64)
+    bsum = cols.bytes_sent + cols.bytes_received
+    billed = cols.billed
     rh_all = _objects([o.record_hash for o in obs])
     etag_all = _objects([o.etag for o in obs])
     lm_all = _objects([o.last_modified for o in obs])

@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from ._exceptions import InvalidObservation
+from .batch import ObservationColumns, observation_columns
 from .classify import ExtraMarker, ResponseNormals, classify_response
 from .fingerprint import FieldRule
 from .observation import Observation, read_observations
@@ -161,7 +162,7 @@ def ingest_observations(
     it = iter(observations)
     return _store_lists(
         store,
-        iter(lambda: list(islice(it, batch_size)), []),
+        ((items, None) for items in iter(lambda: list(islice(it, batch_size)), [])),
         batch_size=batch_size,
         classifier=classifier,
         report=report,
@@ -171,28 +172,35 @@ def ingest_observations(
 
 def _store_lists(
     store: Store,
-    lists: Iterable[list[Observation]],
+    lists: Iterable[tuple[list[Observation], ObservationColumns | None]],
     *,
     batch_size: int,
     classifier: Classifier | None,
     report: IngestReport | None,
     on_batch: Callable[[IngestReport], None] | None,
 ) -> IngestReport:
-    """Store observations that arrive in lists, in batches of about ``batch_size``
-    (whole lists: a batch ends with the list that fills it)."""
+    """Store observations that arrive in lists (with their columns, when the
+    parser computed them), in batches of about ``batch_size`` (whole lists: a
+    batch ends with the list that fills it)."""
     rep = report or IngestReport()
     batch: list[Observation] = []
+    parts: list[ObservationColumns | None] = []
 
     def flush() -> None:
-        res = store.ingest(batch, classifier=classifier)
+        cols = None if None in parts else ObservationColumns.concat(parts)  # type: ignore[arg-type]
+        res = store.ingest(batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
         batch.clear()
+        parts.clear()
         if on_batch is not None:
             on_batch(rep)
 
-    for items in lists:
+    for items, cols in lists:
+        if not items:
+            continue
         rep.read += len(items)
         batch += items
+        parts.append(cols)
         if len(batch) >= batch_size:
             flush()
     if batch:
@@ -200,18 +208,20 @@ def _store_lists(
     return rep
 
 
-def _parse_chunk(
-    start: int, lines: list[str], rules: Mapping[str, FieldRule] | None
-) -> tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]]]:
-    """Parse lines ``start + 1 ...`` in a worker process: observations as tuples, errors."""
-    ok: list[tuple[Any, ...]] = []
+_Parsed = tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]], ObservationColumns]
+
+
+def _parse_chunk(start: int, lines: list[str], rules: Mapping[str, FieldRule] | None) -> _Parsed:
+    """Parse lines ``start + 1 ...`` in a worker process: observations as
+    tuples, errors, and the observations' columns for the store."""
+    ok: list[Observation] = []
     bad: list[tuple[int, str | None, str]] = []
     for n, item in read_observations(lines, rules=rules):
         if isinstance(item, InvalidObservation):
             bad.append((start + n, item.field, item.reason))
         else:
-            ok.append(_as_tuple(item))
-    return ok, bad
+            ok.append(item)
+    return list(map(_as_tuple, ok)), bad, observation_columns(ok)
 
 
 def _parse_workers() -> int:
@@ -221,9 +231,9 @@ def _parse_workers() -> int:
 
 def _parallel_parse(
     lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int, ahead: int
-) -> Iterator[tuple[list[Observation], list[InvalidObservation]]]:
+) -> Iterator[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]:
     """Parse JSONL in ``workers`` processes, chunk by chunk, yielding each chunk's
-    observations and errors in input order.
+    observations, errors and columns, in input order.
 
     At most ``ahead`` chunks are in flight (enough for the workers to parse
     the next batch while this process stores one), so memory does not grow
@@ -234,8 +244,7 @@ def _parallel_parse(
     # parse (no locks, no I/O), which is what makes forking a threaded process safe.
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        window: deque[Future[tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]]]]]
-        window = deque()
+        window: deque[Future[_Parsed]] = deque()
         start = 0
         while True:
             while len(window) < ahead:
@@ -246,22 +255,23 @@ def _parallel_parse(
                 start += len(chunk)
             if not window:
                 return
-            ok, bad = window.popleft().result()
+            ok, bad, cols = window.popleft().result()
             yield (
                 list(starmap(Observation, ok)),
                 [InvalidObservation(reason, field=fld, line=n) for n, fld, reason in bad],
+                cols,
             )
 
 
 def _serial_parse(
     lines: Iterable[str], fmt: Literal["jsonl", "csv"], rules: Mapping[str, FieldRule] | None
-) -> Iterator[tuple[list[Observation], list[InvalidObservation]]]:
-    """:func:`_parallel_parse`'s chunks, parsed in this process."""
+) -> Iterator[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]:
+    """:func:`_parallel_parse`'s chunks, parsed in this process (the store computes the columns)."""
     items = read_observations(lines, fmt=fmt, rules=rules)
     while chunk := list(islice(items, PARSE_CHUNK)):
         ok = [x for _, x in chunk if not isinstance(x, InvalidObservation)]
         bad = [x for _, x in chunk if isinstance(x, InvalidObservation)]
-        yield ok, bad
+        yield ok, bad, None
 
 
 @fewer_collections()  # the parsing processes, forked inside, inherit it
@@ -286,7 +296,7 @@ def ingest_lines(
     for each rejected line, with the error naming its line and field.
     """
     rep = IngestReport()
-    chunks: Iterable[tuple[list[Observation], list[InvalidObservation]]]
+    chunks: Iterable[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]
     it = iter(lines)
     head = list(islice(it, 2 * PARSE_CHUNK))
     if (
@@ -302,15 +312,15 @@ def ingest_lines(
     else:
         chunks = _serial_parse(chain(head, it), fmt, rules)
 
-    def good() -> Iterator[list[Observation]]:
-        for ok, bad in chunks:
+    def good() -> Iterator[tuple[list[Observation], ObservationColumns | None]]:
+        for ok, bad, cols in chunks:
             for item in bad:
                 rep.rejected += 1
                 if len(rep.errors) < MAX_KEPT_ERRORS:
                     rep.errors.append(item)
                 if on_error is not None:
                     on_error(item)
-            yield ok
+            yield ok, cols
 
     return _store_lists(
         store, good(), batch_size=batch_size, classifier=classifier, report=rep, on_batch=on_batch

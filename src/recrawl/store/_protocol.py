@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..batch import ObservationColumns
 from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import Classifier
@@ -46,10 +47,13 @@ class Store(Protocol):
         observations: Sequence[Observation],
         *,
         classifier: Classifier | None = None,
+        columns: ObservationColumns | None = None,
     ) -> BatchResult:
         """Store a batch in one transaction: skip known keys, update pages in
         time order (rebuilding a page when a report arrives out of order) and
-        add to the buckets. Durable when it returns."""
+        add to the buckets. Durable when it returns. ``columns``, when given,
+        must be :func:`~recrawl.batch.observation_columns` of ``observations``
+        (computed where they were parsed)."""
         ...
 
     def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:

@@ -16,14 +16,13 @@ import math
 import secrets
 import threading
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 from typing import Any, ClassVar, Final
 
 import numpy as np
 import orjson
-from orjson import dumps
 
 from .._exceptions import StoreError
+from ..batch import LOG_FIELDS, ObservationColumns, observation_columns
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 from ..canary import canary_mismatches
 from ..fold import (
@@ -60,15 +59,10 @@ _BUCKET_COLS: Final = (
 )
 
 _OBS_COLS: Final = ("key", "page", "fetched_at", "outcome", "fixed", "rest")
-# The fields of an observation that only the log keeps, as one JSON array in
-# ``observations.rest``: a row of six columns costs SQLite a third less to
-# insert than one of twenty (measured), and the log is only read page by page.
-_REST_FIELDS: Final = (
-    "status", "error", "record_hash", "record_empty", "etag", "last_modified",
-    "bytes_sent", "bytes_received", "credits", "rendered", "latency_ms", "route",
-    "conditional", "lease_id", "id",
-)  # fmt: skip
-_rest = attrgetter(*_REST_FIELDS)
+# The log: an observation's page, time and outcomes as columns, its other
+# fields (LOG_FIELDS) as one JSON array in ``rest``. A row of six columns costs
+# SQLite a third less to insert than one of twenty (measured), and the log is
+# only read page by page.
 
 # Buckets: one row per (start, series), where a series is one (site, page_type,
 # route). The row's integer key ``k`` is the bucket's number (start //
@@ -166,13 +160,8 @@ _CHUNK: Final = 500
 _DAY_S: Final = 86400
 
 
-def _ikey(key: bytes) -> int:
-    """The observation's idempotency key as the table's 64-bit integer primary key."""
-    return int.from_bytes(key[:8], "big", signed=True)
-
-
 def _bkey(key: int) -> bytes:
-    """The inverse of :func:`_ikey`: the key's first 8 bytes."""
+    """An observation's key as the table stores it (the first 8 bytes of its idempotency key)."""
     return key.to_bytes(8, "big", signed=True)
 
 
@@ -348,7 +337,7 @@ class SQLStore:
             f"page {d['BIGINT']} NOT NULL, fetched_at {d['REAL']} NOT NULL, "
             "outcome TEXT NOT NULL, fixed TEXT, rest TEXT NOT NULL)"
         )
-        rest = d["JSON_ROW"].format(", ".join(_REST_FIELDS))
+        rest = d["JSON_ROW"].format(", ".join(LOG_FIELDS))
         db.execute(
             "INSERT INTO observations_4 (seq, key, page, fetched_at, outcome, fixed, rest) "
             f"SELECT seq, key, page, fetched_at, outcome, fixed, {rest} FROM observations"
@@ -376,6 +365,7 @@ class SQLStore:
         observations: Sequence[Observation],
         *,
         classifier: Classifier | None = None,
+        columns: ObservationColumns | None = None,
     ) -> BatchResult:
         result = BatchResult()
         if not observations:
@@ -390,7 +380,7 @@ class SQLStore:
                     self._loaded[:] = False
                     self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
-                self._ingest_locked(db, observations, classifier, result, new_ids)
+                self._ingest_locked(db, observations, columns, classifier, result, new_ids)
                 self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
             except BaseException:
@@ -455,40 +445,41 @@ class SQLStore:
         self,
         db: Any,
         observations: Sequence[Observation],
+        columns: ObservationColumns | None,
         classifier: Classifier | None,
         result: BatchResult,
         new_ids: dict[str, int],
     ) -> None:
-        unique: dict[int, Observation] = {}
-        for o in observations:
-            k = _ikey(o.key)
-            if k in unique:
-                result.duplicates += 1
-            else:
-                unique[k] = o
-        fresh = self._claim_keys(db, sorted(unique))  # in key order: B-tree friendly
-        result.duplicates += len(unique) - len(fresh)
-        if len(fresh) < len(unique):
-            result.known.update(_bkey(k) for k in unique if k not in fresh)
+        if columns is None:
+            columns = observation_columns(observations)
+        elif len(columns) != len(observations):
+            raise ValueError("columns must hold one row per observation")
+        # each key's first report, in key order (B-tree friendly)
+        ukeys, first_at = np.unique(columns.key, return_index=True)
+        result.duplicates += len(observations) - len(ukeys)
+        fresh = self._claim_keys(db, ukeys.tolist())
+        result.duplicates += len(ukeys) - len(fresh)
+        is_fresh = np.isin(ukeys, np.fromiter(fresh, np.int64, len(fresh)))
+        if len(fresh) < len(ukeys):
+            result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
         if not fresh:
             return
-        bkeys = [k for k in unique if k in fresh]
-        batch = [unique[k] for k in bkeys]
-        n = len(batch)
+        sel = np.sort(first_at[is_fresh])  # the new reports, in arrival order
+        n = len(sel)
         result.stored = n
 
         # sort by page, then time (ties keep their arrival order)
         slot: dict[str, int] = {}
+        sl = sel.tolist()
         pidx = np.fromiter(
-            (slot.setdefault(o.url, len(slot)) for o in batch), dtype=np.intp, count=n
+            (slot.setdefault(observations[i].url, len(slot)) for i in sl), dtype=np.intp, count=n
         )
-        t = np.fromiter((o.fetched_at for o in batch), dtype=np.float64, count=n)
-        order = np.lexsort((t, pidx))
-        ol = order.tolist()
-        todo = [batch[i] for i in ol]
-        tkeys = [bkeys[i] for i in ol]
+        order = np.lexsort((columns.fetched_at[sel], pidx))
+        at = sel[order]
+        todo = [observations[i] for i in at.tolist()]
+        cols = columns.take(at)
         pidx = pidx[order]
-        t = t[order]
+        t = cols.fetched_at
         urls = list(slot)
         first = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])  # each page's earliest
 
@@ -514,6 +505,7 @@ class SQLStore:
             c_in, f_in = fold_batch(
                 pages, pidx[keep], [todo[i] for i in keep.tolist()],
                 classifier=classifier, half_life_days=self.half_life_days,
+                columns=cols.take(keep),
             )  # fmt: skip
             codes[keep] = c_in
             for i, f in zip(keep.tolist(), f_in, strict=True):
@@ -525,8 +517,9 @@ class SQLStore:
                 codes[i] = CODE[fx or "unchanged"]
         else:
             codes, fixed = fold_batch(
-                pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days
-            )
+                pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days,
+                columns=cols,
+            )  # fmt: skip
         names = [OUTCOMES[c] for c in codes.tolist()]
         counts = result.outcomes
         for c, k in zip(*np.unique(codes, return_counts=True), strict=True):
@@ -535,10 +528,7 @@ class SQLStore:
         pid = page_id[pidx].tolist()
         db.executemany(
             _OBS_INSERT,
-            [
-                (k, p, o.fetched_at, oc, f, dumps(_rest(o)).decode())
-                for k, o, p, f, oc in zip(tkeys, todo, pid, fixed, names, strict=True)
-            ],
+            list(zip(cols.key.tolist(), pid, t.tolist(), names, fixed, cols.log, strict=True)),
         )
         leases = [(o.lease_id,) for o in todo if o.lease_id is not None]
         if leases:
@@ -546,7 +536,7 @@ class SQLStore:
 
         bucket_rows: tuple[Any, Any, Any] | None = None
         if self.maintain_buckets:
-            bucket_rows = self._bucket_deltas(db, todo, pidx, t, codes, names, pages)
+            bucket_rows = self._bucket_deltas(db, todo, cols, pidx, codes, names, pages)
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
         for j in rebuild.tolist():
             state = states[j]
@@ -740,8 +730,8 @@ class SQLStore:
         self,
         db: Any,
         todo: Sequence[Observation],
+        cols: ObservationColumns,
         pidx: np.ndarray[Any, np.dtype[np.intp]],
-        t: np.ndarray[Any, np.dtype[np.float64]],
         codes: np.ndarray[Any, np.dtype[np.int64]],
         names: Sequence[str],
         pages: PageArrays,
@@ -769,7 +759,7 @@ class SQLStore:
         sid = self._series_ids(
             db, [(*group_names[int(x) // nr], route_names[int(x) % nr]) for x in pairs]
         )[pair_inv]
-        tb = np.floor_divide(t, _BW).astype(np.int64)
+        tb = np.floor_divide(cols.fetched_at, _BW).astype(np.int64)
         t0 = int(tb.min())
         span = int(tb.max()) - t0 + 1
         keys, rows = np.unique(sid * span + (tb - t0), return_inverse=True)
@@ -779,25 +769,11 @@ class SQLStore:
         k = len(OUTCOMES)
         mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
 
-        def col(values: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
-            return np.fromiter(values, np.float64, n)
-
-        # a generator per column: faster than one pass building tuples (measured)
-        credits = col(np.nan if o.credits is None else o.credits for o in todo)
-        st = col(0 if o.status is None else o.status for o in todo)
-        ok = ((st >= 200) & (st < 300)) | (st == 304)
-        billed = np.where(np.isnan(credits), ok, credits)  # Observation.billed_credits
         for c, vals in enumerate(
-            (
-                col(o.bytes_sent for o in todo),
-                col(o.bytes_received for o in todo),
-                billed,
-                col(o.rendered for o in todo),
-                col(o.conditional for o in todo),
-            )
+            (cols.bytes_sent, cols.bytes_received, cols.billed, cols.rendered, cols.conditional)
         ):
             mat[:, _S0 + c] = np.bincount(rows, weights=vals, minlength=r)
-        lat = col(np.nan if o.latency_ms is None else o.latency_ms for o in todo)
+        lat = cols.latency_ms
         has = ~np.isnan(lat)
         if has.any():
             lr = rows[has]
@@ -846,7 +822,7 @@ class SQLStore:
         if rows:
             page.first_seen = min(page.first_seen, rows[0][1])
         for seq, t, fixed, old, rest in rows:
-            f = dict(zip(_REST_FIELDS, orjson.loads(rest), strict=True))
+            f = dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True))
             o = Observation(
                 url=page.url, fetched_at=t, site=page.site, page_type=page.page_type,
                 status=f["status"], error=f["error"], record_hash=f["record_hash"],

@@ -378,3 +378,33 @@ def test_buckets_add_up_across_batches_and_connections(tmp_path: Path, shuffled:
             assert np.allclose(got[k], v), k
     for s in (ref, a, b):
         s.close()
+
+
+def test_parsing_processes_and_this_process_store_the_same(make_store, tmp_path: Path):
+    """A large input is parsed in other processes, which also compute the
+    observations' columns for the store; the result is the same as parsing
+    here: pages, outcomes, buckets, the log, duplicates and rejected lines."""
+    from recrawl.ingest import PARSE_CHUNK
+
+    log = tmp_path / "log.jsonl"
+    write_fetch_log(str(log), 3 * PARSE_CHUNK)
+    lines = log.read_text().splitlines()
+    lines[7] = '{"url": "ftp://x/", "fetched_at": 1}'  # rejected
+    lines += lines[100:150]  # duplicates, across chunks
+    random.Random(3).shuffle(lines)  # late reports: pages re-folded
+    a, b = make_store(), make_store()
+    ra = ingest_lines(a, lines, parallel=True, batch_size=4000)
+    rb = ingest_lines(b, lines, parallel=False, batch_size=4000)
+    assert (ra.stored, ra.duplicates, ra.rejected) == (rb.stored, rb.duplicates, rb.rejected)
+    assert ra.rejected == 1 and ra.duplicates == 50 and ra.reordered_pages > 0
+    assert ra.outcomes == rb.outcomes
+    urls = sorted({json.loads(x)["url"] for x in lines if "ftp:" not in x})
+    assert len(urls) >= 1000
+    assert [a.page(u) for u in urls] == [b.page(u) for u in urls]
+    assert a.outcomes_many(urls) == b.outcomes_many(urls)
+    assert _bucket_rows(a.buckets(0, 2e9)) == _bucket_rows(b.buckets(0, 2e9))
+    logs = [
+        s.execute("SELECT key, fetched_at, outcome, fixed, rest FROM observations ORDER BY key")
+        for s in (a, b)
+    ]
+    assert logs[0] == logs[1] and len(logs[0]) == ra.stored

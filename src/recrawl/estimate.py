@@ -270,31 +270,28 @@ def _gamma_shape(s: FloatArray) -> FloatArray:
     return a
 
 
-def _sample(
-    use: NDArray[np.bool_], g: NDArray[np.integer] | None, ng: int, size: int
-) -> tuple[IntArray, bool]:
-    """Indices of ``use``, thinned to about ``size``, small groups kept whole.
+def _sample_cap(k: FloatArray, size: int) -> float:
+    """The ``c`` with ``Σ min(k, c) = size`` over the group sizes ``k``.
 
-    A group of ``k`` pages keeps ``min(k, c)`` of them on average, ``c``
-    chosen so the total is about ``size`` (below 1 when there are more groups
-    than ``size``); which pages is a fixed hash of the page number, so refits
-    on the same pages draw the same sample. The flag says whether every
-    group with pages kept at least one on average (``c ≥ 1``).
+    Keeping ``min(k, c)`` pages of each group on average thins the pages to
+    about ``size``, small groups kept whole (``c`` is below 1 when there are
+    more groups than ``size``; infinite when there are fewer pages).
     """
-    idx = np.flatnonzero(use)
-    if idx.size <= size:
-        return idx, True
-    gi = np.zeros(idx.size, dtype=np.intp) if g is None else g[idx]
-    k = np.bincount(gi, minlength=ng).astype(np.float64)
     ks = np.sort(k[k > 0])
-    # c with Σ min(k, c) = size: between the sizes of the j-th and (j+1)-th groups
+    if ks.sum() <= size:
+        return float("inf")
     prefix = np.r_[0.0, np.cumsum(ks)[:-1]]  # pages in the smaller groups
     left = ks.size - np.arange(ks.size)  # groups at least this big
     j = int(np.searchsorted(prefix + ks * left, size, side="right"))
-    c = (size - prefix[j]) / left[j] if j < ks.size else float(ks[-1])
-    u = (idx.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(11)
-    keep = u.astype(np.float64) * 2.0**-53 < c / k[gi]
-    return idx[keep], c >= 1.0
+    return float((size - prefix[j]) / left[j]) if j < ks.size else float(ks[-1])
+
+
+def _hash_unit(sl: slice) -> FloatArray:
+    """A fixed pseudo-random number in [0, 1) per page number of ``sl``."""
+    i = np.arange(sl.start, sl.stop, dtype=np.uint64)
+    i *= np.uint64(0x9E3779B97F4A7C15)
+    i >>= np.uint64(11)
+    return i.astype(np.float64) * 2.0**-53
 
 
 def fit_group_priors(
@@ -416,18 +413,24 @@ def fit_group_priors(
     alpha = np.where(np.isfinite(alpha), alpha, max_alpha)
     beta = alpha / m
     if iterations > 0:
-        use = (tcf + tuf) > 0
-        if msk is not None:
-            use &= msk
-        pick, whole = _sample(use, g, ng, sample_pages)
-        if pick.size:
-            gp = np.zeros(pick.size, dtype=np.intp) if g is None else g[pick].astype(np.intp)
-            sub = (ncf[pick], tcf[pick], tuf[pick], gp)
-            # the population's means weigh each group by its pages, not its sample
-            if g is None:
-                size = np.array([float(np.count_nonzero(use))])
-            else:
-                size = np.bincount(g[use], minlength=ng).astype(np.float64)
+        size = sums[0]  # pages with evidence in each group
+        cap = _sample_cap(size, sample_pages)
+        gz = np.zeros(_CHUNK, dtype=np.intp)
+
+        def evidence(sl: slice, thin: bool) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+            ok = (tcf[sl] + tuf[sl]) > 0
+            if msk is not None:
+                ok &= msk[sl]
+            gc = gz[: ok.shape[0]] if g is None else g[sl].astype(np.intp)
+            if thin:
+                ok &= _hash_unit(sl) < cap / np.maximum(size[gc], 1.0)
+            return ncf[sl][ok], tcf[sl][ok], tuf[sl][ok], gc[ok]
+
+        parts = [evidence(sl, np.isfinite(cap)) for sl in _chunks(ncf.shape[0])]
+        s_nc, s_tc, s_tu = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        s_g = np.concatenate([p[3] for p in parts])
+        del parts
+        if s_nc.size:
             m_step = functools.partial(
                 _m_step,
                 size=size,
@@ -436,14 +439,13 @@ def fit_group_priors(
                 max_alpha=max_alpha,
             )
             for _ in range(iterations):
-                alpha, beta = m_step(*_e_step(alpha, beta, *sub))
-            if not whole:
+                alpha, beta = m_step(*_e_step(alpha, beta, s_nc, s_tc, s_tu, s_g))
+            if cap < 1.0:
                 # some groups had no page in the sample: one more step on every page
-                idx = np.flatnonzero(use)
-                assert g is not None
-                alpha, beta = m_step(
-                    *_e_step(alpha, beta, ncf[idx], tcf[idx], tuf[idx], g[idx].astype(np.intp))
-                )
+                step = np.zeros((3, ng))
+                for sl in _chunks(ncf.shape[0]):
+                    step += np.array(_e_step(alpha, beta, *evidence(sl, False)))
+                alpha, beta = m_step(step[0], step[1], step[2])
     return GroupPriors(alpha=alpha, beta=beta)
 
 

@@ -178,3 +178,45 @@ def test_priors_are_finite_for_degenerate_groups() -> None:
         [0.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, 0.0, 0.0], [20.0, 0.0, 0.0], [0, 1, 2]
     )
     assert np.all(np.isfinite(rate)) and np.all(rate > 0) and np.all(sd > 0)
+
+
+def test_prior_is_not_biased_low_by_pages_faster_than_their_visits() -> None:
+    # rates from one a year to one a day, visited every ~50 days: the fast
+    # pages change in every interval, so their own estimates say little
+    rng = np.random.default_rng(5)
+    truth = np.exp(rng.uniform(math.log(1 / 365), 0.0, 3000))
+    ev = simulate_revisits(truth, np.full(3000, 7), rng, mean_interval_days=50.0)
+    moments = fit_group_priors(*ev, iterations=0)
+    fitted = fit_group_priors(*ev)
+    assert float(fitted.mean_rate[0]) > 1.3 * float(moments.mean_rate[0])
+    errors = {}
+    for name, pri in (("moments", moments), ("fitted", fitted)):
+        rate, _ = estimate_rates(*ev, priors=pri)
+        errors[name] = float(np.median(log_error(rate, truth)))
+    assert errors["fitted"] < 0.85 * errors["moments"]
+
+
+def test_prior_fit_on_a_sample_agrees_with_the_full_fit() -> None:
+    rng = np.random.default_rng(11)
+    groups = np.r_[np.zeros(40, int), np.ones(20_000, int), np.full(3000, 2)]
+    truth = np.r_[np.full(40, 0.5), np.full(20_000, 0.02), np.full(3000, 0.1)]
+    truth *= np.exp(rng.normal(0.0, 0.7, truth.size))
+    ev = simulate_revisits(truth, rng.integers(2, 20, truth.size), rng)
+    full = fit_group_priors(*ev, groups, sample_pages=10**9)
+    sampled = fit_group_priors(*ev, groups, sample_pages=2000)
+    assert sampled.mean_rate == pytest.approx(full.mean_rate, rel=0.15)
+    assert sampled.alpha == pytest.approx(full.alpha, rel=0.3)
+    # the small group keeps every page and its own, much faster, prior
+    assert float(sampled.mean_rate[0]) > 5 * float(sampled.mean_rate[1])
+
+
+def test_prior_fit_with_more_groups_than_the_sample() -> None:
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(3000), 3)
+    fast = groups % 2 == 0
+    truth = np.where(fast, 0.3, 0.01)
+    ev = simulate_revisits(truth, np.full(truth.size, 10), rng)
+    pri = fit_group_priors(*ev, groups, sample_pages=500)
+    assert np.all(np.isfinite(pri.alpha)) and np.all(pri.beta > 0)
+    # every group, sampled or not, leans toward its own pages
+    assert float(np.median(pri.mean_rate[0::2])) > 1.5 * float(np.median(pri.mean_rate[1::2]))

@@ -267,7 +267,8 @@ class SQLStore:
         # The rows (dense vectors, by key) of each bucket table as this store's
         # last committed ingest left them: the next batch adds to them in numpy
         # instead of a per-row function in SQL. Same validity as the page cache.
-        self._bucket_rows: dict[str, dict[int, np.ndarray[Any, np.dtype[np.float64]]]] = {}
+        # Per table: the keys (sorted) and the rows (dense vectors) last written.
+        self._bucket_rows: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
@@ -594,11 +595,13 @@ class SQLStore:
             for c in range(mat.shape[1]):  # a bincount per column: much faster than np.add.at
                 total[:, c] = np.bincount(inv, weights=mat[:, c], minlength=len(keys))
         sparse = table in _SPARSE_TABLES
-        last = self._bucket_rows.get(table, {})
+        last = self._bucket_rows.get(table)
+        hit = np.zeros(len(keys), dtype=bool)
+        if last is not None and len(last[0]):
+            pos = np.minimum(np.searchsorted(last[0], keys), len(last[0]) - 1)
+            hit = last[0][pos] == keys
+            total[hit] += last[1][pos[hit]]
         klist = keys.tolist()
-        hit = [i for i, k in enumerate(klist) if k in last]
-        if hit:
-            total[hit] += np.stack([last[klist[i]] for i in hit])
         row = db.execute(f"SELECT max(k) FROM {table}").fetchone()
         top = -1 if row is None or row[0] is None else int(row[0])
         maybe = keys <= top
@@ -623,7 +626,7 @@ class SQLStore:
                 )
             ),
         )
-        self._bucket_rows[table] = dict(zip(klist, total, strict=True))
+        self._bucket_rows[table] = (keys, total)
 
     def _series_ids(
         self, db: Any, triples: Sequence[tuple[str, str, str]]

@@ -81,8 +81,8 @@ _ARRAYS: Final = tuple(f for f in fields(ObservationColumns) if f.name != "log")
 def observation_columns(obs: Sequence[Observation]) -> ObservationColumns:
     """The columns of ``obs`` (one pass per column: faster than building tuples)."""
     n = len(obs)
-    keys = b"".join([o.key[:8].rjust(8, b"\0") for o in obs])
-    if all(len(o.key) >= 8 for o in obs):
+    keys = b"".join([o.key[:8] for o in obs])
+    if len(keys) == 8 * n:  # every key has 8 bytes or more (parsed keys have 16)
         key = np.frombuffer(keys, dtype=">i8").astype(np.int64)
     else:  # a key shorter than 8 bytes: the same integer int.from_bytes gives
         key = np.fromiter((int.from_bytes(o.key[:8], "big", signed=True) for o in obs), np.int64, n)

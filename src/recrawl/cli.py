@@ -22,9 +22,9 @@ from ._exceptions import Error
 from .config import Settings, load_settings
 from .engine import Engine, url_registration
 from .ingest import (
-    GC_GEN0,
     ContentClassifier,
     IngestReport,
+    fewer_collections,
     ingest_lines,
     ingest_observations,
 )
@@ -899,8 +899,8 @@ def serve(
     # What start-up made lives as long as the server: collections stop walking
     # it; and requests allocate much, few cycles: young collections less often.
     gc.freeze()
-    gc.set_threshold(GC_GEN0, *gc.get_threshold()[1:])
-    uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
+    with fewer_collections():
+        uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
 
 
 @app.command()

@@ -187,7 +187,8 @@ def _store_lists(
     parts: list[ObservationColumns | None] = []
 
     def flush() -> None:
-        cols = None if None in parts else ObservationColumns.concat(parts)  # type: ignore[arg-type]
+        given = [p for p in parts if p is not None]
+        cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
         res = store.ingest(batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
         batch.clear()

@@ -264,10 +264,9 @@ class SQLStore:
         self._loaded = np.zeros(0, dtype=bool)
         self._gen: int | None = None
         self._series: dict[tuple[str, str, str], int] = {}  # cleared when a write rolls back
-        # The rows (dense vectors, by key) of each bucket table as this store's
-        # last committed ingest left them: the next batch adds to them in numpy
-        # instead of a per-row function in SQL. Same validity as the page cache.
-        # Per table: the keys (sorted) and the rows (dense vectors) last written.
+        # Per bucket table, the keys (sorted) and rows (dense vectors) this
+        # store's last committed ingest wrote: the next batch adds to them in
+        # numpy instead of a per-row function in SQL. Same validity as the page cache.
         self._bucket_rows: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
         self._db: Any = self._connect()
         try:
@@ -825,13 +824,13 @@ class SQLStore:
         if rows:
             page.first_seen = min(page.first_seen, rows[0][1])
         for seq, t, fixed, old, rest in rows:
-            f = dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True))
             o = Observation(
-                url=page.url, fetched_at=t, site=page.site, page_type=page.page_type,
-                status=f["status"], error=f["error"], record_hash=f["record_hash"],
-                etag=f["etag"], last_modified=f["last_modified"], bytes_sent=f["bytes_sent"],
-                bytes_received=f["bytes_received"], credits=f["credits"], route=f["route"],
-            )  # fmt: skip
+                url=page.url,
+                fetched_at=t,
+                site=page.site,
+                page_type=page.page_type,
+                **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
+            )
             new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
             if new != old:
                 fixes.append((new, seq))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from hashlib import blake2b
 from operator import attrgetter
 from typing import Any, Final
 
@@ -21,7 +22,7 @@ from orjson import dumps
 
 from .observation import Observation
 
-__all__ = ["LOG_FIELDS", "ObservationColumns", "observation_columns"]
+__all__ = ["CANARY_CODES", "LOG_FIELDS", "ObservationColumns", "observation_columns"]
 
 LOG_FIELDS: Final = (
     "status", "error", "record_hash", "record_empty", "etag", "last_modified",
@@ -32,6 +33,8 @@ LOG_FIELDS: Final = (
 page, time and outcomes, which are columns of their own)."""
 
 _log_fields = attrgetter(*LOG_FIELDS)
+CANARY_CODES: Final = {None: 0, "ok": 1, "mismatch": 2}
+"""Codes of :attr:`ObservationColumns.canary`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +44,10 @@ class ObservationColumns:
     ``key`` is the first 8 bytes of the idempotency key as a signed big-endian
     integer; ``status`` is 0 when there was none; ``credits`` and
     ``latency_ms`` are NaN when not reported; ``billed`` is
-    :meth:`~recrawl.observation.Observation.billed_credits`; ``log`` is the
+    :meth:`~recrawl.observation.Observation.billed_credits`; ``canary`` is the
+    reporter's canary check (0 none, 1 ``ok``, 2 ``mismatch``); ``route_hash``
+    is a 64-bit hash of the route (equal routes, equal hashes, in any process);
+    ``log`` is the
     JSON array of :data:`LOG_FIELDS`.
     """
 
@@ -55,6 +61,8 @@ class ObservationColumns:
     latency_ms: NDArray[np.float64]
     rendered: NDArray[np.bool_]
     conditional: NDArray[np.bool_]
+    canary: NDArray[np.int8]
+    route_hash: NDArray[np.int64]
     log: list[str]
 
     def __len__(self) -> int:
@@ -75,6 +83,22 @@ class ObservationColumns:
         return ObservationColumns(**arrays, log=[s for p in parts for s in p.log])
 
 
+_canary = attrgetter("canary")
+_route = attrgetter("route")
+
+
+class _Hashes(dict[str, int]):
+    """Route → 64-bit hash (BLAKE2b of its UTF-8), computed once per distinct route."""
+
+    def __missing__(self, route: str) -> int:
+        if len(self) >= 100_000:  # a log with that many routes: do not grow without end
+            self.clear()
+        digest = blake2b(route.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        h = self[route] = int.from_bytes(digest, "big", signed=True)
+        return h
+
+
+_ROUTE_HASHES: Final = _Hashes()
 _ARRAYS: Final = tuple(f for f in fields(ObservationColumns) if f.name != "log")
 
 
@@ -104,5 +128,7 @@ def observation_columns(obs: Sequence[Observation]) -> ObservationColumns:
         latency_ms=col((np.nan if o.latency_ms is None else o.latency_ms for o in obs), np.float64),
         rendered=col((o.rendered for o in obs), np.bool_),
         conditional=col((o.conditional for o in obs), np.bool_),
+        canary=col(map(CANARY_CODES.__getitem__, map(_canary, obs)), np.int8),
+        route_hash=col(map(_ROUTE_HASHES.__getitem__, map(_route, obs)), np.int64),
         log=[dumps(_log_fields(o)).decode() for o in obs],
     )

@@ -262,6 +262,11 @@ class SQLStore:
         # connection has written pages (the ``pages_gen`` counter in ``meta``).
         self._cache: PageArrays | None = None
         self._loaded = np.zeros(0, dtype=bool)
+        # Each cached page's (site, page_type) group for the buckets (an index of
+        # _group_keys; -1: not known), with the same validity as the page cache.
+        self._group_of = np.zeros(0, dtype=np.int32)
+        self._group_code: dict[tuple[str, str], int] = {}
+        self._group_keys: list[tuple[str, str]] = []
         self._gen: int | None = None
         self._series: dict[tuple[str, str, str], int] = {}  # cleared when a write rolls back
         # Per bucket table, the keys (sorted) and rows (dense vectors) this
@@ -378,6 +383,7 @@ class SQLStore:
                 gen = self._pages_gen(db)
                 if gen != self._gen:  # another connection wrote pages: forget their state
                     self._loaded[:] = False
+                    self._group_of[:] = -1
                     self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
                 self._ingest_locked(db, observations, columns, classifier, result, new_ids)
@@ -536,7 +542,8 @@ class SQLStore:
 
         bucket_rows: tuple[Any, Any, Any] | None = None
         if self.maintain_buckets:
-            bucket_rows = self._bucket_deltas(db, todo, cols, pidx, codes, names, pages)
+            groups = self._page_groups(page_id, pages)
+            bucket_rows = self._bucket_deltas(db, todo, cols, pidx, codes, names, groups)
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
         for j in rebuild.tolist():
             state = states[j]
@@ -590,9 +597,10 @@ class SQLStore:
         total = np.empty((len(keys), mat.shape[1]))
         if len(keys) == len(inv):
             total[inv] = mat
-        else:
-            for c in range(mat.shape[1]):  # a bincount per column: much faster than np.add.at
-                total[:, c] = np.bincount(inv, weights=mat[:, c], minlength=len(keys))
+        else:  # the rows of each key made adjacent, then summed run by run
+            order = np.argsort(inv, kind="stable")
+            runs = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+            total[:] = np.add.reduceat(mat[order], runs, axis=0)
         sparse = table in _SPARSE_TABLES
         last = self._bucket_rows.get(table)
         hit = np.zeros(len(keys), dtype=bool)
@@ -728,6 +736,38 @@ class SQLStore:
         gone = page_id[stale]
         self._loaded[gone[gone < len(self._loaded)]] = False
 
+    def _page_groups(
+        self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays
+    ) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Each page's (site, page_type) group: an index of ``_group_keys``.
+
+        Kept by page id for the pages the page cache may hold (a page's site and
+        page type never change), so a batch of known pages needs no Python loop.
+        """
+        known = self._group_of
+        inside = page_id < len(known)
+        gp = np.full(len(page_id), -1, dtype=np.int64)
+        gp[inside] = known[page_id[inside]]
+        miss = np.flatnonzero(gp < 0)
+        if len(miss):
+            code, keys = self._group_code, self._group_keys
+            for j in miss.tolist():
+                key = (pages.site[j], pages.page_type[j])
+                c = code.get(key)
+                if c is None:
+                    c = code[key] = len(keys)
+                    keys.append(key)
+                gp[j] = c
+            keep = miss[page_id[miss] < _PAGE_CACHE_MAX]
+            if len(keep):
+                top = int(page_id[keep].max()) + 1
+                if top > len(known):
+                    size = min(max(top, 2 * len(known), 1024), _PAGE_CACHE_MAX)
+                    known = np.concatenate([known, np.full(size - len(known), -1, np.int32)])
+                    self._group_of = known
+                known[page_id[keep]] = gp[keep]
+        return gp
+
     def _bucket_deltas(
         self,
         db: Any,
@@ -736,30 +776,21 @@ class SQLStore:
         pidx: np.ndarray[Any, np.dtype[np.intp]],
         codes: np.ndarray[Any, np.dtype[np.int64]],
         names: Sequence[str],
-        pages: PageArrays,
+        gp: np.ndarray[Any, np.dtype[np.int64]],
     ) -> tuple[Any, Any, Any]:
-        """One batch's bucket deltas as ``(series, start, matrix)`` (layout: ``_BUCKET_COLS``)."""
-        n = len(todo)
-        groups: dict[tuple[str, str], int] = {}
-        gp = np.fromiter(
-            (
-                groups.setdefault(sp, len(groups))
-                for sp in zip(pages.site, pages.page_type, strict=True)
-            ),
-            dtype=np.int64,
-            count=len(pages.site),
-        )
-        routes: dict[str, int] = {}
-        ro = np.fromiter(
-            (routes.setdefault(o.route, len(routes)) for o in todo), dtype=np.int64, count=n
-        )
-        nr = len(routes)
+        """One batch's bucket deltas as ``(series, start, matrix)`` (layout: ``_BUCKET_COLS``).
+
+        ``gp`` is the group of each page of the batch (:meth:`_page_groups`).
+        """
+        # routes by the hash the parsing processes computed: no loop over the batch
+        _, first, ro = np.unique(cols.route_hash, return_index=True, return_inverse=True)
+        route_names = [todo[i].route for i in first.tolist()]
+        nr = len(route_names)
         pair = gp[pidx] * nr + ro  # (site, page_type) group and route of each observation
         pairs, pair_inv = np.unique(pair, return_inverse=True)
-        group_names = list(groups)
-        route_names = list(routes)
+        group_keys = self._group_keys
         sid = self._series_ids(
-            db, [(*group_names[int(x) // nr], route_names[int(x) % nr]) for x in pairs]
+            db, [(*group_keys[x // nr], route_names[x % nr]) for x in pairs.tolist()]
         )[pair_inv]
         tb = np.floor_divide(cols.fetched_at, _BW).astype(np.int64)
         t0 = int(tb.min())
@@ -786,20 +817,17 @@ class SQLStore:
             mat[:, _H0:] = np.bincount(
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
+        reported = cols.canary  # the reporter's own canary check, when it sent one
+        if reported.any():
+            for code, col in ((1, _S0 + 5), (2, _S0 + 6)):
+                mat[:, col] += np.bincount(rows, weights=reported == code, minlength=r)
         canaries = self._canaries(db)
-        flagged = range(n) if canaries else [i for i, o in enumerate(todo) if o.canary is not None]
-        for i in flagged:
-            o = todo[i]
-            if o.canary is not None:
-                mat[rows[i], _S0 + (6 if o.canary == "mismatch" else 5)] += 1
-            elif (
-                canaries
-                and o.record is not None
-                and o.url in canaries
-                and names[i] in CONTENT_OUTCOMES
-            ):
-                bad = canary_mismatches(o.record, canaries[o.url])
-                mat[rows[i], _S0 + (6 if bad else 5)] += 1
+        if canaries:  # the declared canaries the reporter did not check: check them here
+            for i in np.flatnonzero(reported == 0).tolist():
+                o = todo[i]
+                if o.record is not None and o.url in canaries and names[i] in CONTENT_OUTCOMES:
+                    bad = canary_mismatches(o.record, canaries[o.url])
+                    mat[rows[i], _S0 + (6 if bad else 5)] += 1
         return keys // span, (keys % span + t0) * _BW, mat
 
     def _rebuild_page(

@@ -576,9 +576,10 @@ class SQLStore:
             mat = np.vstack([mat, np.array(list(adjust.values()), dtype=np.float64)])
         if len(series) and int(series.max()) > _SERIES_MASK:
             raise StoreError("more than 2**32 bucket series (site, page type, route)")
-        self._upsert_buckets(db, "buckets", bucket_key(start, series), mat)
-        # the same deltas per whole UTC day, for the baselines
+        # the same deltas per whole UTC day, for the baselines (first: the
+        # 15-minute upsert sums into ``mat`` in place)
         self._upsert_buckets(db, "buckets_daily", bucket_key(start - start % _DAY_S, series), mat)
+        self._upsert_buckets(db, "buckets", bucket_key(start, series), mat, consume=True)
 
     def _upsert_buckets(
         self,
@@ -586,21 +587,28 @@ class SQLStore:
         table: str,
         keys: np.ndarray[Any, np.dtype[np.int64]],
         mat: np.ndarray[Any, np.dtype[np.float64]],
+        *,
+        consume: bool = False,
     ) -> None:
         """Add the rows ``mat`` to the buckets ``keys`` (repeats summed) of ``table``.
 
         The current value of a bucket comes from the rows this store wrote last
         (a batch in time order mostly touches those), else, for a key not above
-        the table's largest, from the table; the sums are written whole.
+        the table's largest, from the table; the sums are written whole. With
+        ``consume``, when ``keys`` are already strictly increasing (the 15-minute
+        deltas of :meth:`_bucket_deltas` are), the sums are made in ``mat`` itself.
         """
-        keys, inv = np.unique(keys, return_inverse=True)
-        total = np.empty((len(keys), mat.shape[1]))
-        if len(keys) == len(inv):
-            total[inv] = mat
-        else:  # the rows of each key made adjacent, then summed run by run
-            order = np.argsort(inv, kind="stable")
-            runs = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
-            total[:] = np.add.reduceat(mat[order], runs, axis=0)
+        if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):
+            total = mat if consume else mat.copy()
+        else:
+            keys, inv = np.unique(keys, return_inverse=True)
+            if len(keys) == len(inv):
+                total = np.empty_like(mat)
+                total[inv] = mat
+            else:  # the rows of each key made adjacent, then summed run by run
+                order = np.argsort(inv, kind="stable")
+                runs = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+                total = np.add.reduceat(mat[order], runs, axis=0)
         sparse = table in _SPARSE_TABLES
         last = self._bucket_rows.get(table)
         hit = np.zeros(len(keys), dtype=bool)
@@ -794,8 +802,9 @@ class SQLStore:
         )[pair_inv]
         tb = np.floor_divide(cols.fetched_at, _BW).astype(np.int64)
         t0 = int(tb.min())
-        span = int(tb.max()) - t0 + 1
-        keys, rows = np.unique(sid * span + (tb - t0), return_inverse=True)
+        ns = int(sid.max()) + 1
+        # window-major, as the buckets table orders its keys (its upsert then needs no sort)
+        keys, rows = np.unique((tb - t0) * ns + sid, return_inverse=True)
         r = len(keys)
         mat = np.zeros((r, _WIDTH))
         mat[:, 0] = np.bincount(rows, minlength=r)
@@ -828,7 +837,7 @@ class SQLStore:
                 if o.record is not None and o.url in canaries and names[i] in CONTENT_OUTCOMES:
                     bad = canary_mismatches(o.record, canaries[o.url])
                     mat[rows[i], _S0 + (6 if bad else 5)] += 1
-        return keys // span, (keys % span + t0) * _BW, mat
+        return keys % ns, (keys // ns + t0) * _BW, mat
 
     def _rebuild_page(
         self,

@@ -388,7 +388,14 @@ def test_parsing_processes_and_this_process_store_the_same(make_store, tmp_path:
 
     log = tmp_path / "log.jsonl"
     write_fetch_log(str(log), 3 * PARSE_CHUNK)
-    lines = log.read_text().splitlines()
+    routes = ["pool-a", "pool-b", "résidentiel", ""]  # bucket series are split by route
+    lines = []
+    for i, text in enumerate(log.read_text().splitlines()):
+        o = json.loads(text)
+        o["route"] = routes[i % len(routes)]
+        if i % 97 == 0:  # the reporter's own canary check, summed into the buckets
+            o["canary"] = "mismatch" if i % 2 else "ok"
+        lines.append(json.dumps(o))
     lines[7] = '{"url": "ftp://x/", "fetched_at": 1}'  # rejected
     lines += lines[100:150]  # duplicates, across chunks
     random.Random(3).shuffle(lines)  # late reports: pages re-folded
@@ -402,7 +409,13 @@ def test_parsing_processes_and_this_process_store_the_same(make_store, tmp_path:
     assert len(urls) >= 1000
     assert [a.page(u) for u in urls] == [b.page(u) for u in urls]
     assert a.outcomes_many(urls) == b.outcomes_many(urls)
-    assert _bucket_rows(a.buckets(0, 2e9)) == _bucket_rows(b.buckets(0, 2e9))
+    buckets = _bucket_rows(a.buckets(0, 2e9))
+    assert buckets == _bucket_rows(b.buckets(0, 2e9))
+    assert {k[2] for k in buckets} == set(routes)
+    got, want = a.buckets(0, 2e9), b.buckets(0, 2e9)
+    assert int(got.canary_mismatch.sum()) > 0 and int(got.canary_ok.sum()) > 0
+    for field in ("canary_ok", "canary_mismatch"):
+        assert sorted(getattr(got, field).tolist()) == sorted(getattr(want, field).tolist())
     logs = [
         s.execute("SELECT key, fetched_at, outcome, fixed, rest FROM observations ORDER BY key")
         for s in (a, b)

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from .._exceptions import StoreError
-from ..batch import LOG_FIELDS, ObservationColumns, observation_columns
+from ..batch import CANARY_CODES, LOG_FIELDS, ObservationColumns, observation_columns
 from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 from ..canary import canary_mismatches
 from ..fold import (
@@ -171,6 +171,11 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 
 
 _BW: Final = BUCKET_SECONDS
+
+
+def _cache_size(top: int, have: int) -> int:
+    """New length of an array kept by page id that must reach id ``top − 1`` (doubling)."""
+    return min(max(top, 2 * have, 1024), _PAGE_CACHE_MAX)
 
 
 def bucket_key(start: Any, series: Any) -> Any:
@@ -733,7 +738,7 @@ class SQLStore:
             top = int(ids.max()) + 1
             have = len(self._loaded)
             if top > have:
-                size = min(max(top, 2 * have, 1024), _PAGE_CACHE_MAX)
+                size = _cache_size(top, have)
                 self._cache = (self._cache or PageArrays.from_rows([])).grown(size)
                 loaded = np.zeros(size, dtype=bool)
                 loaded[:have] = self._loaded
@@ -770,7 +775,7 @@ class SQLStore:
             if len(keep):
                 top = int(page_id[keep].max()) + 1
                 if top > len(known):
-                    size = min(max(top, 2 * len(known), 1024), _PAGE_CACHE_MAX)
+                    size = _cache_size(top, len(known))
                     known = np.concatenate([known, np.full(size - len(known), -1, np.int32)])
                     self._group_of = known
                 known[page_id[keep]] = gp[keep]
@@ -828,7 +833,7 @@ class SQLStore:
             ).reshape(r, LATENCY_BINS)
         reported = cols.canary  # the reporter's own canary check, when it sent one
         if reported.any():
-            for code, col in ((1, _S0 + 5), (2, _S0 + 6)):
+            for code, col in ((CANARY_CODES["ok"], _S0 + 5), (CANARY_CODES["mismatch"], _S0 + 6)):
                 mat[:, col] += np.bincount(rows, weights=reported == code, minlength=r)
         canaries = self._canaries(db)
         if canaries:  # the declared canaries the reporter did not check: check them here

@@ -239,3 +239,30 @@ def test_top_ranks_like_a_stable_sort_with_and_without_the_sampled_threshold(
         np.testing.assert_array_equal(pr[got], pr[expect[: got.size]])
         if got.size > k:  # the sampled threshold: ties in page order
             np.testing.assert_array_equal(got, expect[: got.size])
+
+
+def test_a_page_joining_a_running_crawl_is_revisited_sooner_until_it_is_known() -> None:
+    s = known_pages(100)
+    new = 7  # fetched once when discovered: no revisit yet
+    s.ev_nc[new] = s.ev_tc[new] = s.ev_nu[new] = s.ev_tu[new] = 0.0
+    s.value[:] = 1.0
+    budget = 5.0  # fetches a day for 100 pages: one visit every 20 days on average
+    learning = reallocate(s, budget, NOW, config=NO_RESERVES)
+    off = PlannerConfig(
+        discovery_share=0.0, reestimate_share=0.0, verify_share=0.0, learning_boost=0.0
+    )
+    plain = reallocate(s, budget, NOW, config=off)
+    # its group's guess (a fast rate) alone would never revisit it ...
+    assert plain.visits_per_day[new] == 0.0
+    # ... the learning floor revisits it at twice the average page's rate: every 10 days
+    assert learning.visits_per_day[new] == pytest.approx(2 * budget / 100)
+    # pages with fifty revisits of evidence keep their allocation
+    known = np.arange(100) != new
+    assert np.array_equal(learning.visits_per_day[known], plain.visits_per_day[known])
+    # three revisits of evidence end the learning phase
+    s.ev_nc[new], s.ev_tc[new], s.ev_nu[new], s.ev_tu[new] = 1.0, 10.0, 2.0, 20.0
+    after = reallocate(s, budget, NOW, config=NO_RESERVES)
+    after_plain = reallocate(s, budget, NOW, config=off)
+    assert after.visits_per_day[new] == after_plain.visits_per_day[new]
+    with pytest.raises(ValueError, match="learning"):
+        PlannerConfig(learning_boost=-1.0)

@@ -21,7 +21,10 @@ A cycle's budget is split into reserves and the score pool:
        on the estimated rates, turned into a per-cycle selection: pages are
        taken by how far they are into their optimal interval
        (``days since fetch × optimal visits per day``), most overdue first,
-       until the budget is spent.
+       until the budget is spent. Pages with less than
+       ``learning_revisits`` revisits of evidence are visited at least
+       ``learning_boost`` × as often as the average page (see
+       :class:`PlannerConfig`).
    ``greedy``
        the seed's ``value × freshness_gain ÷ cost``, best first.
    ``uniform``
@@ -271,6 +274,14 @@ class PlannerConfig:
     greedy_interval_days : float or None
         The ``interval_days`` of the seed's priority for ``greedy``; None uses
         the mean revisit interval the budget affords.
+    learning_revisits, learning_boost : float
+        ``recrawl`` only. A page whose evidence amounts to fewer than
+        ``learning_revisits`` revisits (``ev_nc + ev_nu``, decayed: a page
+        just discovered, or one whose evidence has faded) is visited at least
+        ``learning_boost`` times as often as the average page, until it has
+        that much evidence. Its rate is mostly its group's guess until then,
+        and a page joining a running crawl often differs from its group.
+        ``learning_boost = 0`` turns this off.
     """
 
     cycle_hours: float = 1.0
@@ -281,6 +292,8 @@ class PlannerConfig:
     max_per_host: int | None = None
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
     greedy_interval_days: float | None = None
+    learning_revisits: float = 3.0
+    learning_boost: float = 2.0
 
     def __post_init__(self) -> None:
         shares = (self.discovery_share, self.reestimate_share, self.verify_share)
@@ -288,6 +301,8 @@ class PlannerConfig:
             raise ValueError("reserve shares must be ≥ 0 and sum to at most 1")
         if self.cycle_hours <= 0:
             raise ValueError("cycle_hours must be positive")
+        if self.learning_revisits < 0 or self.learning_boost < 0:
+            raise ValueError("learning_revisits and learning_boost must be ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -494,6 +509,8 @@ def reallocate(
             else:
                 visits = np.zeros(len(pages))
                 visits[idx] = alloc.visits_per_day
+            if cfg.learning_boost > 0 and cfg.learning_revisits > 0:
+                _learning_floor(pages, live, eff_cost, visits, budget_per_day, cfg)
         else:
             visits = np.zeros(len(pages))
             share = rate[idx] * (pages.value[idx] > 0)
@@ -503,6 +520,33 @@ def reallocate(
     if visits.shape[0] != len(pages):
         visits = np.zeros(len(pages))
     return Model(rate, sd, visits, float(budget_per_day), objective, policy)
+
+
+def _learning_floor(
+    pages: PageState,
+    live: BoolArray,
+    eff_cost: FloatArray,
+    visits: FloatArray,
+    budget_per_day: float,
+    cfg: PlannerConfig,
+) -> None:
+    """Raise the visits of pages with little evidence to the learning floor, in place.
+
+    The floor is ``learning_boost`` × the average page's visits per day
+    (budget ÷ the live pages' total cost); it applies to live pages with a
+    value whose ``ev_nc + ev_nu`` is below ``learning_revisits``. Runs in
+    chunks so ten million pages need no full-size temporary.
+    """
+    total_cost = float(np.sum(eff_cost, where=live))
+    if total_cost <= 0:
+        return
+    floor = cfg.learning_boost * budget_per_day / total_cost
+    n, step = len(pages), 1 << 16
+    for sl in (slice(i, min(n, i + step)) for i in range(0, n, step)):
+        weak = pages.ev_nc[sl] + pages.ev_nu[sl] < cfg.learning_revisits
+        weak &= live[sl]
+        weak &= pages.value[sl] > 0
+        np.maximum(visits[sl], floor, out=visits[sl], where=weak)
 
 
 def _rank_within(keys: IntArray) -> IntArray:

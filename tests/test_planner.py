@@ -241,10 +241,14 @@ def test_top_ranks_like_a_stable_sort_with_and_without_the_sampled_threshold(
             np.testing.assert_array_equal(got, expect[: got.size])
 
 
-def test_a_page_joining_a_running_crawl_is_revisited_sooner_until_it_is_known() -> None:
+def test_a_page_joining_a_running_crawl_is_revisited_until_it_is_known() -> None:
     s = known_pages(100)
-    new = 7  # fetched once when discovered: no revisit yet
+    new, old = 7, 8
+    # fetched once when discovered five days ago: no revisit yet
     s.ev_nc[new] = s.ev_tc[new] = s.ev_nu[new] = s.ev_tu[new] = 0.0
+    s.first_seen[new] = NOW - 5 * DAY
+    # known for a year, but its evidence has faded to less than a revisit
+    s.ev_nc[old], s.ev_tc[old], s.ev_nu[old], s.ev_tu[old] = 0.0, 0.0, 0.5, 100.0
     s.value[:] = 1.0
     budget = 5.0  # fetches a day for 100 pages: one visit every 20 days on average
     learning = reallocate(s, budget, NOW, config=NO_RESERVES)
@@ -256,13 +260,20 @@ def test_a_page_joining_a_running_crawl_is_revisited_sooner_until_it_is_known() 
     assert plain.visits_per_day[new] == 0.0
     # ... the learning floor revisits it at twice the average page's rate: every 10 days
     assert learning.visits_per_day[new] == pytest.approx(2 * budget / 100)
-    # pages with fifty revisits of evidence keep their allocation
-    known = np.arange(100) != new
-    assert np.array_equal(learning.visits_per_day[known], plain.visits_per_day[known])
+    # every other page keeps its allocation, the long-known one included
+    others = np.arange(100) != new
+    assert np.array_equal(learning.visits_per_day[others], plain.visits_per_day[others])
     # three revisits of evidence end the learning phase
     s.ev_nc[new], s.ev_tc[new], s.ev_nu[new], s.ev_tu[new] = 1.0, 10.0, 2.0, 20.0
     after = reallocate(s, budget, NOW, config=NO_RESERVES)
-    after_plain = reallocate(s, budget, NOW, config=off)
-    assert after.visits_per_day[new] == after_plain.visits_per_day[new]
+    assert after.visits_per_day[new] == reallocate(s, budget, NOW, config=off).visits_per_day[new]
+    # a crawl that has just started: every page is new, the allocation's guesses stand
+    fresh = known_pages(100)
+    fresh.ev_nc[:] = fresh.ev_tc[:] = fresh.ev_nu[:] = fresh.ev_tu[:] = 0.0
+    fresh.first_seen[:] = NOW - DAY
+    assert np.array_equal(
+        reallocate(fresh, budget, NOW, config=NO_RESERVES).visits_per_day,
+        reallocate(fresh, budget, NOW, config=off).visits_per_day,
+    )
     with pytest.raises(ValueError, match="learning"):
         PlannerConfig(learning_boost=-1.0)

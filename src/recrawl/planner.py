@@ -21,9 +21,9 @@ A cycle's budget is split into reserves and the score pool:
        on the estimated rates, turned into a per-cycle selection: pages are
        taken by how far they are into their optimal interval
        (``days since fetch × optimal visits per day``), most overdue first,
-       until the budget is spent. Pages with less than
-       ``learning_revisits`` revisits of evidence are visited at least
-       ``learning_boost`` × as often as the average page (see
+       until the budget is spent. Pages joining a running crawl are visited
+       at least ``learning_boost`` × as often as the average page until they
+       have ``learning_revisits`` revisits of evidence (see
        :class:`PlannerConfig`).
    ``greedy``
        the seed's ``value × freshness_gain ÷ cost``, best first.
@@ -275,13 +275,15 @@ class PlannerConfig:
         The ``interval_days`` of the seed's priority for ``greedy``; None uses
         the mean revisit interval the budget affords.
     learning_revisits, learning_boost : float
-        ``recrawl`` only. A page whose evidence amounts to fewer than
-        ``learning_revisits`` revisits (``ev_nc + ev_nu``, decayed: a page
-        just discovered, or one whose evidence has faded) is visited at least
-        ``learning_boost`` times as often as the average page, until it has
-        that much evidence. Its rate is mostly its group's guess until then,
-        and a page joining a running crawl often differs from its group.
-        ``learning_boost = 0`` turns this off.
+        ``recrawl`` only. A page that joins a running crawl is visited at
+        least ``learning_boost`` times as often as the average page until its
+        evidence amounts to ``learning_revisits`` revisits (``ev_nc + ev_nu``)
+        or it has been known for as long as that takes at that rate. Its rate
+        is mostly its group's guess until then, and a page joining a running
+        crawl often differs from its group (the guess can even say "too fast
+        to keep fresh": no revisit at all). This applies only while such
+        pages are a minority of the live pages. ``learning_boost = 0`` turns
+        it off.
     """
 
     cycle_hours: float = 1.0
@@ -510,7 +512,7 @@ def reallocate(
                 visits = np.zeros(len(pages))
                 visits[idx] = alloc.visits_per_day
             if cfg.learning_boost > 0 and cfg.learning_revisits > 0:
-                _learning_floor(pages, live, eff_cost, visits, budget_per_day, cfg)
+                _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
         else:
             visits = np.zeros(len(pages))
             share = rate[idx] * (pages.value[idx] > 0)
@@ -528,25 +530,40 @@ def _learning_floor(
     eff_cost: FloatArray,
     visits: FloatArray,
     budget_per_day: float,
+    now: float,
     cfg: PlannerConfig,
 ) -> None:
-    """Raise the visits of pages with little evidence to the learning floor, in place.
+    """Raise the visits of pages still being learned to the learning floor, in place.
 
     The floor is ``learning_boost`` × the average page's visits per day
-    (budget ÷ the live pages' total cost); it applies to live pages with a
-    value whose ``ev_nc + ev_nu`` is below ``learning_revisits``. Runs in
-    chunks so ten million pages need no full-size temporary.
+    (budget ÷ the live pages' total cost). A page is still being learned when
+    it is live, has a value, has less than ``learning_revisits`` revisits of
+    evidence (``ev_nc + ev_nu``) and was first seen less than
+    ``learning_revisits`` floor intervals ago (long enough to reach that
+    evidence at the floor). The floor applies only while such pages are a
+    minority of the live pages: in a crawl that has just started, every page
+    is new and the allocation's own guesses stand. Runs in chunks so ten
+    million pages need no full-size temporary.
     """
     total_cost = float(np.sum(eff_cost, where=live))
     if total_cost <= 0:
         return
     floor = cfg.learning_boost * budget_per_day / total_cost
+    since = now - cfg.learning_revisits / floor * DAY_S
     n, step = len(pages), 1 << 16
-    for sl in (slice(i, min(n, i + step)) for i in range(0, n, step)):
+    chunks = [slice(i, min(n, i + step)) for i in range(0, n, step)]
+
+    def learning(sl: slice) -> BoolArray:
         weak = pages.ev_nc[sl] + pages.ev_nu[sl] < cfg.learning_revisits
+        weak &= pages.first_seen[sl] > since
         weak &= live[sl]
         weak &= pages.value[sl] > 0
-        np.maximum(visits[sl], floor, out=visits[sl], where=weak)
+        return weak
+
+    if 2 * sum(int(np.count_nonzero(learning(sl))) for sl in chunks) > np.count_nonzero(live):
+        return
+    for sl in chunks:
+        np.maximum(visits[sl], floor, out=visits[sl], where=learning(sl))
 
 
 def _rank_within(keys: IntArray) -> IntArray:

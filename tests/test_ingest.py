@@ -134,6 +134,28 @@ def test_stats_counts_revisits_changes_and_cost(store: SQLStore):
     assert shop_c["cost"] == 3.0  # two 200s and a 304 cost a credit each; the 429 reported 0
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # state, ppid, ...
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (Linux /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (st := _proc_stat(int(d.name))) and int(st[1]) == pid:
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie waiting to be reaped has exited)."""
+    return [p for p in pids if (st := _proc_stat(p)) is not None and st[0] not in ("Z", "X")]
+
+
 def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
     log = tmp_path / "big.jsonl"
     write_fetch_log(str(log), 120_000, n_pages=5000, with_ids=False)
@@ -154,8 +176,15 @@ def test_kill_9_then_reingest_stores_every_observation_once(tmp_path: Path):
             n = 0
         if n >= 20_000:
             break
+    workers = _children(proc.pid)
+    assert workers, "a 120,000-line log is parsed in worker processes"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    # its parsing processes notice and leave too, rather than wait forever
+    deadline = time.monotonic() + 15
+    while _alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(workers), f"parse workers outlived the killed ingest: {_alive(workers)}"
     partial = SQLiteStore(db)
     stored_before = partial.observation_count()
     partial.close()

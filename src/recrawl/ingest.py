@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -230,6 +232,22 @@ def _parse_workers() -> int:
     return max(1, min(3, (os.cpu_count() or 2) - 1))
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: leave when the process that started us is gone.
+
+    A pool's workers wait on its queue forever; if the ingesting process is
+    killed (``kill -9``, OOM killer) nobody tells them, so each checks once a
+    second whether it has been re-parented and exits if so.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="recrawl-parent-watch", daemon=True).start()
+
+
 def _parallel_parse(
     lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int, ahead: int
 ) -> Iterator[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]:
@@ -244,7 +262,12 @@ def _parallel_parse(
     # caller's script needs no ``if __name__ == "__main__"`` guard. They only
     # parse (no locks, no I/O), which is what makes forking a threaded process safe.
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=ctx,
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         window: deque[Future[_Parsed]] = deque()
         start = 0
         while True:

@@ -542,28 +542,26 @@ def _learning_floor(
     ``learning_revisits`` floor intervals ago (long enough to reach that
     evidence at the floor). The floor applies only while such pages are a
     minority of the live pages: in a crawl that has just started, every page
-    is new and the allocation's own guesses stand. Runs in chunks so ten
-    million pages need no full-size temporary.
+    is new and the allocation's own guesses stand. The mask is built in
+    chunks, so ten million pages need no full-size float temporary.
     """
     total_cost = float(np.sum(eff_cost, where=live))
     if total_cost <= 0:
         return
     floor = cfg.learning_boost * budget_per_day / total_cost
     since = now - cfg.learning_revisits / floor * DAY_S
-    n, step = len(pages), 1 << 16
-    chunks = [slice(i, min(n, i + step)) for i in range(0, n, step)]
+    learning = np.empty(len(pages), dtype=bool)
 
-    def learning(sl: slice) -> BoolArray:
-        weak = pages.ev_nc[sl] + pages.ev_nu[sl] < cfg.learning_revisits
+    def work(start: int) -> None:
+        sl = slice(start, start + _PRIORITY_CHUNK)
+        weak = np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=learning[sl])
         weak &= pages.first_seen[sl] > since
         weak &= live[sl]
         weak &= pages.value[sl] > 0
-        return weak
 
-    if 2 * sum(int(np.count_nonzero(learning(sl))) for sl in chunks) > np.count_nonzero(live):
-        return
-    for sl in chunks:
-        np.maximum(visits[sl], floor, out=visits[sl], where=learning(sl))
+    _run_chunks(work, len(pages))
+    if 2 * np.count_nonzero(learning) <= np.count_nonzero(live):
+        np.maximum(visits, floor, out=visits, where=learning)
 
 
 def _rank_within(keys: IntArray) -> IntArray:

@@ -11,7 +11,10 @@ Prints one JSON object:
     budgets 0.02 and 0.1 fetches per page per day: each policy's replay result
     (SPEC §5 semantics, one-hour cycles), its freshness as a fraction of
     ``oracle``'s, and whether ``recrawl`` is ahead of ``uniform``, ``nutch`` and
-    ``greedy``;
+    ``greedy``; also ``oracle_rates`` (the same hindsight optimum, blind to how
+    long each page will be watched, as every policy is) and ``recrawl``'s
+    ratio to it, which separates what ``recrawl`` fails to learn from what
+    only knowledge of the trace's future page lifetimes gives;
 ``budget_to_95``
     on ``ota-contrib.jsonl``, the budget each of ``recrawl``, ``uniform`` and
     ``oracle`` needs to reach a freshness of 0.95 (regula falsi on log budget),
@@ -133,6 +136,11 @@ def _summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     oracle = fresh.get("oracle")
     out: dict[str, Any] = {
         "freshness": {p: round(f, 4) for p, f in fresh.items()},
+        **(
+            {"recrawl_to_oracle_rates": round(fresh["recrawl"] / fresh["oracle_rates"], 4)}
+            if fresh.get("oracle_rates") and "recrawl" in fresh
+            else {}
+        ),
         "ratio_to_oracle": (
             {p: round(f / oracle, 4) for p, f in fresh.items()} if oracle else None
         ),
@@ -156,7 +164,7 @@ def _spread(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
         p: sum(by_seed[k]["recrawl"]["freshness"] > by_seed[k][p]["freshness"] for k in seeds)
         for p in ("uniform", "nutch", "greedy", "proportional")
     }
-    return {
+    out: dict[str, Any] = {
         "seeds": len(seeds),
         "recrawl_to_oracle": {
             "mean": round(mean, 4),
@@ -165,6 +173,17 @@ def _spread(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
         },
         "recrawl_ahead_on_seeds": ahead,
     }
+    if all("oracle_rates" in by_seed[k] for k in seeds):
+        blind = [
+            by_seed[k]["recrawl"]["freshness"] / by_seed[k]["oracle_rates"]["freshness"]
+            for k in seeds
+        ]
+        out["recrawl_to_oracle_rates"] = {
+            "mean": round(statistics.fmean(blind), 4),
+            "sd": round(statistics.stdev(blind), 4) if len(blind) > 1 else 0.0,
+            "per_seed": [round(r, 4) for r in blind],
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -190,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in range(args.seeds)
         for name in names
         for b in BUDGETS
-        for p in ALL_POLICIES
+        for p in (*ALL_POLICIES, *(["oracle_rates"] if name in REAL else []))
     ]
     raw: dict[tuple[str, float], dict[str, Any]] = {}
     by_seed: dict[tuple[str, float], dict[int, dict[str, Any]]] = {}

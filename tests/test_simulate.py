@@ -97,6 +97,28 @@ def test_recrawl_beats_uniform_and_nears_the_oracle_on_poisson_pages() -> None:
     assert f["recrawl"] >= 0.95 * f["oracle"]
 
 
+def test_oracle_rates_is_the_optimum_blind_to_how_long_pages_are_watched() -> None:
+    # ten pages watched 100 days, changing every 10 days, and one watched only
+    # its last 10 days, changing daily: the per-page mean weighs each of its
+    # days ten times as much, which oracle knows and oracle_rates does not
+    long_lived = [
+        line(page=f"l{i}", end=100 * DAY, changes=[DAY * (10 * k + i) for k in range(1, 10)])
+        for i in range(10)
+    ]
+    late = line(
+        page="late", start=90 * DAY, end=100 * DAY, changes=[DAY * (90.5 + k) for k in range(9)]
+    )
+    r = replay([*long_lived, late], 0.2, policies=["oracle", "oracle_rates"])["policies"]
+    assert r["oracle"]["cost"] == pytest.approx(r["oracle_rates"]["cost"], abs=2)
+    assert r["oracle"]["freshness"] > r["oracle_rates"]["freshness"] + 0.02
+    # watched for the same days, every page-day already counts the same
+    r = replay(long_lived, 0.2, policies=["oracle", "oracle_rates"])["policies"]
+    assert r["oracle"]["fetches"] == r["oracle_rates"]["fetches"]
+    assert r["oracle"]["freshness"] == pytest.approx(r["oracle_rates"]["freshness"], abs=0.02)
+    # a yardstick on request only
+    assert "oracle_rates" not in replay(long_lived, 0.2)["policies"]
+
+
 def test_events_objective_finds_more_changes() -> None:
     traces = generate_traces("poisson", pages=100, days=200, seed=2)
     fresh = replay(traces, 0.2, policies=["recrawl"], cycle_hours=6.0)

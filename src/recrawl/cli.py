@@ -411,7 +411,10 @@ def simulate(
     ],
     policy: Annotated[
         list[str] | None,
-        typer.Option("--policy", help="Policy to replay (repeatable; default: all plus oracle)."),
+        typer.Option(
+            "--policy",
+            help="Policy to replay (repeatable; default: all plus oracle; oracle_rates on request).",
+        ),
     ] = None,
     cycle_hours: Annotated[
         float, typer.Option("--cycle-hours", help="Planning cycle, hours.")

@@ -15,6 +15,14 @@ fetched at ``t`` stays fresh until the first change after ``t``).
 with each page's true average rate (changes ÷ watched days, at least 0.5
 changes), visited at fixed intervals with a random phase, each visit rounded up
 to the next cycle. It is the benchmark's yardstick, not a policy one could run.
+
+``oracle_rates`` (on request, not run by default) is the same allocation with
+the same hindsight rates, but blind to how long each page will be watched:
+every page-day counts the same, as it does for the policies, which cannot know
+when a page will leave the trace. It differs from ``oracle`` only when pages
+join or leave mid-trace: the per-page mean weighs a day of a page watched for
+20 days as much as 50 days of one watched for 1,000, and ``oracle`` allocates
+accordingly. With the events objective the two coincide.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from .traces import Trace, load_traces
 
 __all__ = [
     "ALL_POLICIES",
+    "EXTRA_POLICIES",
     "GENERATED_KINDS",
     "ProgressHook",
     "generate_traces",
@@ -57,6 +66,9 @@ IntArray = NDArray[np.int64]
 DAY_S = 86_400.0
 ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
 """Policies :func:`replay` runs by default."""
+
+EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates",)
+"""Yardsticks :func:`replay` runs only when asked by name."""
 
 ProgressHook = Callable[[str, int, int], None]
 """``progress(policy, cycles_done, cycles_total)``, called as a replay advances."""
@@ -137,12 +149,19 @@ def _run_oracle(
     cycle_s: float,
     objective: Objective,
     rng: np.random.Generator,
+    *,
+    lifetimes: bool = True,
 ) -> dict[str, Any]:
     days = (p.end - p.start) / DAY_S
     lam = np.maximum(p.n_changes, 0.5) / days
     mean_days = float(days.mean())
     # Σ c f D = budget Σ D  ⇔  Σ (c D / D̄) f = budget · n
-    weight = p.value if objective == "freshness" else p.value * days
+    if objective == "events":
+        weight = p.value * days
+    elif lifetimes:
+        weight = p.value  # each page's mean freshness counts once, however long it is watched
+    else:
+        weight = p.value * days / mean_days  # every page-day counts the same
     alloc = optimal_allocation(
         lam, budget * p.n, weight=weight, cost=p.cost * days / mean_days, objective=objective
     )
@@ -308,7 +327,8 @@ def replay(
         per day).
     policies : sequence of str, optional
         Any of ``oracle``, ``recrawl``, ``greedy``, ``uniform``,
-        ``proportional``, ``nutch``; all by default.
+        ``proportional``, ``nutch`` (all by default), and ``oracle_rates``
+        (see the module's docstring).
     cycle_hours : float
         Length of a planning cycle, hours.
     objective : {"freshness", "events"}
@@ -351,9 +371,10 @@ def replay(
     if budget <= 0:
         raise ValueError(f"budget must be positive, got {budget}")
     names = list(ALL_POLICIES if policies is None else policies)
+    known = (*ALL_POLICIES, *EXTRA_POLICIES)
     for name in names:
-        if name not in ALL_POLICIES:
-            raise ValueError(f"unknown policy {name!r}; choose from {', '.join(ALL_POLICIES)}")
+        if name not in known:
+            raise ValueError(f"unknown policy {name!r}; choose from {', '.join(known)}")
     cfg = config or PlannerConfig()
     if cfg.cycle_hours != cycle_hours:
         cfg = dataclasses.replace(cfg, cycle_hours=cycle_hours)
@@ -367,8 +388,8 @@ def replay(
     }
     for i, name in enumerate(names):
         rng = np.random.default_rng([seed, i])
-        if name == "oracle":
-            res = _run_oracle(p, budget, cycle_s, objective, rng)
+        if name in ("oracle", "oracle_rates"):
+            res = _run_oracle(p, budget, cycle_s, objective, rng, lifetimes=name == "oracle")
             if progress is not None:
                 progress(name, 1, 1)
         else:

@@ -129,6 +129,38 @@ def test_plan_spends_budget_on_known_pages(tmp_path: Path):
     assert "reason" in table.output and "score" in table.output
 
 
+def test_plan_says_when_revisits_cannot_tell_fast_pages_apart(tmp_path: Path):
+    # 30 pages revisited every 40 days; those on fast.example changed every time
+    rows = [
+        {
+            "url": f"https://{site}.example/p/{i}",
+            "fetched_at": 1_700_000_000 + k * 40 * 86_400,
+            "status": 200,
+            "record": {"v": k if site == "fast" else 0},
+        }
+        for site, n in (("fast", 20), ("slow", 10))
+        for i in range(n)
+        for k in range(4)
+    ]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = str(tmp_path / "r.db")
+    assert runner.invoke(app, ["ingest", str(log), "--db", db, "-q"]).exit_code == 0
+    args = ["plan", "--db", db, "--budget", "2", "--at", "1711000000"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["rate_resolution"] == {
+        "revisited": 30,
+        "changed_every_revisit": 20,
+        "share": 20 / 30,
+        "median_interval_days": 40.0,
+    }
+    text = " ".join(runner.invoke(app, args).output.split())
+    assert "20 (67%) changed at every revisit" in text
+    assert "exceed about 1 in 40 days" in text
+    assert "A larger budget for a while" in text
+
+
 def test_postgres_store_through_the_cli(tmp_path: Path):
     from conftest import _pg_schema
 

@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recrawl.estimate import (
+    RateResolution,
     estimate_rates,
     fit_group_priors,
+    rate_resolution,
     raw_rates,
     update_evidence,
     update_evidence_arrays,
@@ -220,3 +222,33 @@ def test_prior_fit_with_more_groups_than_the_sample() -> None:
     assert np.all(np.isfinite(pri.alpha)) and np.all(pri.beta > 0)
     # every group, sampled or not, leans toward its own pages
     assert float(np.median(pri.mean_rate[0::2])) > 1.5 * float(np.median(pri.mean_rate[1::2]))
+
+
+def test_rate_resolution_says_when_revisits_are_too_far_apart_to_learn_rates() -> None:
+    # 300 pages changing between once a year and once a day, revisited for a
+    # year: every 50 days (what 0.02 fetches per page per day affords), then
+    # every 5 days
+    rng = np.random.default_rng(3)
+    rate = np.exp(rng.uniform(np.log(1 / 365), 0.0, 300))
+
+    def after_a_year(interval: float) -> RateResolution:
+        ev = [np.zeros(300) for _ in range(4)]
+        for _ in range(int(365 / interval)):
+            changed = rng.random(300) < -np.expm1(-rate * interval)
+            update_evidence_arrays(*ev, np.arange(300), np.full(300, interval), changed)
+        return rate_resolution(ev[0], ev[1], ev[2])
+
+    sparse, dense = after_a_year(50.0), after_a_year(5.0)
+    assert sparse.revisited == dense.revisited == 300
+    # every page faster than about one change in 10 days (over a third of
+    # them) changed at all 7 revisits; at 5 days apart, only the fastest did
+    assert sparse.share > np.mean(rate > 0.1)
+    assert dense.share < 0.5 * sparse.share
+    assert sparse.median_interval_days == pytest.approx(50.0)
+    assert dense.median_interval_days == pytest.approx(5.0)
+    # a page that once found nothing new is not bounded any more, masked pages do not count
+    one = rate_resolution([3.0, 3.0], [30.0, 30.0], [0.0, 1.0], mask=[True, False])
+    assert (one.revisited, one.changed_every_revisit) == (1, 1)
+    none = rate_resolution([3.0], [30.0], [1.0])
+    assert none.changed_every_revisit == 0 and np.isnan(none.median_interval_days)
+    assert rate_resolution([], [], []).share == 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
 from .engine import Engine, url_registration
+from .estimate import RateResolution
 from .ingest import (
     ContentClassifier,
     IngestReport,
@@ -334,6 +336,7 @@ def plan(
                     "budget": result.budget,
                     "spent": result.spent,
                     "split": result.split(),
+                    "rate_resolution": _resolution_json(result.resolution),
                     "tasks": result.tasks,
                 },
                 default=_json_default,
@@ -362,6 +365,43 @@ def plan(
     if len(result.tasks) > limit:
         out.print(f"… {len(result.tasks) - limit:,} more (use --json or --limit)")
     out.print("by reason: " + ", ".join(f"{k} {v:,}" for k, v in sorted(result.split().items())))
+    if result.resolution is not None and result.resolution.revisited:
+        out.print(_resolution_line(result.resolution))
+
+
+def _resolution_json(r: RateResolution | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {
+        "revisited": r.revisited,
+        "changed_every_revisit": r.changed_every_revisit,
+        "share": r.share,
+        "median_interval_days": None
+        if math.isnan(r.median_interval_days)
+        else r.median_interval_days,
+    }
+
+
+RESOLUTION_WARN_SHARE = 0.25
+"""Share of revisited pages changed at every revisit above which ``plan`` warns."""
+
+
+def _resolution_line(r: RateResolution) -> str:
+    line = (
+        f"rates: {r.revisited:,} pages revisited; {r.changed_every_revisit:,} "
+        f"({r.share:.0%}) changed at every revisit"
+    )
+    if not r.changed_every_revisit:
+        return line
+    d = r.median_interval_days
+    line += f" (median {d:,.3g} days apart): their rates are known only to exceed about 1 in {d:,.3g} days"
+    if r.share >= RESOLUTION_WARN_SHARE:
+        line += (
+            ".\n[yellow]At this budget recrawl cannot tell which of them change much faster; "
+            "it leans on their groups' priors. A larger budget for a while, or revisits closer "
+            "together, would teach it their rates.[/]"
+        )
+    return line
 
 
 def _json_default(x: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .config import Settings
+from .estimate import RateResolution, rate_resolution
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -38,6 +39,8 @@ class PlanResult:
     spent: float
     tasks: list[dict[str, Any]]
     rates: dict[str, tuple[float, float]]
+    resolution: RateResolution | None = None
+    """How many live pages' rates the revisits only bound from below (None: no pages)."""
 
     def split(self) -> dict[str, int]:
         """How many tasks each reason holds (score, discovery, reestimate, verify, canary)."""
@@ -229,7 +232,11 @@ class Engine:
                 )  # fmt: skip
         rates: dict[str, tuple[float, float]] = {}
         spent = 0.0
+        resolution = None
         if len(pages):
+            resolution = rate_resolution(
+                pages.ev_nc, pages.ev_tc, pages.ev_nu, mask=pages.active & ~pages.never_fetched
+            )
             cfg = self.planner_config()
             per_day = budget * 24.0 / cfg.cycle_hours
             model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
@@ -252,7 +259,9 @@ class Engine:
                 tasks.append(
                     {"url": url, "site": cols["site"][i], "page_type": cols["page_type"][i], **task}
                 )
-        return PlanResult(at=t, budget=budget, spent=spent, tasks=tasks, rates=rates)
+        return PlanResult(
+            at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution
+        )
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Validators for a conditional request to ``url`` (empty when unknown)."""

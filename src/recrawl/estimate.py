@@ -47,6 +47,7 @@ Laplace approximation of the posterior standard deviation of λ.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,9 +56,11 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "DEFAULT_HALF_LIFE_DAYS",
     "GroupPriors",
+    "RateResolution",
     "decay_evidence",
     "estimate_rates",
     "fit_group_priors",
+    "rate_resolution",
     "raw_rates",
     "update_evidence",
     "update_evidence_arrays",
@@ -607,3 +610,75 @@ def estimate_rates(
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d
         rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t)
     return rate, sd
+
+
+@dataclass(frozen=True, slots=True)
+class RateResolution:
+    """How much the revisits made so far can say about the pages' rates.
+
+    A page whose every remembered revisit found a change has a rate known only
+    from below: at revisits ``τ`` days apart, a page changing every week and
+    one changing every hour look the same. When many pages are like that, the
+    budget is too small for the estimates to tell fast pages from very fast
+    ones; the planner then leans on their group's prior, and a larger budget
+    for a while, or fetches closer together, would teach it their rates.
+
+    Attributes
+    ----------
+    revisited : int
+        Pages with at least one revisit in their evidence.
+    changed_every_revisit : int
+        Of those, pages that changed at every revisit they remember (at least
+        two changes in evidence, less than a tenth of an unchanged revisit).
+    median_interval_days : float
+        Median revisit interval of those pages, days (NaN if there are none):
+        their rates are known only to be above about ``1 / median_interval_days``.
+    """
+
+    revisited: int
+    changed_every_revisit: int
+    median_interval_days: float
+
+    @property
+    def share(self) -> float:
+        """``changed_every_revisit / revisited`` (0 with no revisit)."""
+        return self.changed_every_revisit / self.revisited if self.revisited else 0.0
+
+
+def rate_resolution(
+    nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, mask: ArrayLike | None = None
+) -> RateResolution:
+    """Count the pages whose rate the revisits only bound from below.
+
+    Parameters
+    ----------
+    nc, tc, nu : array_like
+        Evidence of every page (see the module docstring).
+    mask : array_like of bool, optional
+        Only these pages are counted (default: all).
+
+    Returns
+    -------
+    RateResolution
+
+    Examples
+    --------
+    Two pages that changed at both their 40-day revisits, one that did not:
+
+    >>> r = rate_resolution([2.0, 2.0, 0.0], [80.0, 80.0, 0.0], [0.0, 0.0, 2.0])
+    >>> r.revisited, r.changed_every_revisit, r.median_interval_days
+    (3, 2, 40.0)
+    """
+    ncf = np.asarray(nc, dtype=np.float64)
+    nuf = np.asarray(nu, dtype=np.float64)
+    seen = (ncf + nuf) >= 1.0
+    if mask is not None:
+        seen &= np.asarray(mask, dtype=bool)
+    bounded = seen & (ncf >= 1.5) & (nuf < 0.1)
+    k = int(np.count_nonzero(bounded))
+    median = (
+        float(np.median(np.asarray(tc, dtype=np.float64)[bounded] / ncf[bounded]))
+        if k
+        else math.nan
+    )
+    return RateResolution(int(np.count_nonzero(seen)), k, median)

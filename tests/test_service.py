@@ -376,6 +376,13 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         plan = client.get("/v1/plan", params={"limit": 3}).json()
         assert plan["split"].get("discovery") == 1 and plan["unit"] == "fetches"
         assert len(plan["tasks"]) <= 3 and plan["budget"] == pytest.approx(10_000 / 24)
+        # p0 changed at each of its daily revisits: its rate is only bounded below
+        assert plan["rate_resolution"] == {
+            "revisited": 4,
+            "changed_every_revisit": 1,
+            "share": 0.25,
+            "median_interval_days": pytest.approx(1.0),
+        }
 
         stats = client.get("/v1/stats").json()
         cli = CliRunner().invoke(cli_app, ["stats", "--db", db_path, "--json"])

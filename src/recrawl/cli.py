@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -336,7 +335,7 @@ def plan(
                     "budget": result.budget,
                     "spent": result.spent,
                     "split": result.split(),
-                    "rate_resolution": _resolution_json(result.resolution),
+                    "rate_resolution": result.resolution and result.resolution.as_dict(),
                     "tasks": result.tasks,
                 },
                 default=_json_default,
@@ -367,19 +366,6 @@ def plan(
     out.print("by reason: " + ", ".join(f"{k} {v:,}" for k, v in sorted(result.split().items())))
     if result.resolution is not None and result.resolution.revisited:
         out.print(_resolution_line(result.resolution))
-
-
-def _resolution_json(r: RateResolution | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    return {
-        "revisited": r.revisited,
-        "changed_every_revisit": r.changed_every_revisit,
-        "share": r.share,
-        "median_interval_days": None
-        if math.isnan(r.median_interval_days)
-        else r.median_interval_days,
-    }
 
 
 RESOLUTION_WARN_SHARE = 0.25

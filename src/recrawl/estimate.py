@@ -644,6 +644,16 @@ class RateResolution:
         """``changed_every_revisit / revisited`` (0 with no revisit)."""
         return self.changed_every_revisit / self.revisited if self.revisited else 0.0
 
+    def as_dict(self) -> dict[str, float | int | None]:
+        """Plain JSON: the attributes and ``share`` (a NaN interval as None)."""
+        d = self.median_interval_days
+        return {
+            "revisited": self.revisited,
+            "changed_every_revisit": self.changed_every_revisit,
+            "share": self.share,
+            "median_interval_days": None if math.isnan(d) else d,
+        }
+
 
 def rate_resolution(
     nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, mask: ArrayLike | None = None

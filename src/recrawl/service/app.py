@@ -939,6 +939,7 @@ def create_app(
                 "spent": plan.spent,
                 "unit": svc.settings.billing_unit,
                 "split": plan.split(),
+                "rate_resolution": plan.resolution and plan.resolution.as_dict(),
                 "tasks_total": len(plan.tasks),
                 "tasks": tasks,
             }

@@ -157,7 +157,7 @@ def test_plan_says_when_revisits_cannot_tell_fast_pages_apart(tmp_path: Path):
     }
     text = " ".join(runner.invoke(app, args).output.split())
     assert "20 (67%) changed at every revisit" in text
-    assert "exceed about 1 in 40 days" in text
+    assert "exceed about one change in 40 days" in text
     assert "A larger budget for a while" in text
 
 

@@ -380,7 +380,11 @@ def _resolution_line(r: RateResolution) -> str:
     if not r.changed_every_revisit:
         return line
     d = r.median_interval_days
-    line += f" (median {d:,.3g} days apart): their rates are known only to exceed about 1 in {d:,.3g} days"
+    days = f"{d:,.0f}" if d >= 10 else f"{d:.2g}"
+    line += (
+        f" (median {days} days apart): their rates are only known to exceed about one change "
+        f"in {days} days"
+    )
     if r.share >= RESOLUTION_WARN_SHARE:
         line += (
             ".\n[yellow]At this budget recrawl cannot tell which of them change much faster; "

@@ -221,7 +221,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 pool.submit(_budget_task, (REAL[0], args.traces, p))
                 for p in ("recrawl", "uniform", "oracle")
             ]
-        for name, b, p, res, sec, k in pool.map(_run, tasks):
+        for done, (name, b, p, res, sec, k) in enumerate(pool.map(_run, tasks), 1):
+            print(
+                f"\r{done}/{len(tasks)} replays, {time.perf_counter() - t0:,.0f} s",
+                end="" if done < len(tasks) else "\n",
+                file=sys.stderr,
+                flush=True,
+            )
             by_seed.setdefault((name, b), {}).setdefault(k, {})[p] = res
             if k == 0:
                 raw.setdefault((name, b), {})[p] = res

@@ -626,10 +626,12 @@ class RateResolution:
     Attributes
     ----------
     revisited : int
-        Pages with at least one revisit in their evidence.
+        Pages with at least one revisit's worth of evidence (``nc + nu ≥ 1``,
+        decayed as the estimator decays it).
     changed_every_revisit : int
-        Of those, pages that changed at every revisit they remember (at least
-        two changes in evidence, less than a tenth of an unchanged revisit).
+        Of those, pages that changed at every revisit they remember: at least
+        1.5 changed revisits of evidence (two recent ones) and less than a
+        tenth of an unchanged one.
     median_interval_days : float
         Median revisit interval of those pages, days (NaN if there are none):
         their rates are known only to be above about ``1 / median_interval_days``.

@@ -20,7 +20,7 @@ from rich.table import Table
 from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
-from .engine import Engine, url_registration
+from .engine import Engine, PlanResult, url_registration
 from .estimate import RateResolution
 from .ingest import (
     ContentClassifier,
@@ -342,8 +342,12 @@ def plan(
             )
         )
         return
+    _print_plan(result, settings.billing_unit, limit)
+
+
+def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
     table = Table(
-        title=f"Plan: {len(result.tasks):,} tasks, {result.spent:,.2f} of {result.budget:,.2f} {settings.billing_unit}",
+        title=f"Plan: {len(result.tasks):,} tasks, {result.spent:,.2f} of {result.budget:,.2f} {unit}",
         title_justify="left",
     )
     for col in ("url", "reason", "priority", "expected gain", "cost"):
@@ -754,8 +758,9 @@ def demo(
         str, typer.Option("--db", help="Store for the demo (recreated).")
     ] = "recrawl-demo.db",
 ) -> None:
-    """The main job on the embedded store: where the money goes, how policies compare on
-    real change histories, a site pushing back, and the dashboard (report.html)."""
+    """The main job on the embedded store: where the money goes, what to fetch next, how
+    policies compare on real change histories, a site pushing back, and the dashboard
+    (report.html)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
     settings = load_settings(_data_file("demo.toml"))
@@ -768,6 +773,11 @@ def demo(
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
         data = compute_stats(store.group_totals(), "fetches")
     _print_stats(data)
+    out.rule("[b]recrawl demo[/]: what to fetch in the next hour")
+    with _store(db, settings) as store:
+        engine = Engine(store, settings)
+        last = float(np.nanmax(store.page_columns()["last_fetch"]))
+        _print_plan(engine.plan(now=last + 3600.0, seed=0), settings.billing_unit, 10)
     from .simulate import replay
     from .traces import load_traces
 

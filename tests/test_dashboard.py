@@ -164,6 +164,8 @@ def test_the_report_is_one_self_contained_file_that_renders_offline(
     assert res.exit_code == 0, res.output
     page = out.read_text(encoding="utf-8")
     assert EVIL_SITE not in page and not re.search(r"<(script|link)[^>]+(src|href)=", page)
+    # what the revisits say of the rates, next to the plan
+    assert re.search(r"<p>Rates: \d+ pages revisited; \d+ \(\d+%\) changed at every revisit", page)
     dom = _chromium(["--dump-dom", out.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     _assert_plots_drawn(dom.stdout)

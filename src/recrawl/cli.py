@@ -21,7 +21,6 @@ from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
 from .engine import Engine, PlanResult, url_registration
-from .estimate import RateResolution
 from .ingest import (
     ContentClassifier,
     IngestReport,
@@ -369,33 +368,10 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
         out.print(f"… {len(result.tasks) - limit:,} more (use --json or --limit)")
     out.print("by reason: " + ", ".join(f"{k} {v:,}" for k, v in sorted(result.split().items())))
     if result.resolution is not None and result.resolution.revisited:
-        out.print(_resolution_line(result.resolution))
-
-
-RESOLUTION_WARN_SHARE = 0.25
-"""Share of revisited pages changed at every revisit above which ``plan`` warns."""
-
-
-def _resolution_line(r: RateResolution) -> str:
-    line = (
-        f"rates: {r.revisited:,} pages revisited; {r.changed_every_revisit:,} "
-        f"({r.share:.0%}) changed at every revisit"
-    )
-    if not r.changed_every_revisit:
-        return line
-    d = r.median_interval_days
-    days = f"{d:,.0f}" if d >= 10 else f"{d:.2g}"
-    line += (
-        f" (median {days} days apart): their rates are only known to exceed about one change "
-        f"in {days} days"
-    )
-    if r.share >= RESOLUTION_WARN_SHARE:
-        line += (
-            ".\n[yellow]At this budget recrawl cannot tell which of them change much faster; "
-            "it leans on their groups' priors. A larger budget for a while, or revisits closer "
-            "together, would teach it their rates.[/]"
+        advice = result.resolution.advice()
+        out.print(
+            "rates: " + result.resolution.summary() + (f".\n[yellow]{advice}[/]" if advice else "")
         )
-    return line
 
 
 def _json_default(x: Any) -> Any:

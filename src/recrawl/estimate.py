@@ -55,6 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "DEFAULT_HALF_LIFE_DAYS",
+    "RESOLUTION_WARN_SHARE",
     "GroupPriors",
     "RateResolution",
     "decay_evidence",
@@ -612,6 +613,11 @@ def estimate_rates(
     return rate, sd
 
 
+RESOLUTION_WARN_SHARE: float = 0.25
+"""Share of revisited pages changed at every revisit from which
+:meth:`RateResolution.advice` speaks up."""
+
+
 @dataclass(frozen=True, slots=True)
 class RateResolution:
     """How much the revisits made so far can say about the pages' rates.
@@ -645,6 +651,34 @@ class RateResolution:
     def share(self) -> float:
         """``changed_every_revisit / revisited`` (0 with no revisit)."""
         return self.changed_every_revisit / self.revisited if self.revisited else 0.0
+
+    def summary(self) -> str:
+        """One sentence for operators, e.g. ``"150 pages revisited; 5 (3%) changed at every
+        revisit (median 47 days apart): their rates are only known to exceed about one
+        change in 47 days"``."""
+        line = (
+            f"{self.revisited:,} pages revisited; {self.changed_every_revisit:,} "
+            f"({self.share:.0%}) changed at every revisit"
+        )
+        if not self.changed_every_revisit:
+            return line
+        d = self.median_interval_days
+        days = f"{d:,.0f}" if d >= 10 else f"{d:.2g}"
+        return (
+            f"{line} (median {days} days apart): their rates are only known to exceed about "
+            f"one change in {days} days"
+        )
+
+    def advice(self) -> str | None:
+        """What to do when such pages are :data:`RESOLUTION_WARN_SHARE` or more of the
+        revisited pages (None otherwise)."""
+        if self.revisited == 0 or self.share < RESOLUTION_WARN_SHARE:
+            return None
+        return (
+            "At this budget recrawl cannot tell which of them change much faster; it leans "
+            "on their groups' priors. A larger budget for a while, or revisits closer "
+            "together, would teach it their rates."
+        )
 
     def as_dict(self) -> dict[str, float | int | None]:
         """Plain JSON: the attributes and ``share`` (a NaN interval as None)."""

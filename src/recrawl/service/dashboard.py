@@ -289,6 +289,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .kpi{display:inline-block;margin-right:28px} .kpi b{font-size:20px;display:block}
 .band-healthy{color:#2e7d32} .band-degrading{color:#b26a00} .band-critical{color:#c62828}
 .url{word-break:break-all}
+.warn{color:#b26a00}
 """
 
 
@@ -329,6 +330,16 @@ def _health_table(health: list[dict[str, Any]], controls: dict[str, dict[str, An
     return (
         "<table><tr><th>site</th><th>band</th><th>score</th><th>reasons</th><th>diagnosis</th>"
         "<th>action</th><th>paused</th><th>concurrency cap</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _rates_note(plan: PlanResult | None) -> str:
+    r = None if plan is None else plan.resolution
+    if r is None or not r.revisited:
+        return ""
+    advice = r.advice()
+    return f"<p>Rates: {_e(r.summary())}.</p>" + (
+        f"<p class='warn'>{_e(advice)}</p>" if advice else ""
     )
 
 
@@ -392,7 +403,7 @@ def render_dashboard(
         ("Freshness estimate over time", _div(_freshness_figure(times, fresh), "fig-freshness")),
         (
             "The current plan",
-            _div(_plan_figure(plan, unit), "fig-plan") + _plan_table(plan),
+            _div(_plan_figure(plan, unit), "fig-plan") + _rates_note(plan) + _plan_table(plan),
         ),
     ]
     body = "".join(f"<section><h2>{_e(h)}</h2>{content}</section>" for h, content in sections)

@@ -246,6 +246,10 @@ def test_rate_resolution_says_when_revisits_are_too_far_apart_to_learn_rates() -
     assert dense.share < 0.5 * sparse.share
     assert sparse.median_interval_days == pytest.approx(50.0)
     assert dense.median_interval_days == pytest.approx(5.0)
+    # operators are told so in words, and warned only in the first case
+    assert "changed at every revisit (median 50 days apart)" in sparse.summary()
+    assert "one change in 5 days" in dense.summary()
+    assert sparse.advice() is not None and dense.advice() is None
     # a page that once found nothing new is not bounded any more, masked pages do not count
     one = rate_resolution([3.0, 3.0], [30.0, 30.0], [0.0, 1.0], mask=[True, False])
     assert (one.revisited, one.changed_every_revisit) == (1, 1)

@@ -400,6 +400,7 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
             'recrawl_leases_outstanding{site="shop.example"} 2.0',
             "recrawl_observations_accepted_total 24.0",
             "recrawl_ingest_rate ",
+            "recrawl_rates_bounded_below_share 0.25",  # p0, as in /v1/plan
         ):
             assert needle in text, needle
         sites = client.get("/v1/sites").json()["sites"]

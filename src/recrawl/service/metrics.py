@@ -133,12 +133,20 @@ class ServiceCollector(Collector):
             "recrawl_plan_tasks", "Tasks of the current plan by reason.", labels=["reason"]
         )
         try:
-            split = svc.plan(now).split()
+            plan = svc.plan(now)
         except ValueError:
-            split = {}
-        for reason, n in sorted(split.items()):
+            plan = None
+        for reason, n in sorted((plan.split() if plan else {}).items()):
             tasks.add_metric([reason], float(n))
         yield tasks
+        if plan is not None and plan.resolution is not None:
+            yield GaugeMetricFamily(
+                "recrawl_rates_bounded_below_share",
+                "Share of revisited live pages that changed at every revisit they remember: "
+                "their rate is only known to exceed one change per revisit interval "
+                "(from 0.25, the budget is too small to learn which change much faster).",
+                value=plan.resolution.share,
+            )
 
 
 def render_metrics(service: Service) -> bytes:

@@ -142,6 +142,12 @@ def test_plan_says_when_revisits_cannot_tell_fast_pages_apart(tmp_path: Path):
         for i in range(n)
         for k in range(4)
     ]
+    # a page that changed every time, then went away, is not the budget's concern
+    rows += [
+        {"url": "https://fast.example/gone", "fetched_at": 1_700_000_000 + k * 40 * 86_400,
+         "status": 410 if k == 4 else 200, "record": {"v": k}}
+        for k in range(5)
+    ]  # fmt: skip
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     db = str(tmp_path / "r.db")
@@ -157,8 +163,15 @@ def test_plan_says_when_revisits_cannot_tell_fast_pages_apart(tmp_path: Path):
     }
     text = " ".join(runner.invoke(app, args).output.split())
     assert "20 (67%) changed at every revisit" in text
-    assert "exceed about one change in 40 days" in text
+    assert "exceed about one change in 40 days." in text
     assert "A larger budget for a while" in text
+    # a paused site learns nothing until a human resumes it: its pages do not count
+    from recrawl.store import open_store
+
+    with open_store(db) as store:
+        store.set_site_controls("fast.example", now=1_711_000_000, paused=True, event="pause")
+    paused = json.loads(runner.invoke(app, [*args, "--json"]).output)["rate_resolution"]
+    assert (paused["revisited"], paused["changed_every_revisit"]) == (10, 0)
 
 
 def test_postgres_store_through_the_cli(tmp_path: Path):

@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from recrawl.cli import app as cli_app
 from recrawl.config import Settings
-from recrawl.engine import Engine
+from recrawl.engine import Engine, PlanResult
+from recrawl.estimate import RateResolution
 from recrawl.service import create_app
-from recrawl.service.dashboard import freshness_series
+from recrawl.service.dashboard import freshness_series, render_dashboard
 from recrawl.service.testing import ManualClock, serve_in_thread
 from recrawl.store import SQLiteStore
 
@@ -116,6 +117,24 @@ def test_the_dashboard_escapes_what_users_supplied(populated: Engine) -> None:
     assert "&lt;script&gt;alert(&#x27;site&#x27;)&lt;/script&gt;" in page
     assert not re.search(r"<(script|link)[^>]+(src|href)=", page)  # plotly.js is inline
     assert "Where the money goes" in page and "Freshness estimate over time" in page
+
+
+@pytest.mark.parametrize(("bounded", "warns"), [(30, True), (2, False)])
+def test_the_plan_section_says_what_revisits_say_of_the_rates(
+    populated: Engine, bounded: int, warns: bool
+) -> None:
+    t = populated.clock()
+    plan = PlanResult(
+        at=t, budget=10.0, spent=0.0, tasks=[], rates={},
+        resolution=RateResolution(revisited=40, changed_every_revisit=bounded, median_interval_days=47.0),
+    )  # fmt: skip
+    page = render_dashboard(populated, now=t, plan=plan)
+    share = f"{bounded / 40:.0%}"
+    assert (
+        f"<p>Rates: 40 pages revisited; {bounded} ({share}) changed at every revisit "
+        "(median 47 days apart): their rates are only known to exceed about one change in 47 days.</p>"
+    ) in page
+    assert ("<p class='warn'>At this budget recrawl cannot tell" in page) is warns
 
 
 def test_freshness_estimate_is_a_fraction_that_drops_between_fetches(populated: Engine) -> None:

@@ -236,7 +236,7 @@ def test_rate_resolution_says_when_revisits_are_too_far_apart_to_learn_rates() -
         for _ in range(int(365 / interval)):
             changed = rng.random(300) < -np.expm1(-rate * interval)
             update_evidence_arrays(*ev, np.arange(300), np.full(300, interval), changed)
-        return rate_resolution(ev[0], ev[1], ev[2])
+        return rate_resolution(*ev)
 
     sparse, dense = after_a_year(50.0), after_a_year(5.0)
     assert sparse.revisited == dense.revisited == 300
@@ -251,8 +251,37 @@ def test_rate_resolution_says_when_revisits_are_too_far_apart_to_learn_rates() -
     assert "one change in 5 days" in dense.summary()
     assert sparse.advice() is not None and dense.advice() is None
     # a page that once found nothing new is not bounded any more, masked pages do not count
-    one = rate_resolution([3.0, 3.0], [30.0, 30.0], [0.0, 1.0], mask=[True, False])
+    one = rate_resolution([3.0, 3.0], [30.0, 30.0], [0.0, 1.0], [0.0, 10.0], mask=[True, False])
     assert (one.revisited, one.changed_every_revisit) == (1, 1)
-    none = rate_resolution([3.0], [30.0], [1.0])
+    none = rate_resolution([3.0], [30.0], [1.0], [10.0])
     assert none.changed_every_revisit == 0 and np.isnan(none.median_interval_days)
-    assert rate_resolution([], [], []).share == 0.0
+    assert rate_resolution([], [], [], []).share == 0.0
+
+
+@pytest.mark.parametrize(("half_life", "interval"), [(180.0, 300.0), (30.0, 50.0), (30.0, 100.0)])
+def test_sparse_revisits_that_always_change_stay_bounded_below(
+    half_life: float, interval: float
+) -> None:
+    # decay keeps the changed evidence of sparse revisits near 1 (1.46 at 300
+    # days with a 180-day half-life): sparse is when the warning matters most
+    ev = (0.0, 0.0, 0.0, 0.0)
+    for _ in range(20):
+        ev = update_evidence(*ev, interval, True, half_life_days=half_life)
+    r = rate_resolution(*([x] for x in ev), half_life_days=half_life)
+    assert (r.changed_every_revisit, r.median_interval_days) == (1, pytest.approx(interval))
+    # one changed revisit alone is not a pattern
+    once = update_evidence(0.0, 0.0, 0.0, 0.0, interval, True, half_life_days=half_life)
+    single = rate_resolution(*([x] for x in once), half_life_days=half_life)
+    assert single.revisited == 1 and single.changed_every_revisit == 0
+
+
+def test_rate_resolution_speaks_in_days_or_hours() -> None:
+    def summary(interval_days: float) -> str:
+        n, t = 2.0, 2.0 * interval_days
+        return rate_resolution([n], [t], [0.0], [0.0]).summary()
+
+    assert summary(47.1).endswith("one change in 47 days")
+    assert summary(1.0).endswith(
+        "(median 1 day apart): their rates are only known to exceed about one change in 1 day"
+    )
+    assert summary(0.5).endswith("one change in 12 hours")

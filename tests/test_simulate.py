@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recrawl import InvalidTrace
+from recrawl.estimate import rate_resolution
+from recrawl.planner import PageState, PlannerConfig
 from recrawl.simulate import ALL_POLICIES, generate_traces, load_traces, replay
 from recrawl.traces import Trace, dump_trace
 
@@ -117,6 +120,32 @@ def test_oracle_rates_is_the_optimum_blind_to_how_long_pages_are_watched() -> No
     assert r["oracle"]["freshness"] == pytest.approx(r["oracle_rates"]["freshness"], abs=0.02)
     # a yardstick on request only
     assert "oracle_rates" not in replay(long_lived, 0.2)["policies"]
+
+
+def test_on_state_hands_over_what_each_policy_learned() -> None:
+    traces = generate_traces("poisson", pages=40, days=120, seed=2)
+    seen: dict[str, PageState] = {}
+    cfg = PlannerConfig(half_life_days=math.inf)  # undecayed: evidence counts revisits
+    r = replay(
+        traces,
+        0.2,
+        policies=["oracle", "recrawl", "uniform"],
+        cycle_hours=6.0,
+        config=cfg,
+        on_state=lambda name, pages: seen.setdefault(name, pages),
+    )["policies"]
+    assert set(seen) == {"recrawl", "uniform"}  # the oracles learn nothing
+    for name, pages in seen.items():
+        assert pages.ev_nc.sum() == r[name]["changes_detected"]
+        assert (pages.ev_nc + pages.ev_nu).sum() == r[name]["fetches"]
+    res = rate_resolution(
+        seen["recrawl"].ev_nc,
+        seen["recrawl"].ev_tc,
+        seen["recrawl"].ev_nu,
+        seen["recrawl"].ev_tu,
+        half_life_days=math.inf,
+    )
+    assert 0 < res.revisited <= 40
 
 
 def test_events_objective_finds_more_changes() -> None:

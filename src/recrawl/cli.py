@@ -334,7 +334,9 @@ def plan(
                     "budget": result.budget,
                     "spent": result.spent,
                     "split": result.split(),
-                    "rate_resolution": result.resolution and result.resolution.as_dict(),
+                    "rate_resolution": (
+                        result.resolution.as_dict() if result.resolution is not None else None
+                    ),
                     "tasks": result.tasks,
                 },
                 default=_json_default,
@@ -370,7 +372,7 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
     if result.resolution is not None and result.resolution.revisited:
         advice = result.resolution.advice()
         out.print(
-            "rates: " + result.resolution.summary() + (f".\n[yellow]{advice}[/]" if advice else "")
+            f"rates: {result.resolution.summary()}." + (f"\n[yellow]{advice}[/]" if advice else "")
         )
 
 
@@ -752,8 +754,9 @@ def demo(
     out.rule("[b]recrawl demo[/]: what to fetch in the next hour")
     with _store(db, settings) as store:
         engine = Engine(store, settings)
+        # the hour that starts when the sample log ends
         last = float(np.nanmax(store.page_columns()["last_fetch"]))
-        _print_plan(engine.plan(now=last + 3600.0, seed=0), settings.billing_unit, 10)
+        _print_plan(engine.plan(now=last, seed=0), settings.billing_unit, 10)
     from .simulate import replay
     from .traces import load_traces
 

@@ -234,10 +234,18 @@ class Engine:
         spent = 0.0
         resolution = None
         if len(pages):
-            resolution = rate_resolution(
-                pages.ev_nc, pages.ev_tc, pages.ev_nu, mask=pages.active & ~pages.never_fetched
-            )
             cfg = self.planner_config()
+            # live fetched pages, leased or not; paused sites learn nothing until resumed
+            learning = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+            learning &= ~pages.never_fetched & ~pages.site_paused[pages.site]
+            resolution = rate_resolution(
+                pages.ev_nc,
+                pages.ev_tc,
+                pages.ev_nu,
+                pages.ev_tu,
+                mask=learning,
+                half_life_days=cfg.half_life_days,
+            )
             per_day = budget * 24.0 / cfg.cycle_hours
             model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
             rng = np.random.default_rng(seed if seed is not None else int(t) // 3600)

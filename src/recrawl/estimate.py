@@ -617,6 +617,17 @@ RESOLUTION_WARN_SHARE: float = 0.25
 """Share of revisited pages changed at every revisit from which
 :meth:`RateResolution.advice` speaks up."""
 
+_UNCHANGED_FORGOTTEN = 0.1
+"""Unchanged exposure below this many revisit intervals counts as none."""
+
+
+def _days(d: float) -> str:
+    if d < 1.0:
+        h = d * 24.0
+        return f"{h:.2g} hour" + ("" if h == 1 else "s")
+    text = f"{d:,.0f}" if d >= 10 else f"{d:.2g}"
+    return text + (" day" if text == "1" else " days")
+
 
 @dataclass(frozen=True, slots=True)
 class RateResolution:
@@ -632,12 +643,14 @@ class RateResolution:
     Attributes
     ----------
     revisited : int
-        Pages with at least one revisit's worth of evidence (``nc + nu ≥ 1``,
-        decayed as the estimator decays it).
+        Pages with at least one revisit's worth of evidence (``nc + nu ≥ 1``;
+        the evidence as it stood at each page's last revisit).
     changed_every_revisit : int
         Of those, pages that changed at every revisit they remember: at least
-        1.5 changed revisits of evidence (two recent ones) and less than a
-        tenth of an unchanged one.
+        two changed revisits in evidence (``nc ≥ 1 + ½ · 2^(−τ/h)``, with ``τ =
+        tc/nc`` the mean changed interval and ``h`` the half-life, so that
+        sparse revisits still count once decay has thinned them) and unchanged
+        exposure below a tenth of an interval (``tu < τ/10``).
     median_interval_days : float
         Median revisit interval of those pages, days (NaN if there are none):
         their rates are known only to be above about ``1 / median_interval_days``.
@@ -655,18 +668,17 @@ class RateResolution:
     def summary(self) -> str:
         """One sentence for operators, e.g. ``"150 pages revisited; 5 (3%) changed at every
         revisit (median 47 days apart): their rates are only known to exceed about one
-        change in 47 days"``."""
+        change in 47 days"`` (no final full stop)."""
         line = (
             f"{self.revisited:,} pages revisited; {self.changed_every_revisit:,} "
             f"({self.share:.0%}) changed at every revisit"
         )
         if not self.changed_every_revisit:
             return line
-        d = self.median_interval_days
-        days = f"{d:,.0f}" if d >= 10 else f"{d:.2g}"
+        d = _days(self.median_interval_days)
         return (
-            f"{line} (median {days} days apart): their rates are only known to exceed about "
-            f"one change in {days} days"
+            f"{line} (median {d} apart): their rates are only known to exceed about "
+            f"one change in {d}"
         )
 
     def advice(self) -> str | None:
@@ -692,16 +704,24 @@ class RateResolution:
 
 
 def rate_resolution(
-    nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, mask: ArrayLike | None = None
+    nc: ArrayLike,
+    tc: ArrayLike,
+    nu: ArrayLike,
+    tu: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
 ) -> RateResolution:
     """Count the pages whose rate the revisits only bound from below.
 
     Parameters
     ----------
-    nc, tc, nu : array_like
+    nc, tc, nu, tu : array_like
         Evidence of every page (see the module docstring).
     mask : array_like of bool, optional
         Only these pages are counted (default: all).
+    half_life_days : float
+        The half-life the evidence was decayed with, days.
 
     Returns
     -------
@@ -711,20 +731,21 @@ def rate_resolution(
     --------
     Two pages that changed at both their 40-day revisits, one that did not:
 
-    >>> r = rate_resolution([2.0, 2.0, 0.0], [80.0, 80.0, 0.0], [0.0, 0.0, 2.0])
+    >>> from recrawl.estimate import update_evidence
+    >>> ev = update_evidence(*update_evidence(0, 0, 0, 0, 40.0, True), 40.0, True)
+    >>> r = rate_resolution(*zip(ev, ev, (0.0, 0.0, 2.0, 80.0)))
     >>> r.revisited, r.changed_every_revisit, r.median_interval_days
     (3, 2, 40.0)
     """
     ncf = np.asarray(nc, dtype=np.float64)
-    nuf = np.asarray(nu, dtype=np.float64)
-    seen = (ncf + nuf) >= 1.0
+    tcf = np.asarray(tc, dtype=np.float64)
+    seen = (ncf + np.asarray(nu, dtype=np.float64)) >= 1.0
     if mask is not None:
         seen &= np.asarray(mask, dtype=bool)
-    bounded = seen & (ncf >= 1.5) & (nuf < 0.1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = tcf / ncf
+        two = ncf >= 1.0 + 0.5 * _decay_factor(tau, half_life_days)
+    bounded = seen & two & (np.asarray(tu, dtype=np.float64) < _UNCHANGED_FORGOTTEN * tau)
     k = int(np.count_nonzero(bounded))
-    median = (
-        float(np.median(np.asarray(tc, dtype=np.float64)[bounded] / ncf[bounded]))
-        if k
-        else math.nan
-    )
+    median = float(np.median(tau[bounded])) if k else math.nan
     return RateResolution(int(np.count_nonzero(seen)), k, median)

@@ -55,6 +55,7 @@ __all__ = [
     "EXTRA_POLICIES",
     "GENERATED_KINDS",
     "ProgressHook",
+    "StateHook",
     "generate_traces",
     "load_traces",
     "replay",
@@ -72,6 +73,9 @@ EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates",)
 
 ProgressHook = Callable[[str, int, int], None]
 """``progress(policy, cycles_done, cycles_total)``, called as a replay advances."""
+
+StateHook = Callable[[str, PageState], None]
+"""``on_state(policy, pages)``, called with the page state a policy ended with."""
 
 
 class _Pages:
@@ -203,6 +207,7 @@ def _run_policy(
     config: PlannerConfig,
     reallocate_s: float,
     progress: ProgressHook | None,
+    on_state: StateHook | None = None,
 ) -> dict[str, Any]:
     n = p.n
     state = PageState(
@@ -301,6 +306,8 @@ def _run_policy(
         tally.fetches += int(idx.size)
         tally.changes_detected += int(changed.sum())
         tally.cost += plan.spent
+    if on_state is not None:
+        on_state(policy, state)
     return tally.result(_final_freshness(p, state.last_fetch, fresh))
 
 
@@ -315,6 +322,7 @@ def replay(
     progress: ProgressHook | None = None,
     config: PlannerConfig | None = None,
     reallocate_hours: float = 24.0,
+    on_state: StateHook | None = None,
 ) -> dict[str, Any]:
     """Replay change traces under each policy and measure what they achieve.
 
@@ -344,6 +352,11 @@ def replay(
     reallocate_hours : float
         How often the model-driven policies re-estimate and re-allocate, hours
         (also whenever pages start or end).
+    on_state : callable, optional
+        ``on_state(policy, pages)``, called when each policy but the oracles
+        ends, with the :class:`~recrawl.planner.PageState` it ended with (in
+        trace order): what it learned, e.g. for
+        :func:`~recrawl.estimate.rate_resolution`.
 
     Returns
     -------
@@ -394,7 +407,16 @@ def replay(
                 progress(name, 1, 1)
         else:
             res = _run_policy(
-                p, name, budget, cycle_s, objective, rng, cfg, reallocate_hours * 3600.0, progress
+                p,
+                name,
+                budget,
+                cycle_s,
+                objective,
+                rng,
+                cfg,
+                reallocate_hours * 3600.0,
+                progress,
+                on_state,
             )
         out["policies"][name] = res
     return out

@@ -939,7 +939,9 @@ def create_app(
                 "spent": plan.spent,
                 "unit": svc.settings.billing_unit,
                 "split": plan.split(),
-                "rate_resolution": plan.resolution and plan.resolution.as_dict(),
+                "rate_resolution": (
+                    plan.resolution.as_dict() if plan.resolution is not None else None
+                ),
                 "tasks_total": len(plan.tasks),
                 "tasks": tasks,
             }

@@ -17,6 +17,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..estimate import RESOLUTION_WARN_SHARE
+
 if TYPE_CHECKING:
     from .app import Service
 
@@ -139,12 +141,13 @@ class ServiceCollector(Collector):
         for reason, n in sorted((plan.split() if plan else {}).items()):
             tasks.add_metric([reason], float(n))
         yield tasks
-        if plan is not None and plan.resolution is not None:
+        if plan is not None and plan.resolution is not None and plan.resolution.revisited:
             yield GaugeMetricFamily(
                 "recrawl_rates_bounded_below_share",
                 "Share of revisited live pages that changed at every revisit they remember: "
-                "their rate is only known to exceed one change per revisit interval "
-                "(from 0.25, the budget is too small to learn which change much faster).",
+                "their rate is only known to exceed one change per revisit interval (from "
+                f"{RESOLUTION_WARN_SHARE:g}, the budget is too small to learn which change "
+                "much faster). Absent until a page has been revisited.",
                 value=plan.resolution.share,
             )
 

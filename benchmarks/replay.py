@@ -179,32 +179,25 @@ def _summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def _spread(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """recrawl's ratio to oracle over seeds, and how often it beat each baseline."""
     seeds = sorted(by_seed)
-    ratios = [by_seed[k]["recrawl"]["freshness"] / by_seed[k]["oracle"]["freshness"] for k in seeds]
-    mean = statistics.fmean(ratios)
-    sd = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
-    ahead = {
-        p: sum(by_seed[k]["recrawl"]["freshness"] > by_seed[k][p]["freshness"] for k in seeds)
-        for p in ("uniform", "nutch", "greedy", "proportional")
-    }
+
+    def ratio_to(yardstick: str) -> dict[str, Any]:
+        r = [by_seed[k]["recrawl"]["freshness"] / by_seed[k][yardstick]["freshness"] for k in seeds]
+        return {
+            "mean": round(statistics.fmean(r), 4),
+            "sd": round(statistics.stdev(r), 4) if len(r) > 1 else 0.0,
+            "per_seed": [round(x, 4) for x in r],
+        }
+
     out: dict[str, Any] = {
         "seeds": len(seeds),
-        "recrawl_to_oracle": {
-            "mean": round(mean, 4),
-            "sd": round(sd, 4),
-            "per_seed": [round(r, 4) for r in ratios],
+        "recrawl_to_oracle": ratio_to("oracle"),
+        "recrawl_ahead_on_seeds": {
+            p: sum(by_seed[k]["recrawl"]["freshness"] > by_seed[k][p]["freshness"] for k in seeds)
+            for p in ("uniform", "nutch", "greedy", "proportional")
         },
-        "recrawl_ahead_on_seeds": ahead,
     }
     if all("oracle_rates" in by_seed[k] for k in seeds):
-        blind = [
-            by_seed[k]["recrawl"]["freshness"] / by_seed[k]["oracle_rates"]["freshness"]
-            for k in seeds
-        ]
-        out["recrawl_to_oracle_rates"] = {
-            "mean": round(statistics.fmean(blind), 4),
-            "sd": round(statistics.stdev(blind), 4) if len(blind) > 1 else 0.0,
-            "per_seed": [round(r, 4) for r in blind],
-        }
+        out["recrawl_to_oracle_rates"] = ratio_to("oracle_rates")
     return out
 
 

@@ -132,7 +132,11 @@ class Engine:
     def page_arrays(
         self, now: float, exclude: set[str] | None = None
     ) -> tuple[PageArrays, dict[str, Any]]:
-        """The planner's arrays for every page, and the columns they came from."""
+        """The planner's arrays for every page, and the columns they came from.
+
+        The columns also hold ``live``: pages neither gone nor canaries, whether
+        ``exclude`` holds them or not (``active`` is ``live`` minus ``exclude``).
+        """
         cols = self.store.page_columns()
         n = len(cols["url"])
         site_code, site_names = _codes(cols["site"]) if n else (np.zeros(0, np.int64), [])
@@ -161,7 +165,8 @@ class Engine:
         paused = np.array([bool(controls.get(s, {}).get("paused")) for s in site_names], dtype=bool)
         never = np.isnan(cols["last_ok"])
         last = np.where(never, cols["first_seen"], cols["last_ok"])
-        active = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+        cols["live"] = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+        active = cols["live"].copy()
         if exclude:
             active &= ~np.isin(np.asarray(cols["url"], dtype=object), list(exclude))
         pages = PageArrays(
@@ -236,8 +241,7 @@ class Engine:
         if len(pages):
             cfg = self.planner_config()
             # live fetched pages, leased or not; paused sites learn nothing until resumed
-            learning = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
-            learning &= ~pages.never_fetched & ~pages.site_paused[pages.site]
+            learning = cols["live"] & ~pages.never_fetched & ~pages.site_paused[pages.site]
             resolution = rate_resolution(
                 pages.ev_nc,
                 pages.ev_tc,

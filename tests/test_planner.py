@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import heapq
 import math
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from recrawl.freshness import freshness_gain
 from recrawl.planner import (
     NUTCH_MAX_INTERVAL_S,
     NUTCH_MIN_INTERVAL_S,
+    PROBE_GAP,
     REASONS,
     PageState,
     PlannerConfig,
@@ -251,10 +253,9 @@ def test_a_page_joining_a_running_crawl_is_revisited_until_it_is_known() -> None
     s.ev_nc[old], s.ev_tc[old], s.ev_nu[old], s.ev_tu[old] = 0.0, 0.0, 0.5, 100.0
     s.value[:] = 1.0
     budget = 5.0  # fetches a day for 100 pages: one visit every 20 days on average
-    learning = reallocate(s, budget, NOW, config=NO_RESERVES)
-    off = PlannerConfig(
-        discovery_share=0.0, reestimate_share=0.0, verify_share=0.0, learning_boost=0.0
-    )
+    on = dataclasses.replace(NO_RESERVES, probe_days=0.0)  # the learning floor alone
+    learning = reallocate(s, budget, NOW, config=on)
+    off = dataclasses.replace(on, learning_boost=0.0)
     plain = reallocate(s, budget, NOW, config=off)
     # its group's guess (a fast rate) alone would never revisit it ...
     assert plain.visits_per_day[new] == 0.0
@@ -265,15 +266,54 @@ def test_a_page_joining_a_running_crawl_is_revisited_until_it_is_known() -> None
     assert np.array_equal(learning.visits_per_day[others], plain.visits_per_day[others])
     # three revisits of evidence end the learning phase
     s.ev_nc[new], s.ev_tc[new], s.ev_nu[new], s.ev_tu[new] = 1.0, 10.0, 2.0, 20.0
-    after = reallocate(s, budget, NOW, config=NO_RESERVES)
+    after = reallocate(s, budget, NOW, config=on)
     assert after.visits_per_day[new] == reallocate(s, budget, NOW, config=off).visits_per_day[new]
     # a crawl that has just started: every page is new, the allocation's guesses stand
     fresh = known_pages(100)
     fresh.ev_nc[:] = fresh.ev_tc[:] = fresh.ev_nu[:] = fresh.ev_tu[:] = 0.0
     fresh.first_seen[:] = NOW - DAY
     assert np.array_equal(
-        reallocate(fresh, budget, NOW, config=NO_RESERVES).visits_per_day,
+        reallocate(fresh, budget, NOW, config=on).visits_per_day,
         reallocate(fresh, budget, NOW, config=off).visits_per_day,
     )
     with pytest.raises(ValueError, match="learning"):
         PlannerConfig(learning_boost=-1.0)
+
+
+def test_a_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
+    s = known_pages(100)
+    page = 7
+    s.value[:] = 1.0
+    budget = 2.0  # fetches a day for 100 pages: one visit every 50 days on average
+    off = dataclasses.replace(NO_RESERVES, probe_days=0.0)
+
+    def visits(config: PlannerConfig = NO_RESERVES, b: float = budget) -> float:
+        return float(reallocate(s, b, NOW, config=config).visits_per_day[page])
+
+    # fetched once, never revisited: left for weeks by the allocation alone ...
+    s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
+    assert visits(off) < 1 / (PROBE_GAP * 5.0)
+    # ... revisited five days after its fetch
+    assert visits() == pytest.approx(1 / 5.0)
+    # that revisit found a change: once more, five days later
+    s.ev_nc[page], s.ev_tc[page] = 1.0, 5.0
+    assert visits() == pytest.approx(1 / 5.0)
+    # two changed revisits, or one without a change, end it
+    s.ev_nc[page], s.ev_tc[page] = 2.0, 10.0
+    assert visits() == visits(off)
+    s.ev_nc[page], s.ev_tc[page], s.ev_nu[page], s.ev_tu[page] = 1.0, 5.0, 1.0, 5.0
+    assert visits() == visits(off)
+    # with a budget whose intervals are close already, no extra revisit
+    s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
+    assert visits(b=40.0) == visits(off, b=40.0)
+    # every other page keeps its allocation (their revisits did not all change)
+    others = np.arange(100) != page
+    np.testing.assert_array_equal(
+        reallocate(s, budget, NOW, config=NO_RESERVES).visits_per_day[others],
+        reallocate(s, budget, NOW, config=off).visits_per_day[others],
+    )
+    # a page without value gets none
+    s.value[page] = 0.0
+    assert visits() == 0.0
+    with pytest.raises(ValueError, match="probe"):
+        PlannerConfig(probe_days=-1.0)

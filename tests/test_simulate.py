@@ -122,6 +122,35 @@ def test_oracle_rates_is_the_optimum_blind_to_how_long_pages_are_watched() -> No
     assert "oracle_rates" not in replay(long_lived, 0.2)["policies"]
 
 
+def test_a_page_edited_soon_after_it_appears_is_caught_at_a_small_budget() -> None:
+    # a running crawl of 60 pages changing every 10, 50 or 200 days; from day
+    # 60, a new page every 5 days, edited once a day after it appears (a new
+    # document's fix-up) and then left alone
+    rng = np.random.default_rng(2)
+    steady = [
+        line(
+            page=f"m{i}",
+            end=300 * DAY,
+            changes=sorted(rng.uniform(0, 300, rng.poisson(300 / rng.choice([10, 50, 200]))) * DAY),
+        )
+        for i in range(60)
+    ]
+    new = [
+        line(page=f"n{i}", start=(60 + 5 * i) * DAY, end=300 * DAY, changes=[(61 + 5 * i) * DAY])
+        for i in range(40)
+    ]
+    r = {
+        name: replay([*steady, *new], 0.02, policies=["recrawl"], cycle_hours=6.0, config=cfg)[
+            "policies"
+        ]["recrawl"]
+        for name, cfg in (("probe", None), ("off", PlannerConfig(probe_days=0.0)))
+    }
+    # a revisit five days after discovery finds the edit weeks earlier, for
+    # the same budget
+    assert r["probe"]["freshness"] > r["off"]["freshness"] + 0.03
+    assert r["probe"]["cost"] <= r["off"]["cost"] + 1
+
+
 def test_on_state_hands_over_what_each_policy_learned() -> None:
     traces = generate_traces("poisson", pages=40, days=120, seed=2)
     seen: dict[str, PageState] = {}

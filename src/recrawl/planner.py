@@ -23,8 +23,10 @@ A cycle's budget is split into reserves and the score pool:
        (``days since fetch × optimal visits per day``), most overdue first,
        until the budget is spent. Pages joining a running crawl are visited
        at least ``learning_boost`` × as often as the average page until they
-       have ``learning_revisits`` revisits of evidence (see
-       :class:`PlannerConfig`).
+       have ``learning_revisits`` revisits of evidence, and a page whose
+       every revisit so far found a change is revisited again
+       ``probe_days`` after its fetch where the allocation would leave it
+       much longer (see :class:`PlannerConfig`).
    ``greedy``
        the seed's ``value × freshness_gain ÷ cost``, best first.
    ``uniform``
@@ -76,6 +78,7 @@ __all__ = [
     "NUTCH_MAX_INTERVAL_S",
     "NUTCH_MIN_INTERVAL_S",
     "POLICIES",
+    "PROBE_GAP",
     "REASONS",
     "Model",
     "PageState",
@@ -98,6 +101,9 @@ REASONS: tuple[str, ...] = ("score", "discovery", "reestimate", "verify")
 SCORE, DISCOVERY, REESTIMATE, VERIFY = 0, 1, 2, 3
 
 DAY_S = 86_400.0
+PROBE_GAP = 4.0
+"""A close revisit (``PlannerConfig.probe_days``) is made only where the
+allocation's interval is at least this many times longer."""
 NUTCH_INITIAL_INTERVAL_S = 30 * DAY_S
 """Nutch ``db.fetch.interval.default``: 30 days, seconds."""
 NUTCH_MIN_INTERVAL_S = 60.0
@@ -284,6 +290,17 @@ class PlannerConfig:
         to keep fresh": no revisit at all). This applies only while such
         pages are a minority of the live pages. ``learning_boost = 0`` turns
         it off.
+    probe_days, probe_revisits : float
+        ``recrawl`` only. A page whose every remembered revisit found a change
+        and that has fewer than ``probe_revisits`` of them (a page fetched
+        once has none) is revisited ``probe_days`` after its last fetch,
+        where the allocation would leave it at least :data:`PROBE_GAP` times
+        longer; the first close revisit that finds no change, or
+        ``probe_revisits`` changed ones, end it. A revisit weeks apart that
+        finds a change cannot tell a page edited once after it appeared from
+        one that changes every hour; one a few days later can, and costs one
+        fetch per page where it matters (a small budget). ``probe_days = 0``
+        turns it off.
     """
 
     cycle_hours: float = 1.0
@@ -296,6 +313,8 @@ class PlannerConfig:
     greedy_interval_days: float | None = None
     learning_revisits: float = 3.0
     learning_boost: float = 2.0
+    probe_days: float = 5.0
+    probe_revisits: float = 2.0
 
     def __post_init__(self) -> None:
         shares = (self.discovery_share, self.reestimate_share, self.verify_share)
@@ -305,6 +324,8 @@ class PlannerConfig:
             raise ValueError("cycle_hours must be positive")
         if self.learning_revisits < 0 or self.learning_boost < 0:
             raise ValueError("learning_revisits and learning_boost must be ≥ 0")
+        if self.probe_days < 0 or self.probe_revisits < 0:
+            raise ValueError("probe_days and probe_revisits must be ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -513,6 +534,8 @@ def reallocate(
                 visits[idx] = alloc.visits_per_day
             if cfg.learning_boost > 0 and cfg.learning_revisits > 0:
                 _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
+            if cfg.probe_days > 0 and cfg.probe_revisits > 0:
+                _probe_floor(pages, live, visits, cfg)
         else:
             visits = np.zeros(len(pages))
             share = rate[idx] * (pages.value[idx] > 0)
@@ -562,6 +585,29 @@ def _learning_floor(
     _run_chunks(work, len(pages))
     if 2 * np.count_nonzero(learning) <= np.count_nonzero(live):
         np.maximum(visits, floor, out=visits, where=learning)
+
+
+def _probe_floor(pages: PageState, live: BoolArray, visits: FloatArray, cfg: PlannerConfig) -> None:
+    """Raise the visits of pages due a close revisit to ``1 / probe_days``, in place.
+
+    Such a page is live, has a value, has no remembered revisit without a
+    change (``ev_nu < ½``), fewer than ``probe_revisits`` changed ones, and an
+    allocated interval at least :data:`PROBE_GAP` × ``probe_days``. Built in
+    chunks, as :func:`_learning_floor`.
+    """
+    floor = 1.0 / cfg.probe_days
+    below = floor / PROBE_GAP
+
+    def work(start: int) -> None:
+        sl = slice(start, start + _PRIORITY_CHUNK)
+        probe = np.less(pages.ev_nu[sl], 0.5)
+        probe &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
+        probe &= live[sl]
+        probe &= pages.value[sl] > 0
+        probe &= visits[sl] < below
+        np.maximum(visits[sl], floor, out=visits[sl], where=probe)
+
+    _run_chunks(work, len(pages))
 
 
 def _rank_within(keys: IntArray) -> IntArray:

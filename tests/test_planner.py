@@ -280,7 +280,7 @@ def test_a_page_joining_a_running_crawl_is_revisited_until_it_is_known() -> None
         PlannerConfig(learning_boost=-1.0)
 
 
-def test_a_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
+def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
     s = known_pages(100)
     page = 7
     s.value[:] = 1.0
@@ -290,10 +290,12 @@ def test_a_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
     def visits(config: PlannerConfig = NO_RESERVES, b: float = budget) -> float:
         return float(reallocate(s, b, NOW, config=config).visits_per_day[page])
 
-    # fetched once, never revisited: left for weeks by the allocation alone ...
+    # discovered a week ago and fetched once: the allocation alone leaves it
+    # for weeks ...
+    s.first_seen[page] = NOW - 7 * DAY
     s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
     assert visits(off) < 1 / (PROBE_GAP * 5.0)
-    # ... revisited five days after its fetch
+    # ... the probe revisits it five days after its fetch
     assert visits() == pytest.approx(1 / 5.0)
     # that revisit found a change: once more, five days later
     s.ev_nc[page], s.ev_tc[page] = 1.0, 5.0
@@ -303,14 +305,29 @@ def test_a_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
     assert visits() == visits(off)
     s.ev_nc[page], s.ev_tc[page], s.ev_nu[page], s.ev_tu[page] = 1.0, 5.0, 1.0, 5.0
     assert visits() == visits(off)
-    # with a budget whose intervals are close already, no extra revisit
     s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
+    # with a budget whose intervals are close already, no extra revisit
     assert visits(b=40.0) == visits(off, b=40.0)
-    # every other page keeps its allocation (their revisits did not all change)
+    # a page known for longer than the window is the allocation's alone
+    s.first_seen[page] = NOW - 60 * DAY
+    assert visits() == visits(off)
+    s.first_seen[page] = NOW - 7 * DAY
+    # every other page keeps its allocation
     others = np.arange(100) != page
     np.testing.assert_array_equal(
         reallocate(s, budget, NOW, config=NO_RESERVES).visits_per_day[others],
         reallocate(s, budget, NOW, config=off).visits_per_day[others],
+    )
+    # a crawl that has just started: every page is new, none is probed
+    fresh = known_pages(100)
+    fresh.ev_nc[:] = fresh.ev_tc[:] = fresh.ev_nu[:] = fresh.ev_tu[:] = 0.0
+    fresh.first_seen[:] = NOW - DAY
+    fresh_off = dataclasses.replace(off, learning_boost=0.0)
+    np.testing.assert_array_equal(
+        reallocate(
+            fresh, budget, NOW, config=dataclasses.replace(NO_RESERVES, learning_boost=0.0)
+        ).visits_per_day,
+        reallocate(fresh, budget, NOW, config=fresh_off).visits_per_day,
     )
     # a page without value gets none
     s.value[page] = 0.0

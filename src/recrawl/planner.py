@@ -23,10 +23,10 @@ A cycle's budget is split into reserves and the score pool:
        (``days since fetch × optimal visits per day``), most overdue first,
        until the budget is spent. Pages joining a running crawl are visited
        at least ``learning_boost`` × as often as the average page until they
-       have ``learning_revisits`` revisits of evidence, and a page whose
-       every revisit so far found a change is revisited again
-       ``probe_days`` after its fetch where the allocation would leave it
-       much longer (see :class:`PlannerConfig`).
+       have ``learning_revisits`` revisits of evidence, and revisited
+       ``probe_days`` after a fetch while every revisit has found a change,
+       where the allocation would leave them much longer (see
+       :class:`PlannerConfig`).
    ``greedy``
        the seed's ``value × freshness_gain ÷ cost``, best first.
    ``uniform``
@@ -290,16 +290,19 @@ class PlannerConfig:
         to keep fresh": no revisit at all). This applies only while such
         pages are a minority of the live pages. ``learning_boost = 0`` turns
         it off.
-    probe_days, probe_revisits : float
-        ``recrawl`` only. A page whose every remembered revisit found a change
-        and that has fewer than ``probe_revisits`` of them (a page fetched
-        once has none) is revisited ``probe_days`` after its last fetch,
+    probe_days, probe_revisits, probe_window_days : float
+        ``recrawl`` only. A page that joins a running crawl (first seen less
+        than ``probe_window_days`` ago) and whose every revisit so far found
+        a change, with fewer than ``probe_revisits`` of them (a page fetched
+        once has none), is revisited ``probe_days`` after its last fetch,
         where the allocation would leave it at least :data:`PROBE_GAP` times
-        longer; the first close revisit that finds no change, or
-        ``probe_revisits`` changed ones, end it. A revisit weeks apart that
-        finds a change cannot tell a page edited once after it appeared from
-        one that changes every hour; one a few days later can, and costs one
-        fetch per page where it matters (a small budget). ``probe_days = 0``
+        longer; a close revisit that finds no change, or ``probe_revisits``
+        that find one, end it. A new document is often edited soon after it
+        appears and then left alone: a revisit weeks later that finds a
+        change cannot tell that from a page that changes every hour, and
+        leaves the edit unseen for weeks; one a few days later can, for one
+        or two fetches. As with the learning floor, this applies only while
+        such pages are a minority of the live pages. ``probe_days = 0``
         turns it off.
     """
 
@@ -315,6 +318,7 @@ class PlannerConfig:
     learning_boost: float = 2.0
     probe_days: float = 5.0
     probe_revisits: float = 2.0
+    probe_window_days: float = 30.0
 
     def __post_init__(self) -> None:
         shares = (self.discovery_share, self.reestimate_share, self.verify_share)
@@ -324,8 +328,8 @@ class PlannerConfig:
             raise ValueError("cycle_hours must be positive")
         if self.learning_revisits < 0 or self.learning_boost < 0:
             raise ValueError("learning_revisits and learning_boost must be ≥ 0")
-        if self.probe_days < 0 or self.probe_revisits < 0:
-            raise ValueError("probe_days and probe_revisits must be ≥ 0")
+        if min(self.probe_days, self.probe_revisits, self.probe_window_days) < 0:
+            raise ValueError("probe_days, probe_revisits and probe_window_days must be ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -535,7 +539,7 @@ def reallocate(
             if cfg.learning_boost > 0 and cfg.learning_revisits > 0:
                 _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
             if cfg.probe_days > 0 and cfg.probe_revisits > 0:
-                _probe_floor(pages, live, visits, cfg)
+                _probe_floor(pages, live, visits, now, cfg)
         else:
             visits = np.zeros(len(pages))
             share = rate[idx] * (pages.value[idx] > 0)
@@ -587,27 +591,36 @@ def _learning_floor(
         np.maximum(visits, floor, out=visits, where=learning)
 
 
-def _probe_floor(pages: PageState, live: BoolArray, visits: FloatArray, cfg: PlannerConfig) -> None:
+def _probe_floor(
+    pages: PageState, live: BoolArray, visits: FloatArray, now: float, cfg: PlannerConfig
+) -> None:
     """Raise the visits of pages due a close revisit to ``1 / probe_days``, in place.
 
-    Such a page is live, has a value, has no remembered revisit without a
-    change (``ev_nu < ½``), fewer than ``probe_revisits`` changed ones, and an
-    allocated interval at least :data:`PROBE_GAP` × ``probe_days``. Built in
-    chunks, as :func:`_learning_floor`.
+    Such a page is live, has a value, was first seen less than
+    ``probe_window_days`` ago, has no remembered revisit without a change
+    (``ev_nu < ½``), fewer than ``probe_revisits`` changed ones, and an
+    allocated interval at least :data:`PROBE_GAP` × ``probe_days``; and such
+    pages are a minority of the live pages (a crawl that has just started
+    spends its budget on its allocation). Built in chunks, as
+    :func:`_learning_floor`.
     """
     floor = 1.0 / cfg.probe_days
     below = floor / PROBE_GAP
+    since = now - cfg.probe_window_days * DAY_S
+    probe = np.empty(len(pages), dtype=bool)
 
     def work(start: int) -> None:
         sl = slice(start, start + _PRIORITY_CHUNK)
-        probe = np.less(pages.ev_nu[sl], 0.5)
-        probe &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
-        probe &= live[sl]
-        probe &= pages.value[sl] > 0
-        probe &= visits[sl] < below
-        np.maximum(visits[sl], floor, out=visits[sl], where=probe)
+        due = np.less(pages.ev_nu[sl], 0.5, out=probe[sl])
+        due &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
+        due &= pages.first_seen[sl] > since
+        due &= live[sl]
+        due &= pages.value[sl] > 0
+        due &= visits[sl] < below
 
     _run_chunks(work, len(pages))
+    if 2 * np.count_nonzero(probe) <= np.count_nonzero(live):
+        np.maximum(visits, floor, out=visits, where=probe)
 
 
 def _rank_within(keys: IntArray) -> IntArray:

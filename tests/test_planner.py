@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recrawl.estimate import update_evidence
 from recrawl.freshness import freshness_gain
 from recrawl.planner import (
     NUTCH_MAX_INTERVAL_S,
@@ -290,24 +291,34 @@ def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> N
     def visits(config: PlannerConfig = NO_RESERVES, b: float = budget) -> float:
         return float(reallocate(s, b, NOW, config=config).visits_per_day[page])
 
-    # discovered a week ago and fetched once: the allocation alone leaves it
-    # for weeks ...
+    def revisits(*changed: bool) -> None:  # fetched, then revisited 5 days apart
+        ev = (0.0, 0.0, 0.0, 0.0)
+        for c in changed:
+            ev = update_evidence(*ev, 5.0, c)
+        s.ev_nc[page], s.ev_tc[page], s.ev_nu[page], s.ev_tu[page] = ev
+
+    # discovered a week ago and fetched once: the allocation (with the
+    # learning floor) leaves it for weeks ...
     s.first_seen[page] = NOW - 7 * DAY
-    s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
+    revisits()
     assert visits(off) < 1 / (PROBE_GAP * 5.0)
     # ... the probe revisits it five days after its fetch
     assert visits() == pytest.approx(1 / 5.0)
     # that revisit found a change: once more, five days later
-    s.ev_nc[page], s.ev_tc[page] = 1.0, 5.0
+    revisits(True)
     assert visits() == pytest.approx(1 / 5.0)
-    # two changed revisits, or one without a change, end it
-    s.ev_nc[page], s.ev_tc[page] = 2.0, 10.0
+    # two changed revisits (decayed evidence: 1.98 of them), or one without
+    # a change, end it
+    revisits(True, True)
+    assert 1.9 < s.ev_nc[page] < 2.0
     assert visits() == visits(off)
-    s.ev_nc[page], s.ev_tc[page], s.ev_nu[page], s.ev_tu[page] = 1.0, 5.0, 1.0, 5.0
+    revisits(True, False)
     assert visits() == visits(off)
-    s.ev_nc[page] = s.ev_tc[page] = s.ev_nu[page] = s.ev_tu[page] = 0.0
-    # with a budget whose intervals are close already, no extra revisit
-    assert visits(b=40.0) == visits(off, b=40.0)
+    revisits()
+    # where the interval is short already (10 days at this budget, under
+    # PROBE_GAP × 5 days), no extra revisit
+    assert 1 / 20 <= visits(off, b=5.0) < 1 / 5
+    assert visits(b=5.0) == visits(off, b=5.0)
     # a page known for longer than the window is the allocation's alone
     s.first_seen[page] = NOW - 60 * DAY
     assert visits() == visits(off)
@@ -318,19 +329,22 @@ def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> N
         reallocate(s, budget, NOW, config=NO_RESERVES).visits_per_day[others],
         reallocate(s, budget, NOW, config=off).visits_per_day[others],
     )
-    # a crawl that has just started: every page is new, none is probed
+    # a crawl that has just started: every page is new, none is probed, even
+    # where only a minority (30 low-value pages) would be left for weeks
     fresh = known_pages(100)
     fresh.ev_nc[:] = fresh.ev_tc[:] = fresh.ev_nu[:] = fresh.ev_tu[:] = 0.0
     fresh.first_seen[:] = NOW - DAY
-    fresh_off = dataclasses.replace(off, learning_boost=0.0)
+    fresh.value[:] = 1.0
+    fresh.value[:70] = 8.0
+    alone = dataclasses.replace(NO_RESERVES, learning_boost=0.0)
+    plain = reallocate(fresh, 5.0, NOW, config=dataclasses.replace(alone, probe_days=0.0))
+    assert np.count_nonzero(plain.visits_per_day < 1 / 20) == 30
     np.testing.assert_array_equal(
-        reallocate(
-            fresh, budget, NOW, config=dataclasses.replace(NO_RESERVES, learning_boost=0.0)
-        ).visits_per_day,
-        reallocate(fresh, budget, NOW, config=fresh_off).visits_per_day,
+        reallocate(fresh, 5.0, NOW, config=alone).visits_per_day, plain.visits_per_day
     )
     # a page without value gets none
     s.value[page] = 0.0
     assert visits() == 0.0
-    with pytest.raises(ValueError, match="probe"):
-        PlannerConfig(probe_days=-1.0)
+    for bad in ({"probe_days": -1.0}, {"probe_revisits": 1.5}, {"probe_window_days": -1.0}):
+        with pytest.raises(ValueError, match="probe"):
+            PlannerConfig(**bad)  # type: ignore[arg-type]

@@ -23,8 +23,9 @@ A cycle's budget is split into reserves and the score pool:
        (``days since fetch × optimal visits per day``), most overdue first,
        until the budget is spent. Pages joining a running crawl are visited
        at least ``learning_boost`` × as often as the average page until they
-       have ``learning_revisits`` revisits of evidence, and revisited
-       ``probe_days`` after a fetch while every revisit has found a change,
+       have ``learning_revisits`` revisits of evidence; and, for their first
+       ``probe_window_days``, revisited ``probe_days`` after a fetch while
+       every revisit has found a change (at most ``probe_revisits`` times),
        where the allocation would leave them much longer (see
        :class:`PlannerConfig`).
    ``greedy``
@@ -54,6 +55,7 @@ average.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -290,20 +292,23 @@ class PlannerConfig:
         to keep fresh": no revisit at all). This applies only while such
         pages are a minority of the live pages. ``learning_boost = 0`` turns
         it off.
-    probe_days, probe_revisits, probe_window_days : float
+    probe_days, probe_window_days : float
+    probe_revisits : int
         ``recrawl`` only. A page that joins a running crawl (first seen less
         than ``probe_window_days`` ago) and whose every revisit so far found
         a change, with fewer than ``probe_revisits`` of them (a page fetched
         once has none), is revisited ``probe_days`` after its last fetch,
-        where the allocation would leave it at least :data:`PROBE_GAP` times
-        longer; a close revisit that finds no change, or ``probe_revisits``
+        where the allocation (after the learning floor) would leave it at
+        least :data:`PROBE_GAP` times longer; a close revisit that finds no change, or ``probe_revisits``
         that find one, end it. A new document is often edited soon after it
         appears and then left alone: a revisit weeks later that finds a
         change cannot tell that from a page that changes every hour, and
         leaves the edit unseen for weeks; one a few days later can, for one
         or two fetches. As with the learning floor, this applies only while
-        such pages are a minority of the live pages. ``probe_days = 0``
-        turns it off.
+        such pages are a minority of the live pages. The counts are of
+        remembered evidence: with a ``half_life_days`` of a few weeks or
+        less, a page can be probed more often within its window.
+        ``probe_days = 0`` or ``probe_revisits = 0`` turns it off.
     """
 
     cycle_hours: float = 1.0
@@ -317,7 +322,7 @@ class PlannerConfig:
     learning_revisits: float = 3.0
     learning_boost: float = 2.0
     probe_days: float = 5.0
-    probe_revisits: float = 2.0
+    probe_revisits: int = 2
     probe_window_days: float = 30.0
 
     def __post_init__(self) -> None:
@@ -328,8 +333,10 @@ class PlannerConfig:
             raise ValueError("cycle_hours must be positive")
         if self.learning_revisits < 0 or self.learning_boost < 0:
             raise ValueError("learning_revisits and learning_boost must be ≥ 0")
-        if min(self.probe_days, self.probe_revisits, self.probe_window_days) < 0:
-            raise ValueError("probe_days, probe_revisits and probe_window_days must be ≥ 0")
+        if min(self.probe_days, self.probe_window_days) < 0:
+            raise ValueError("probe_days and probe_window_days must be ≥ 0")
+        if self.probe_revisits < 0 or self.probe_revisits != int(self.probe_revisits):
+            raise ValueError("probe_revisits must be a whole number ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -568,26 +575,19 @@ def _learning_floor(
     evidence (``ev_nc + ev_nu``) and was first seen less than
     ``learning_revisits`` floor intervals ago (long enough to reach that
     evidence at the floor). The floor applies only while such pages are a
-    minority of the live pages: in a crawl that has just started, every page
-    is new and the allocation's own guesses stand. The mask is built in
-    chunks, so ten million pages need no full-size float temporary.
+    minority of the live pages (:func:`_new_pages`).
     """
     total_cost = float(np.sum(eff_cost, where=live))
     if total_cost <= 0:
         return
     floor = cfg.learning_boost * budget_per_day / total_cost
     since = now - cfg.learning_revisits / floor * DAY_S
-    learning = np.empty(len(pages), dtype=bool)
 
-    def work(start: int) -> None:
-        sl = slice(start, start + _PRIORITY_CHUNK)
-        weak = np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=learning[sl])
-        weak &= pages.first_seen[sl] > since
-        weak &= live[sl]
-        weak &= pages.value[sl] > 0
+    def weak(sl: slice, out: BoolArray) -> None:
+        np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=out)
 
-    _run_chunks(work, len(pages))
-    if 2 * np.count_nonzero(learning) <= np.count_nonzero(live):
+    learning = _new_pages(pages, live, since, weak)
+    if learning is not None:
         np.maximum(visits, floor, out=visits, where=learning)
 
 
@@ -596,31 +596,47 @@ def _probe_floor(
 ) -> None:
     """Raise the visits of pages due a close revisit to ``1 / probe_days``, in place.
 
-    Such a page is live, has a value, was first seen less than
-    ``probe_window_days`` ago, has no remembered revisit without a change
-    (``ev_nu < ½``), fewer than ``probe_revisits`` changed ones, and an
-    allocated interval at least :data:`PROBE_GAP` × ``probe_days``; and such
-    pages are a minority of the live pages (a crawl that has just started
-    spends its budget on its allocation). Built in chunks, as
-    :func:`_learning_floor`.
+    Such a page is new to a running crawl (:func:`_new_pages`, first seen
+    less than ``probe_window_days`` ago), has no remembered revisit without
+    a change (``ev_nu < ½``), fewer than ``probe_revisits`` changed ones, and
+    an interval (after the learning floor) at least :data:`PROBE_GAP` ×
+    ``probe_days``.
     """
     floor = 1.0 / cfg.probe_days
-    below = floor / PROBE_GAP
-    since = now - cfg.probe_window_days * DAY_S
-    probe = np.empty(len(pages), dtype=bool)
+
+    def changed_so_far(sl: slice, out: BoolArray) -> None:
+        np.less(pages.ev_nu[sl], 0.5, out=out)
+        out &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
+
+    probe = _new_pages(pages, live, now - cfg.probe_window_days * DAY_S, changed_so_far)
+    if probe is not None:
+        probe &= visits < floor / PROBE_GAP
+        np.maximum(visits, floor, out=visits, where=probe)
+
+
+def _new_pages(
+    pages: PageState, live: BoolArray, since: float, test: Callable[[slice, BoolArray], None]
+) -> BoolArray | None:
+    """Mask of the live pages with a value first seen after ``since`` for which
+    ``test(slice, out)`` sets ``out`` True; None when they are not a minority
+    of the live pages (a crawl that has just started: every page is new, and
+    the allocation's own guesses stand). Built in chunks, so ten million
+    pages need no full-size float temporary.
+    """
+    mask = np.empty(len(pages), dtype=bool)
 
     def work(start: int) -> None:
         sl = slice(start, start + _PRIORITY_CHUNK)
-        due = np.less(pages.ev_nu[sl], 0.5, out=probe[sl])
-        due &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
-        due &= pages.first_seen[sl] > since
-        due &= live[sl]
-        due &= pages.value[sl] > 0
-        due &= visits[sl] < below
+        out = mask[sl]
+        test(sl, out)
+        out &= pages.first_seen[sl] > since
+        out &= live[sl]
+        out &= pages.value[sl] > 0
 
     _run_chunks(work, len(pages))
-    if 2 * np.count_nonzero(probe) <= np.count_nonzero(live):
-        np.maximum(visits, floor, out=visits, where=probe)
+    if 2 * np.count_nonzero(mask) > np.count_nonzero(live):
+        return None
+    return mask
 
 
 def _rank_within(keys: IntArray) -> IntArray:

@@ -14,15 +14,21 @@ Prints one JSON object:
     ``greedy``; also ``oracle_rates`` (the same hindsight optimum, blind to how
     long each page will be watched, as every policy is) and ``recrawl``'s
     ratio to it, which separates what ``recrawl`` fails to learn from what
-    only knowledge of the trace's future page lifetimes gives;
+    only knowledge of the trace's future page lifetimes gives; and
+    ``recrawl_known_rates`` (``recrawl`` told each page's hindsight rate
+    instead of estimating it) and ``recrawl``'s ratio to it: what estimating
+    the rates costs;
 ``budget_to_95``
-    on ``ota-contrib.jsonl``, the budget each of ``recrawl``, ``uniform`` and
-    ``oracle`` needs to reach a freshness of 0.95 (regula falsi on log budget),
-    and the ratios to ``uniform``'s;
+    on ``ota-contrib.jsonl``, the budget each of ``recrawl``, ``uniform``,
+    ``oracle``, ``oracle_rates`` and ``recrawl_known_rates`` needs to reach a
+    freshness of 0.95 (regula falsi on log budget), and the ratios to
+    ``uniform``'s;
 ``generated``
     the same comparison on generated traces whose changes are not Poisson
     (``bursts``, ``business_hours``, ``rate_jump``; ``poisson`` as a control):
-    300 pages, one year, rates log-uniform between one a year and one a day.
+    300 pages, one year, rates log-uniform between one a year and one a day;
+    with ``recrawl_known_rates`` (all pages live the whole year, so
+    ``oracle_rates`` would equal ``oracle``).
 ``spread``
     with ``--seeds N`` (N > 1), for each trace and budget: ``recrawl``'s
     ratio to ``oracle`` over N seeds (mean, sample standard deviation, each
@@ -64,6 +70,8 @@ KINDS = ("bursts", "business_hours", "rate_jump", "poisson")
 
 
 GEN_SEED = 11
+YARDSTICKS = ("oracle_rates", "recrawl_known_rates")
+B95_POLICIES = ("recrawl", "uniform", "oracle", *YARDSTICKS)
 
 
 def _traces(name: str, trace_dir: str, gen_seed: int = GEN_SEED) -> Any:
@@ -158,11 +166,11 @@ def _summary(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "recrawl_rates_bounded_below_share": results.get("recrawl", {}).get(
             "rates_bounded_below_share"
         ),
-        **(
-            {"recrawl_to_oracle_rates": round(fresh["recrawl"] / fresh["oracle_rates"], 4)}
-            if fresh.get("oracle_rates") and "recrawl" in fresh
-            else {}
-        ),
+        **{
+            f"recrawl_to_{y}": round(fresh["recrawl"] / fresh[y], 4)
+            for y in YARDSTICKS
+            if fresh.get(y) and "recrawl" in fresh
+        },
         "ratio_to_oracle": (
             {p: round(f / oracle, 4) for p, f in fresh.items()} if oracle else None
         ),
@@ -196,8 +204,9 @@ def _spread(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
             for p in ("uniform", "nutch", "greedy", "proportional")
         },
     }
-    if all("oracle_rates" in by_seed[k] for k in seeds):
-        out["recrawl_to_oracle_rates"] = ratio_to("oracle_rates")
+    for yardstick in YARDSTICKS:
+        if all(yardstick in by_seed[k] for k in seeds):
+            out[f"recrawl_to_{yardstick}"] = ratio_to(yardstick)
     return out
 
 
@@ -224,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in range(args.seeds)
         for name in names
         for b in BUDGETS
-        for p in (*ALL_POLICIES, *(["oracle_rates"] if name in REAL else []))
+        for p in (*ALL_POLICIES, *(YARDSTICKS if name in REAL else YARDSTICKS[1:]))
     ]
     raw: dict[tuple[str, float], dict[str, Any]] = {}
     by_seed: dict[tuple[str, float], dict[int, dict[str, Any]]] = {}
@@ -233,8 +242,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         budget_futures = []
         if not args.skip_budget_search:
             budget_futures = [
-                pool.submit(_budget_task, (REAL[0], args.traces, p))
-                for p in ("recrawl", "uniform", "oracle")
+                pool.submit(_budget_task, (REAL[0], args.traces, p)) for p in B95_POLICIES
             ]
         for done, (name, b, p, res, sec, k) in enumerate(pool.map(_run, tasks), 1):
             if sys.stderr.isatty() or done == len(tasks) or done % 50 == 0:
@@ -265,9 +273,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out["budget_to_95"] = {
             "trace": REAL[0],
             "target_freshness": 0.95,
-            **{p: b95[p] for p in ("recrawl", "uniform", "oracle")},
-            "recrawl_over_uniform": round(b95["recrawl"]["budget"] / u, 3),
-            "oracle_over_uniform": round(b95["oracle"]["budget"] / u, 3),
+            **{p: b95[p] for p in B95_POLICIES},
+            **{
+                f"{p}_over_uniform": round(b95[p]["budget"] / u, 3)
+                for p in B95_POLICIES
+                if p != "uniform"
+            },
         }
     if args.seeds > 1:
         out["spread"] = {

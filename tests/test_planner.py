@@ -348,3 +348,25 @@ def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> N
     for bad in ({"probe_days": -1.0}, {"probe_revisits": 1.5}, {"probe_window_days": -1.0}):
         with pytest.raises(ValueError, match="probe"):
             PlannerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_known_rates_replace_the_estimates_and_their_learning() -> None:
+    s = known_pages(100)
+    s.value[:] = 1.0
+    budget = 5.0
+    rates = np.full(100, 0.02)
+    rates[:10] = 5.0  # ten pages known to change five times a day: too fast to keep fresh
+    # a page new to the crawl, which the estimates would have revisited to learn
+    s.ev_nc[20] = s.ev_tc[20] = s.ev_nu[20] = s.ev_tu[20] = 0.0
+    s.first_seen[20] = NOW - 2 * DAY
+    m = reallocate(s, budget, NOW, config=NO_RESERVES, rates=rates)
+    assert np.array_equal(m.rate_per_day, rates) and not np.any(m.rate_sd_per_day)
+    assert not np.any(m.visits_per_day[:10])
+    # the other 90 pages, equal in rate, value and cost, share the budget equally
+    assert m.visits_per_day[10:] == pytest.approx(budget / 90)
+    # estimated, the new page is held at the learning floor, twice the average page's rate
+    estimated = reallocate(s, budget, NOW, config=NO_RESERVES)
+    assert estimated.visits_per_day[20] == pytest.approx(2 * budget / 100)
+    for bad in (rates[:50], np.zeros(100), np.full(100, np.nan)):
+        with pytest.raises(ValueError, match="one positive rate per page"):
+            reallocate(s, budget, NOW, rates=bad)

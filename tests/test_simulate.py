@@ -122,6 +122,30 @@ def test_oracle_rates_is_the_optimum_blind_to_how_long_pages_are_watched() -> No
     assert "oracle_rates" not in replay(long_lived, 0.2)["policies"]
 
 
+def test_recrawl_told_the_rates_shows_what_estimating_them_costs() -> None:
+    # one visit per page every 50 days: too few revisits to learn 150 rates
+    traces = generate_traces("poisson", pages=150, days=300, seed=4)
+    seen: list[str] = []
+    ticks: set[str] = set()
+    r = replay(
+        traces,
+        0.02,
+        policies=["oracle_rates", "recrawl", "recrawl_known_rates"],
+        cycle_hours=6.0,
+        on_state=lambda name, _: seen.append(name),
+        progress=lambda name, _done, _total: ticks.add(name),
+    )["policies"]
+    f = {k: v["freshness"] for k, v in r.items()}
+    # told the rates, recrawl's reserves and hourly selection stay near the optimum ...
+    assert f["recrawl_known_rates"] >= 0.98 * f["oracle_rates"]
+    # ... so most of recrawl's distance from it is the cost of estimating them
+    assert f["recrawl_known_rates"] - f["recrawl"] > 0.6 * (f["oracle_rates"] - f["recrawl"])
+    assert r["recrawl_known_rates"]["cost"] <= r["recrawl"]["cost"] + 1
+    # it learns nothing, so on_state does not see it; progress names it
+    assert seen == ["recrawl"] and "recrawl_known_rates" in ticks
+    assert "recrawl_known_rates" not in replay(traces[:5], 0.1, cycle_hours=24.0)["policies"]
+
+
 def test_a_page_edited_soon_after_it_appears_is_caught_at_a_small_budget() -> None:
     # a running crawl of 60 pages changing every 10, 50 or 200 days; from day
     # 60, a new page every 5 days, edited once a day after it appears (a new

@@ -425,7 +425,10 @@ def simulate(
         list[str] | None,
         typer.Option(
             "--policy",
-            help="Policy to replay (repeatable; default: all plus oracle; oracle_rates on request).",
+            help=(
+                "Policy to replay (repeatable; default: all plus oracle; the yardsticks "
+                "oracle_rates and recrawl_known_rates on request)."
+            ),
         ),
     ] = None,
     cycle_hours: Annotated[

@@ -62,7 +62,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .estimate import (
     DEFAULT_HALF_LIFE_DAYS,
@@ -469,6 +469,7 @@ def reallocate(
     objective: Objective = "freshness",
     config: PlannerConfig | None = None,
     priors: GroupPriors | None = None,
+    rates: ArrayLike | None = None,
 ) -> Model:
     """Re-estimate every page's rate and re-solve the allocation.
 
@@ -488,6 +489,12 @@ def reallocate(
     config : PlannerConfig, optional
     priors : GroupPriors, optional
         Group priors; fitted on the fetched pages' evidence if omitted.
+    rates : array_like, optional
+        Every page's change rate, changes per day, taken as known instead of
+        estimated from the evidence (their uncertainty is then 0, and there
+        is no learning floor or close revisit, which serve the estimates):
+        rates known from elsewhere, or hindsight rates in a replay, to tell
+        what the estimates cost from what the allocation does.
 
     Returns
     -------
@@ -495,30 +502,13 @@ def reallocate(
     """
     cfg = config or PlannerConfig()
     fetched = ~pages.never_fetched
-    elapsed = np.subtract(now, pages.last_fetch, dtype=np.float64)
-    elapsed *= 1.0 / DAY_S
-    elapsed[~fetched] = 0.0
-    if priors is None:
-        priors = fit_group_priors(
-            pages.ev_nc,
-            pages.ev_tc,
-            pages.ev_nu,
-            pages.ev_tu,
-            pages.group,
-            mask=fetched,
-            n_groups=int(pages.group.max(initial=-1)) + 1,
-        )
-    rate, sd = estimate_rates(
-        pages.ev_nc,
-        pages.ev_tc,
-        pages.ev_nu,
-        pages.ev_tu,
-        pages.group,
-        priors=priors,
-        elapsed_days=elapsed,
-        half_life_days=cfg.half_life_days,
-    )
-    del elapsed
+    if rates is not None:
+        rate = np.array(rates, dtype=np.float64)
+        if rate.shape != (len(pages),) or not np.all(rate > 0):
+            raise ValueError("rates must hold one positive rate per page")
+        sd = np.zeros(len(pages))
+    else:
+        rate, sd = _estimate(pages, now, cfg, fetched, priors)
     if np.all(pages.site_cost_multiplier == 1.0):
         eff_cost = pages.cost
     else:
@@ -543,9 +533,10 @@ def reallocate(
             else:
                 visits = np.zeros(len(pages))
                 visits[idx] = alloc.visits_per_day
-            if cfg.learning_boost > 0 and cfg.learning_revisits > 0:
+            learning = rates is None  # known rates: no floor or close revisit to learn them
+            if learning and cfg.learning_boost > 0 and cfg.learning_revisits > 0:
                 _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
-            if cfg.probe_days > 0 and cfg.probe_revisits > 0:
+            if learning and cfg.probe_days > 0 and cfg.probe_revisits > 0:
                 _probe_floor(pages, live, visits, now, cfg)
         else:
             visits = np.zeros(len(pages))
@@ -556,6 +547,39 @@ def reallocate(
     if visits.shape[0] != len(pages):
         visits = np.zeros(len(pages))
     return Model(rate, sd, visits, float(budget_per_day), objective, policy)
+
+
+def _estimate(
+    pages: PageState,
+    now: float,
+    cfg: PlannerConfig,
+    fetched: BoolArray,
+    priors: GroupPriors | None,
+) -> tuple[FloatArray, FloatArray]:
+    """Every page's estimated rate and its uncertainty, from decayed evidence."""
+    elapsed = np.subtract(now, pages.last_fetch, dtype=np.float64)
+    elapsed *= 1.0 / DAY_S
+    elapsed[~fetched] = 0.0
+    if priors is None:
+        priors = fit_group_priors(
+            pages.ev_nc,
+            pages.ev_tc,
+            pages.ev_nu,
+            pages.ev_tu,
+            pages.group,
+            mask=fetched,
+            n_groups=int(pages.group.max(initial=-1)) + 1,
+        )
+    return estimate_rates(
+        pages.ev_nc,
+        pages.ev_tc,
+        pages.ev_nu,
+        pages.ev_tu,
+        pages.group,
+        priors=priors,
+        elapsed_days=elapsed,
+        half_life_days=cfg.half_life_days,
+    )
 
 
 def _learning_floor(

@@ -23,6 +23,13 @@ when a page will leave the trace. It differs from ``oracle`` only when pages
 join or leave mid-trace: the per-page mean weighs a day of a page watched for
 20 days as much as 50 days of one watched for 1,000, and ``oracle`` allocates
 accordingly. With the events objective the two coincide.
+
+``recrawl_known_rates`` (on request) is ``recrawl`` told each page's hindsight
+rate (the oracle's) instead of estimating it from what its fetches reveal:
+its reserves, cycles and selection are recrawl's own. What separates it from
+``recrawl`` is the cost of estimating the rates; what separates it from
+``oracle_rates``, the cost of turning the allocation into hourly fetches. It
+never learns, so ``on_state`` does not see it.
 """
 
 from __future__ import annotations
@@ -68,7 +75,7 @@ DAY_S = 86_400.0
 ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
 """Policies :func:`replay` runs by default."""
 
-EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates",)
+EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates", "recrawl_known_rates")
 """Yardsticks :func:`replay` runs only when asked by name."""
 
 ProgressHook = Callable[[str, int, int], None]
@@ -103,6 +110,10 @@ class _Pages:
             [groups.setdefault((t.site, t.page_type), len(groups)) for t in traces]
         )
         self.n_sites = len(sites)
+
+    def hindsight_rates(self) -> FloatArray:
+        """Each page's changes ÷ watched days (at least 0.5 changes), per day."""
+        return np.maximum(self.n_changes, 0.5) / ((self.end - self.start) / DAY_S)
 
     def _pos(self, idx: IntArray, t: FloatArray) -> IntArray:
         q = idx * self.span + (t - self.t0)
@@ -157,7 +168,7 @@ def _run_oracle(
     lifetimes: bool = True,
 ) -> dict[str, Any]:
     days = (p.end - p.start) / DAY_S
-    lam = np.maximum(p.n_changes, 0.5) / days
+    lam = p.hindsight_rates()
     mean_days = float(days.mean())
     # Σ c f D = budget Σ D  ⇔  Σ (c D / D̄) f = budget · n
     if objective == "events":
@@ -237,6 +248,10 @@ def _run_policy(
     bank = 0.0
     model: Model | None = None
     model_t = -math.inf
+    name = policy
+    known_rates = p.hindsight_rates() if policy == "recrawl_known_rates" else None
+    if known_rates is not None:
+        policy = "recrawl"  # the planner's policy; ``name`` is the one reported
     needs_model = policy in ("recrawl", "greedy", "proportional")
     reserves = (
         (config.verify_share + config.reestimate_share)
@@ -263,7 +278,7 @@ def _run_policy(
             n_live -= 1
             changed_set = True
         if progress is not None and (k % every == 0 or k == n_cycles):
-            progress(policy, k, n_cycles)
+            progress(name, k, n_cycles)
         if n_live == 0:
             continue
         live_cost = state.cost[state.active]
@@ -278,6 +293,7 @@ def _run_policy(
                 policy=policy,
                 objective=objective,
                 config=config,
+                rates=known_rates,
             )
             model_t = t
         plan = plan_cycle(
@@ -306,7 +322,7 @@ def _run_policy(
         tally.fetches += int(idx.size)
         tally.changes_detected += int(changed.sum())
         tally.cost += plan.spent
-    if on_state is not None:
+    if on_state is not None and known_rates is None:
         on_state(policy, state)
     return tally.result(_final_freshness(p, state.last_fetch, fresh))
 
@@ -336,7 +352,7 @@ def replay(
     policies : sequence of str, optional
         Any of ``oracle``, ``recrawl``, ``greedy``, ``uniform``,
         ``proportional``, ``nutch`` (all by default), and ``oracle_rates``
-        (see the module's docstring).
+        and ``recrawl_known_rates`` (see the module's docstring).
     cycle_hours : float
         Length of a planning cycle, hours.
     objective : {"freshness", "events"}
@@ -353,8 +369,8 @@ def replay(
         How often the model-driven policies re-estimate and re-allocate, hours
         (also whenever pages start or end).
     on_state : callable, optional
-        ``on_state(policy, pages)``, called when each policy but the oracles
-        ends, with the :class:`~recrawl.planner.PageState` it ended with (in
+        ``on_state(policy, pages)``, called when each policy but the
+        yardsticks ends, with the :class:`~recrawl.planner.PageState` it ended with (in
         trace order): what it learned, e.g. for
         :func:`~recrawl.estimate.rate_resolution`.
 

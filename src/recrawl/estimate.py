@@ -737,15 +737,25 @@ def rate_resolution(
     >>> r.revisited, r.changed_every_revisit, r.median_interval_days
     (3, 2, 40.0)
     """
-    ncf = np.asarray(nc, dtype=np.float64)
-    tcf = np.asarray(tc, dtype=np.float64)
-    seen = (ncf + np.asarray(nu, dtype=np.float64)) >= 1.0
-    if mask is not None:
-        seen &= np.asarray(mask, dtype=bool)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tau = tcf / ncf
-        two = ncf >= 1.0 + 0.5 * _decay_factor(tau, half_life_days)
-    bounded = seen & two & (np.asarray(tu, dtype=np.float64) < _UNCHANGED_FORGOTTEN * tau)
-    k = int(np.count_nonzero(bounded))
-    median = float(np.median(tau[bounded])) if k else math.nan
-    return RateResolution(int(np.count_nonzero(seen)), k, median)
+    ncf = np.atleast_1d(np.asarray(nc, dtype=np.float64))
+    tcf, nuf, tuf = (
+        np.broadcast_to(np.asarray(x, dtype=np.float64), ncf.shape) for x in (tc, nu, tu)
+    )
+    keep = None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), ncf.shape)
+    n_seen = 0
+    taus = []
+    # in chunks: no full-size temporaries on ten million pages
+    for sl in _chunks(ncf.shape[0]):
+        c = ncf[sl]
+        seen = (c + nuf[sl]) >= 1.0
+        if keep is not None:
+            seen &= keep[sl]
+        n_seen += int(np.count_nonzero(seen))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tau = tcf[sl] / c
+            seen &= c >= 1.0 + 0.5 * _decay_factor(tau, half_life_days)
+        seen &= tuf[sl] < _UNCHANGED_FORGOTTEN * tau
+        taus.append(tau[seen])
+    bounded = np.concatenate(taus) if taus else np.zeros(0)
+    median = float(np.median(bounded)) if bounded.size else math.nan
+    return RateResolution(n_seen, int(bounded.size), median)

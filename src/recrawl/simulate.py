@@ -28,8 +28,9 @@ accordingly. With the events objective the two coincide.
 rate (the oracle's) instead of estimating it from what its fetches reveal:
 its reserves, cycles and selection are recrawl's own. What separates it from
 ``recrawl`` is the cost of estimating the rates; what separates it from
-``oracle_rates``, the cost of turning the allocation into hourly fetches. It
-never learns, so ``on_state`` does not see it.
+``oracle_rates``, the cost of recrawl's reserves and of turning the
+allocation into hourly fetches. It never learns, so ``on_state`` does not
+see it.
 """
 
 from __future__ import annotations
@@ -370,8 +371,8 @@ def replay(
         (also whenever pages start or end).
     on_state : callable, optional
         ``on_state(policy, pages)``, called when each policy but the
-        yardsticks ends, with the :class:`~recrawl.planner.PageState` it ended with (in
-        trace order): what it learned, e.g. for
+        yardsticks ends, with the :class:`~recrawl.planner.PageState` it
+        ended with (in trace order): what it learned, e.g. for
         :func:`~recrawl.estimate.rate_resolution`.
 
     Returns

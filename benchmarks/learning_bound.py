@@ -85,8 +85,9 @@ class Problem:
         """Fresh days until the horizon with no further visit, per rate."""
         return -np.expm1(-self.rate * (units_left * self.unit)) / self.rate
 
-    def bayes(self, mu: float) -> tuple[Result, int, Callable[..., Result]]:
-        """Best learning policy at visit price ``mu``: its result, states, and its table."""
+    def bayes(self, mu: float) -> tuple[Result, tuple[int, Callable[..., Result]]]:
+        """Best learning policy at visit price ``mu``: its result, and its number of
+        states and table (``table(unchanged, counts)``)."""
         log_prior = np.log(self.prior)
         iv = self.intervals
 
@@ -116,7 +117,7 @@ class Problem:
             return best
 
         root = value(0, (0,) * len(iv))
-        return root, value.cache_info().currsize, value
+        return root, (value.cache_info().currsize, value)
 
     def known(self, mu: float) -> Result:
         """Best policy told the rate, averaged over the prior (time is the only state)."""
@@ -154,17 +155,24 @@ class Problem:
         )
 
 
-def matched(solve: Callable[[float], Result], visits: float) -> dict[str, float]:
-    """Fresh days at ``visits`` per page: bisection on log mu, then a mixture."""
+def matched(
+    solve: Callable[[float], tuple[Result, Any]], visits: float
+) -> tuple[dict[str, float], Any]:
+    """Fresh days at ``visits`` per page: bisection on log mu, then a mixture.
+
+    ``solve(mu)`` returns the policy's result and anything else it wants kept;
+    that of the policy at the bracket's low end (the mixture's busier part) is
+    handed back.
+    """
     lo, hi = 1e-3, 1e3  # mu: at lo more visits than asked, at hi fewer
-    r_lo, r_hi = solve(lo), solve(hi)
+    (r_lo, x_lo), (r_hi, _) = solve(lo), solve(hi)
     for _ in range(40):
         if hi / lo < 1.02:
             break
         mid = math.sqrt(lo * hi)
-        r = solve(mid)
+        r, x = solve(mid)
         if r[1] > visits:
-            lo, r_lo = mid, r
+            lo, r_lo, x_lo = mid, r, x
         else:
             hi, r_hi = mid, r
     span = r_lo[1] - r_hi[1]
@@ -174,7 +182,7 @@ def matched(solve: Callable[[float], Result], visits: float) -> dict[str, float]
         "mu": round(math.sqrt(lo * hi), 4),
         "visits_per_page": round(a * r_lo[1] + (1 - a) * r_hi[1], 3),
         "fresh_days": round(a * r_lo[2] + (1 - a) * r_hi[2], 3),
-    }
+    }, x_lo
 
 
 def first_revisits(table: Callable[..., Result], p: Problem) -> list[str]:
@@ -221,16 +229,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for budget in args.budget:
         t0 = time.perf_counter()
         visits = budget * p.horizon * p.unit
-        states = 0
-
-        def bayes(mu: float) -> Result:
-            nonlocal states
-            root, states, _ = p.bayes(mu)
-            return root
-
-        b = matched(bayes, visits)
-        k = matched(p.known, visits)
-        _, _, table = p.bayes(b["mu"])
+        b, (states, table) = matched(p.bayes, visits)
+        k, _ = matched(lambda mu: (p.known(mu), None), visits)
         days = p.horizon * p.unit
         u = p.uniform(1.0 / budget)
         res = {

@@ -224,6 +224,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         max_rate=args.max_rate,
         grid=args.grid,
     )
+    most = p.horizon // p.intervals[0]
+    if max(args.budget) * p.horizon * p.unit > most:
+        ap.error(
+            f"the shortest interval ({p.intervals[0] * p.unit:g} days) allows at most {most} "
+            f"visits per page in {p.horizon * p.unit:g} days, fewer than the budget asks: "
+            "pass a smaller --unit-days or shortest interval"
+        )
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20 * p.horizon + 1000))
     out = []
     for budget in args.budget:

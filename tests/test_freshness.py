@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from recrawl.freshness import (
     allocation_value,
+    budget_for_freshness,
     captured_change_rate,
     freshness_gain,
     inverse_marginal,
@@ -161,3 +162,44 @@ def test_large_allocation_matches_a_small_one_on_the_same_distribution() -> None
     big = optimal_allocation(lam, 0.05 * lam.size)
     small = optimal_allocation(lam[:2000], 0.05 * 2000)
     assert big.multiplier == pytest.approx(small.multiplier, rel=0.1)
+
+
+def test_budget_for_freshness_is_the_least_that_reaches_the_target() -> None:
+    rng = np.random.default_rng(3)
+    lam = np.exp(rng.uniform(np.log(1 / 365), 0.0, 500))
+    w = rng.choice([1.0, 4.0], 500)
+    c = rng.uniform(0.5, 2.0, 500)
+
+    def mean_freshness(f: np.ndarray) -> float:
+        return float(np.dot(w, time_averaged_freshness(lam, f)) / w.sum())
+
+    opt = budget_for_freshness(lam, 0.9, weight=w, cost=c)
+    uni = budget_for_freshness(lam, 0.9, weight=w, cost=c, allocation="uniform")
+    for b, visits in (
+        (opt, lambda b: optimal_allocation(lam, b, weight=w, cost=c).visits_per_day),
+        (uni, lambda b: np.full(500, b / c.sum())),
+    ):
+        assert mean_freshness(visits(b)) >= 0.9
+        assert mean_freshness(visits(b * (1 - 1e-4))) < 0.9
+    # the optimum needs markedly less than one interval for every page
+    assert opt < 0.8 * uni
+    # one page: the frequency at which F(λ, f) = target
+    f = budget_for_freshness([2.0], 0.8)
+    assert time_averaged_freshness(2.0, f) == pytest.approx(0.8, abs=1e-6)
+
+
+def test_budget_for_freshness_with_static_pages_and_bad_input() -> None:
+    # three of four pages never change: 75 % freshness costs nothing
+    assert budget_for_freshness([0.0, 0.0, 0.0, 1.0], 0.75) == 0.0
+    assert budget_for_freshness([0.0, 0.0, 0.0, 1.0], 0.8) > 0.0
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="target"):
+            budget_for_freshness([1.0], bad)
+    with pytest.raises(ValueError, match="one entry per page"):
+        budget_for_freshness([1.0, 2.0], 0.5, cost=[1.0])
+    with pytest.raises(ValueError, match="costs > 0"):
+        budget_for_freshness([1.0], 0.5, cost=[0.0])
+    with pytest.raises(ValueError, match="positive weight"):
+        budget_for_freshness([1.0], 0.5, weight=[0.0])
+    with pytest.raises(ValueError, match="allocation"):
+        budget_for_freshness([1.0], 0.5, allocation="greedy")  # type: ignore[arg-type]

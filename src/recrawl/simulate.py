@@ -65,6 +65,7 @@ __all__ = [
     "ProgressHook",
     "StateHook",
     "generate_traces",
+    "hindsight_rates",
     "load_traces",
     "replay",
 ]
@@ -150,6 +151,21 @@ class _Tally:
                 self.cost / self.changes_detected if self.changes_detected else None
             ),
         }
+
+
+def hindsight_rates(traces: Sequence[Trace]) -> FloatArray:
+    """Each trace's average change rate, as ``oracle`` sees it, changes per day.
+
+    Changes ÷ watched days, counting at least half a change so a page that
+    never changed in the trace still gets a rate: the rates the hindsight
+    optimum is solved with, e.g. for
+    :func:`recrawl.freshness.budget_for_freshness`.
+
+    >>> t = load_traces(['{"page": "a", "start": 0, "end": 864000, "changes": [86400]}'])
+    >>> hindsight_rates(t).tolist()
+    [0.1]
+    """
+    return _Pages(traces).hindsight_rates()
 
 
 def _final_freshness(p: _Pages, last: FloatArray, fresh: FloatArray) -> float:

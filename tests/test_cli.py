@@ -213,3 +213,32 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     assert "hostile.example paused" in res.stdout
     html = (tmp_path / "report.html").read_text()
     assert "hostile.example" in html and "<script src=" not in html
+
+
+def test_budget_prices_freshness_from_the_learned_rates(tmp_path: Path):
+    from recrawl.cli import _data_file
+
+    db = str(tmp_path / "b.db")
+    cfg = str(_data_file("demo.toml"))
+    sample = str(_data_file("sample-fetches.jsonl"))
+    assert runner.invoke(app, ["ingest", sample, "--db", db, "--config", cfg, "-q"]).exit_code == 0
+    args = ["budget", "--db", db, "--config", cfg, "--at", "1769000000"]
+    res = runner.invoke(app, [*args, "--per-day", "100", "--json"])
+    assert res.exit_code == 0, res.output
+    o = json.loads(res.output)
+    assert o["pages"] == 150 and o["budget_per_day"] == 100
+    assert [t["freshness"] for t in o["targets"]] == [0.8, 0.9, 0.95]
+    # the planner's split needs less than one interval for every page, more for more freshness
+    assert all(t["optimal"] < 0.9 * t["uniform"] for t in o["targets"])
+    assert o["targets"][0]["optimal"] < o["targets"][1]["optimal"] < o["targets"][2]["optimal"]
+    f = o["freshness_at_budget"]
+    assert 0 < f["uniform"] < f["optimal"] < 1
+    # 100 a day sits between the budgets for 80 % and 90 %: so does its freshness
+    assert o["targets"][0]["optimal"] < 100 < o["targets"][1]["optimal"]
+    assert 0.8 < f["optimal"] < 0.9
+    text = " ".join(runner.invoke(app, [*args, "--freshness", "0.5"]).output.split())
+    assert "50%" in text and "planner's split" in text and "Model figures" in text
+    bad = runner.invoke(app, [*args, "--freshness", "1.5"])
+    assert bad.exit_code == 2 and "not between 0 and 1" in bad.output
+    empty = runner.invoke(app, ["budget", "--db", str(tmp_path / "none.db")])
+    assert empty.exit_code == 0 and "No revisitable page" in empty.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from rich.table import Table
 from . import __version__
 from ._exceptions import Error
 from .config import Settings, load_settings
-from .engine import Engine, PlanResult, url_registration
+from .engine import BudgetOutlook, Engine, PlanResult, url_registration
 from .ingest import (
     ContentClassifier,
     IngestReport,
@@ -374,6 +375,94 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
         out.print(
             f"rates: {result.resolution.summary()}." + (f"\n[yellow]{advice}[/]" if advice else "")
         )
+
+
+@app.command()
+def budget(
+    freshness: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--freshness",
+            help="Mean freshness to price, between 0 and 1 (repeat; default 0.8, 0.9, 0.95).",
+            show_default=False,
+        ),
+    ] = None,
+    per_day: Annotated[
+        float | None,
+        typer.Option(
+            "--per-day",
+            help="Daily budget to assess, billing units (default: budget_per_day).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="As of this time (RFC 3339 or unix seconds; default now)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each level of freshness would cost per day, at the rates learned so far.
+
+    Model figures (Poisson changes at each page's estimated rate), for the
+    revisited pages: the budget the planner's allocation needs, against one
+    interval for every page, and the freshness a daily budget buys.
+    """
+    settings = load_settings(config)
+    targets = freshness or [0.8, 0.9, 0.95]
+    for x in targets:
+        if not 0.0 < x < 1.0:
+            raise typer.BadParameter(f"{x} is not between 0 and 1", param_hint="--freshness")
+    if per_day is not None and not (per_day > 0 and math.isfinite(per_day)):
+        raise typer.BadParameter("must be a positive number", param_hint="--per-day")
+    now = parse_timestamp(at) if at else None
+    with _store(db, settings) as store:
+        outlook = Engine(store, settings).budget_outlook(
+            sorted(set(targets)), budget_per_day=per_day, now=now
+        )
+    if as_json:
+        out.print_json(json.dumps(outlook.as_dict(), default=_json_default))
+        return
+    _print_budget(outlook, settings.billing_unit)
+
+
+def _print_budget(o: BudgetOutlook, unit: str) -> None:
+    if not o.pages:
+        out.print(
+            "No revisitable page has been fetched yet: nothing to learn rates from"
+            + (f" ({o.never_fetched:,} never fetched)." if o.never_fetched else ".")
+        )
+        return
+    out.print(f"What a mean freshness costs over {o.pages:,} revisited pages, {unit} per day:")
+    table = Table()
+    for col in ("freshness", "planner's split", "one interval for all", "saving"):
+        table.add_column(col, justify="right")
+    for t in o.targets:
+        table.add_row(
+            f"{t['freshness']:.0%}",
+            f"{t['optimal']:,.4g}",
+            f"{t['uniform']:,.4g}",
+            f"{1 - t['optimal'] / t['uniform']:.0%}" if t["uniform"] > 0 else "-",
+        )
+    out.print(table)
+    if o.freshness_at_budget is not None and o.budget_per_day is not None:
+        f = o.freshness_at_budget
+        out.print(
+            f"At {o.budget_per_day:,.4g} {unit} a day: mean freshness {f['optimal']:.1%} "
+            f"with the planner's split, {f['uniform']:.1%} with one interval for all."
+        )
+    notes = ["Model figures: Poisson changes at each page's estimated rate"]
+    if o.never_fetched:
+        notes.append(f"{o.never_fetched:,} pages never fetched are not counted")
+    out.print("; ".join(notes) + ".")
+    if o.resolution is not None and o.resolution.revisited:
+        advice = o.resolution.advice()
+        if advice:
+            out.print(
+                f"[yellow]rates: {o.resolution.summary()}. Those pages change faster than "
+                f"assumed, so these budgets are too low for them. {advice}[/]"
+            )
 
 
 def _json_default(x: Any) -> Any:
@@ -760,6 +849,8 @@ def demo(
         # the hour that starts when the sample log ends
         last = float(np.nanmax(store.page_columns()["last_fetch"]))
         _print_plan(engine.plan(now=last, seed=0), settings.billing_unit, 10)
+        out.rule("[b]recrawl demo[/]: what freshness costs at the rates learned so far")
+        _print_budget(engine.budget_outlook(now=last), settings.billing_unit)
     from .simulate import replay
     from .traces import load_traces
 

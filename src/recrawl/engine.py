@@ -17,6 +17,7 @@ import numpy as np
 
 from .config import Settings
 from .estimate import RateResolution, rate_resolution
+from .freshness import budget_for_freshness, optimal_allocation, time_averaged_freshness
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -69,6 +70,34 @@ def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"value of {url} must be a non-negative number")
     return url, str(row.get("site") or host_of(url)), str(row.get("page_type") or "page"), value
+
+
+@dataclass
+class BudgetOutlook:
+    """What freshness costs at the current rate estimates (see :meth:`Engine.budget_outlook`)."""
+
+    at: float
+    pages: int
+    """Live, revisitable pages counted (fetched at least once, value > 0, site not paused)."""
+    never_fetched: int
+    """Live pages without a fetch yet: no rate of their own, not counted."""
+    budget_per_day: float | None
+    freshness_at_budget: dict[str, float] | None
+    """Mean freshness at ``budget_per_day``: ``optimal`` and ``uniform`` split."""
+    targets: list[dict[str, float]]
+    """Per target: ``freshness``, and the daily budget ``optimal`` and ``uniform`` need."""
+    resolution: RateResolution | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "pages": self.pages,
+            "never_fetched": self.never_fetched,
+            "budget_per_day": self.budget_per_day,
+            "freshness_at_budget": self.freshness_at_budget,
+            "targets": self.targets,
+            "rate_resolution": self.resolution.as_dict() if self.resolution else None,
+        }
 
 
 class Engine:
@@ -273,6 +302,73 @@ class Engine:
                 )
         return PlanResult(
             at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution
+        )
+
+    def budget_outlook(
+        self,
+        targets: Sequence[float] = (0.8, 0.9, 0.95),
+        *,
+        budget_per_day: float | None = None,
+        now: float | None = None,
+    ) -> BudgetOutlook:
+        """What each mean freshness would cost per day, at the rates estimated now.
+
+        For the live pages with a fetch (value-weighted, at their effective
+        cost): the daily budget at which the optimal allocation, and one
+        interval for every page, reach each target under the Poisson model
+        (:func:`recrawl.freshness.budget_for_freshness`); and the freshness
+        ``budget_per_day`` (default: the configured one) buys. Model figures:
+        pages whose revisits only bound their rate from below (``resolution``)
+        change faster than assumed, so these budgets are then too low.
+        """
+        t = self.clock() if now is None else now
+        for x in targets:
+            if not 0.0 < x < 1.0:
+                raise ValueError(f"a freshness target must be between 0 and 1, got {x}")
+        if budget_per_day is None:
+            budget_per_day = self.settings.budget_per_day
+        elif budget_per_day <= 0 or not math.isfinite(budget_per_day):
+            raise ValueError("the budget must be a positive number")
+        pages, cols = self.page_arrays(t)
+        live = cols["live"] & ~pages.site_paused[pages.site]
+        mask = live & ~pages.never_fetched & (pages.value > 0)
+        cfg = self.planner_config()
+        resolution = None
+        out_targets: list[dict[str, float]] = []
+        at_budget = None
+        if mask.any():
+            resolution = rate_resolution(
+                pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu,
+                mask=mask, half_life_days=cfg.half_life_days,
+            )  # fmt: skip
+            rate = reallocate(pages, 1.0, t, policy="uniform", config=cfg).rate_per_day[mask]
+            w = pages.value[mask]
+            c = (pages.cost * pages.site_cost_multiplier[pages.site])[mask]
+            for x in targets:
+                out_targets.append(
+                    {
+                        "freshness": x,
+                        **{
+                            a: budget_for_freshness(rate, x, weight=w, cost=c, allocation=a)
+                            for a in ("optimal", "uniform")
+                        },
+                    }
+                )
+            if budget_per_day is not None:
+                opt = optimal_allocation(rate, budget_per_day, weight=w, cost=c).visits_per_day
+                uni = budget_per_day / float(c.sum())
+                at_budget = {
+                    a: float(np.dot(w, time_averaged_freshness(rate, f)) / w.sum())
+                    for a, f in (("optimal", opt), ("uniform", uni))
+                }
+        return BudgetOutlook(
+            at=t,
+            pages=int(mask.sum()),
+            never_fetched=int((live & pages.never_fetched).sum()),
+            budget_per_day=budget_per_day,
+            freshness_at_budget=at_budget,
+            targets=out_targets,
+            resolution=resolution,
         )
 
     def headers_for(self, url: str) -> dict[str, str]:

@@ -87,7 +87,7 @@ def test_openapi_describes_the_versioned_api_and_healthz_answers(serve: Serve) -
         spec = client.get("/openapi.json").json()
         for path in (
             "/v1/urls", "/v1/leases", "/v1/observations", "/v1/sites", "/v1/sites/{site}",
-            "/v1/sites/{site}/resume", "/v1/pages/{url}", "/v1/plan", "/v1/stats", "/metrics",
+            "/v1/sites/{site}/resume", "/v1/pages/{url}", "/v1/plan", "/v1/budget", "/v1/stats", "/metrics",
             "/healthz",
         ):  # fmt: skip
             assert path in spec["paths"], path
@@ -225,6 +225,9 @@ def test_two_workers_leasing_concurrently_never_get_the_same_url(serve: Serve) -
         assert len(both) == len(set(both))
         plan = client.get("/v1/plan", params={"limit": 0}).json()
         assert len(both) == plan["tasks_total"] > 0
+        # nothing fetched yet: no rates to price freshness with
+        budget = client.get("/v1/budget").json()
+        assert budget["pages"] == 0 and budget["never_fetched"] > 0 and budget["targets"] == []
 
 
 def test_an_expired_lease_returns_its_url_and_a_reported_one_does_not(serve: Serve) -> None:
@@ -389,6 +392,21 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         assert cli.exit_code == 0, cli.output
         assert stats == json.loads(cli.output)
         assert stats["groups"][0]["changes_detected"] == 5
+
+        # what freshness costs: the same figures as the command line's
+        params: dict[str, Any] = {"freshness": [0.95, 0.9], "per_day": 3}
+        budget = client.get("/v1/budget", params=params).json()
+        assert budget.pop("unit") == "fetches"
+        cli = CliRunner().invoke(
+            cli_app,
+            ["budget", "--db", db_path, "--at", str(t), "--per-day", "3", "--json",
+             "--freshness", "0.9", "--freshness", "0.95"],
+        )  # fmt: skip
+        assert cli.exit_code == 0, cli.output
+        assert budget == json.loads(cli.output)
+        assert budget["pages"] == 4 and budget["never_fetched"] == 1
+        assert [x["freshness"] for x in budget["targets"]] == [0.9, 0.95]
+        assert client.get("/v1/budget", params={"freshness": 1.5}).status_code == 422
 
         lease(client, "w1", 2)
         text = client.get("/metrics").text

@@ -203,3 +203,23 @@ def test_budget_for_freshness_with_static_pages_and_bad_input() -> None:
         budget_for_freshness([1.0], 0.5, weight=[0.0])
     with pytest.raises(ValueError, match="allocation"):
         budget_for_freshness([1.0], 0.5, allocation="greedy")  # type: ignore[arg-type]
+
+
+def test_budget_for_freshness_on_many_pages_lands_on_the_target() -> None:
+    # above 50,000 pages the search runs on a histogram first, then on every page
+    rng = np.random.default_rng(5)
+    n = 60_000
+    lam = np.exp(rng.uniform(np.log(1e-3), np.log(5.0), n))
+    lam[:6_000] = 0.0  # static pages: fresh for free
+    w = rng.choice([1.0, 2.0, 8.0], n)
+    c = rng.uniform(0.2, 3.0, n)
+    for target in (0.5, 0.95):
+        opt = budget_for_freshness(lam, target, weight=w, cost=c)
+        f = optimal_allocation(lam, opt, weight=w, cost=c).visits_per_day
+        assert np.dot(w, time_averaged_freshness(lam, f)) / w.sum() == pytest.approx(
+            target, abs=1e-7
+        )
+        uni = budget_for_freshness(lam, target, weight=w, cost=c, allocation="uniform")
+        got = np.dot(w, time_averaged_freshness(lam, np.full(n, uni / c.sum()))) / w.sum()
+        assert got == pytest.approx(target, abs=1e-9)
+        assert opt < uni

@@ -516,8 +516,9 @@ def budget_for_freshness(
     It answers "what would 95 % freshness cost?" for rates one believes (an
     estimate, or hindsight rates of a trace); it is the model's figure, and
     pages whose changes come in bursts are fresher than it says at any
-    interval. Found by bisection on the log of the budget, one allocation
-    per step (about 40 steps).
+    interval. Solved for the allocation's multiplier (or the common
+    interval) by bisection on a log-histogram of the pages, then Newton
+    steps on every page: ten million pages take a few seconds.
 
     Parameters
     ----------
@@ -573,27 +574,65 @@ def budget_for_freshness(
     total = float(w.sum())
     if total <= 0:
         raise ValueError("no page has a positive weight")
-    if float(w[lam == 0].sum()) >= target * total:
+    need = target * total - float(w[lam == 0].sum())  # fresh weight the changing pages owe
+    if need <= 0:
         return 0.0
-    all_cost = float(c.sum())
+    useful = (lam > 0) & (w > 0)
+    lam_u, w_u, c_u = lam[useful], w[useful], c[useful]
+    if allocation == "uniform":
+        # every page visited at f = budget / Σc; with x = ln(1/f), r = λ eˣ
+        x = _solve_fresh(np.log(lam_u), w_u, need)
+        return float(c.sum()) * math.exp(-x)
+    # the optimal allocation at multiplier μ = eᵐ: r = g⁻¹(μ a), a = cλ/w
+    a = c_u * lam_u / w_u
+    m = _solve_fresh(np.log(a), w_u, need, optimal=True)
+    r = inverse_marginal(math.exp(m) * a, polish=True)
+    return float(np.sum(c_u * lam_u / r))
 
-    def mean_freshness(budget: float) -> float:
-        if allocation == "uniform":
-            f: FloatArray | float = budget / all_cost
-        else:
-            f = optimal_allocation(lam, budget, weight=w, cost=c).visits_per_day
-        return float(np.dot(w, time_averaged_freshness(lam, f))) / total
 
-    # F(λ, f) ≥ 1 − λ/(2f): every page with f ≥ λ_max/(2(1 − target)) is fresh
-    # enough, so one interval at that frequency brackets both allocations
-    hi = all_cost * float(lam.max()) / (2.0 * (1.0 - target)) * (1.0 + 1e-9)
-    lo = hi
-    while mean_freshness(lo) >= target:
-        hi, lo = lo, lo / 16.0
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if mean_freshness(mid) >= target:
-            hi = mid
-        else:
+def _fresh_sum(log_key: FloatArray, w: FloatArray, s: float, optimal: bool) -> tuple[float, float]:
+    """``Σ wᵢ F`` and its derivative in ``s``, with ``r = g⁻¹(eˢ kᵢ)`` (``optimal``)
+    or ``r = eˢ kᵢ`` (one interval for all), ``k = e^log_key``."""
+    x = np.exp(log_key + s)
+    r = inverse_marginal(x, polish=True) if optimal else x
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        em = np.exp(-r)
+        fresh = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
+        dfdr = np.where(r > 1e-8, -marginal(r) / (r * r), -0.5)  # dF/dr = −g(r)/r²
+        # dr/ds: r itself for a fixed interval; g(r)/g′(r) = g(r)/(r e⁻ʳ) for the optimum
+        drds = marginal(r) / (r * em) if optimal else r
+        slope = np.where(np.isfinite(r) & (r > 0), dfdr * drds, 0.0)
+    fresh = np.where(np.isinf(r), 0.0, fresh)
+    return float(np.dot(w, fresh)), float(np.dot(w, slope))
+
+
+def _solve_fresh(log_key: FloatArray, w: FloatArray, need: float, optimal: bool = False) -> float:
+    """The ``s`` at which ``Σ wᵢ F = need`` (see :func:`_fresh_sum`; decreasing in ``s``).
+
+    Bisection on a log-histogram of the keys (weights ``w``) when there are
+    many pages, then Newton steps on every page.
+    """
+    lo = -float(log_key.max()) - 60.0  # every page visited far more often than it changes
+    hi = -float(log_key.min()) + (0.0 if optimal else 60.0)  # no page is visited
+    if log_key.size > 50_000:
+        edges_lo, edges_hi = float(log_key.min()), float(log_key.max()) + 1e-9
+        nbins = int(min(max((edges_hi - edges_lo) / 5e-4, 1), 200_000))
+        hist, edges = np.histogram(log_key, bins=nbins, range=(edges_lo, edges_hi), weights=w)
+        keep = hist > 0
+        keys, weights = 0.5 * (edges[:-1] + edges[1:])[keep], hist[keep]
+    else:
+        keys, weights = log_key, w
+    while hi - lo > 1e-12 * max(1.0, abs(lo), abs(hi)):
+        mid = 0.5 * (lo + hi)
+        if _fresh_sum(keys, weights, mid, optimal)[0] >= need:
             lo = mid
-    return hi
+        else:
+            hi = mid
+    s = lo
+    if keys is not log_key:
+        for _ in range(6):
+            got, slope = _fresh_sum(log_key, w, s, optimal)
+            if abs(got - need) <= 1e-12 * need or slope >= 0:
+                break
+            s -= (got - need) / slope
+    return s

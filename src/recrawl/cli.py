@@ -59,6 +59,10 @@ ConfigOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AtOpt = Annotated[
+    str | None,
+    typer.Option("--at", help="As of this time (RFC 3339 or unix seconds; default now)."),
+]
 
 
 def _store(db: str | None, settings: Settings | None = None) -> SQLStore:
@@ -311,10 +315,7 @@ def plan(
     policy: Annotated[
         str, typer.Option(help="recrawl, greedy, uniform, proportional or nutch.")
     ] = "recrawl",
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="Plan as of this time (RFC 3339 or unix seconds; default now)."),
-    ] = None,
+    at: AtOpt = None,
     limit: Annotated[int, typer.Option(help="Rows shown in the table (JSON has every task).")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
@@ -397,10 +398,7 @@ def budget(
     ] = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
-    at: Annotated[
-        str | None,
-        typer.Option("--at", help="As of this time (RFC 3339 or unix seconds; default now)."),
-    ] = None,
+    at: AtOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What each level of freshness would cost per day, at the rates learned so far.

@@ -428,7 +428,8 @@ def budget(
 def _print_budget(o: BudgetOutlook, unit: str) -> None:
     if not o.pages:
         out.print(
-            "No revisitable page has been fetched yet: nothing to learn rates from"
+            "No revisitable page (live, with a value, on a site not paused) has been "
+            "fetched yet: nothing to learn rates from"
             + (f" ({o.never_fetched:,} never fetched)." if o.never_fetched else ".")
         )
         return

@@ -404,7 +404,7 @@ def budget(
     """What each level of freshness would cost per day, at the rates learned so far.
 
     Model figures (Poisson changes at each page's estimated rate), for the
-    revisited pages: the budget the planner's allocation needs, against one
+    pages fetched so far: the budget the planner's allocation needs, against one
     interval for every page, and the freshness a daily budget buys.
     """
     settings = load_settings(config)
@@ -433,7 +433,7 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
             + (f" ({o.never_fetched:,} never fetched)." if o.never_fetched else ".")
         )
         return
-    out.print(f"What a mean freshness costs over {o.pages:,} revisited pages, {unit} per day:")
+    out.print(f"What a mean freshness costs over {o.pages:,} pages fetched so far, {unit} per day:")
     table = Table()
     for col in ("freshness", "planner's split", "one interval for all", "saving"):
         table.add_column(col, justify="right")

@@ -592,7 +592,15 @@ def budget_for_freshness(
 
 def _fresh_sum(log_key: FloatArray, w: FloatArray, s: float, optimal: bool) -> tuple[float, float]:
     """``Σ wᵢ F`` and its derivative in ``s``, with ``r = g⁻¹(eˢ kᵢ)`` (``optimal``)
-    or ``r = eˢ kᵢ`` (one interval for all), ``k = e^log_key``."""
+    or ``r = eˢ kᵢ`` (one interval for all), ``k = e^log_key``; in cache-sized
+    blocks, so ten million pages need no full-size temporaries."""
+    if log_key.size > _BLOCK:
+        total, d_total = 0.0, 0.0
+        for i in range(0, log_key.size, _BLOCK):
+            f, d = _fresh_sum(log_key[i : i + _BLOCK], w[i : i + _BLOCK], s, optimal)
+            total += f
+            d_total += d
+        return total, d_total
     x = np.exp(log_key + s)
     r = inverse_marginal(x, polish=True) if optimal else x
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -199,6 +199,9 @@ def test_budget_for_freshness_with_static_pages_and_bad_input() -> None:
         budget_for_freshness([1.0, 2.0], 0.5, cost=[1.0])
     with pytest.raises(ValueError, match="costs > 0"):
         budget_for_freshness([1.0], 0.5, cost=[0.0])
+    for rate in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="rates must be finite"):
+            budget_for_freshness([rate, 1.0], 0.5)
     with pytest.raises(ValueError, match="positive weight"):
         budget_for_freshness([1.0], 0.5, weight=[0.0])
     with pytest.raises(ValueError, match="allocation"):

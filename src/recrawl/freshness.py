@@ -506,7 +506,6 @@ def budget_for_freshness(
     weight: ArrayLike | None = None,
     cost: ArrayLike | None = None,
     allocation: Literal["optimal", "uniform"] = "optimal",
-    rtol: float = 1e-6,
 ) -> float:
     """Smallest budget at which the pages' mean freshness reaches ``target``.
 
@@ -532,20 +531,20 @@ def budget_for_freshness(
         Cost of one visit cᵢ, billing units (> 0, default 1).
     allocation : {"optimal", "uniform"}
         How the budget is split.
-    rtol : float
-        Relative precision of the budget.
 
     Returns
     -------
     float
         Billing units per day (0 when pages that never change already make
-        up ``target`` of the weight).
+        up ``target`` of the weight); the mean freshness it buys equals
+        ``target`` to about 1e-9.
 
     Raises
     ------
     ValueError
         For a target outside (0, 1), arrays of different lengths, a negative
-        rate or weight, a cost that is not positive, or no weight at all.
+        or infinite rate, a negative weight, a cost that is not positive, or
+        no weight at all.
 
     Examples
     --------
@@ -567,8 +566,8 @@ def budget_for_freshness(
         raise ValueError(f"target must be between 0 and 1 (exclusive), got {target}")
     if w.shape != lam.shape or c.shape != lam.shape:
         raise ValueError("rate_per_day, weight and cost must have one entry per page")
-    if np.any(lam < 0) or np.any(w < 0) or not np.all(c > 0):
-        raise ValueError("rates and weights must be ≥ 0 and costs > 0")
+    if not np.all((lam >= 0) & np.isfinite(lam)) or np.any(w < 0) or not np.all(c > 0):
+        raise ValueError("rates must be finite and ≥ 0, weights ≥ 0 and costs > 0")
     if allocation not in ("optimal", "uniform"):
         raise ValueError(f"allocation must be 'optimal' or 'uniform', got {allocation!r}")
     total = float(w.sum())

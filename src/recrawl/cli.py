@@ -425,6 +425,11 @@ def budget(
     _print_budget(outlook, settings.billing_unit)
 
 
+def _fmt_amount(x: float) -> str:
+    """Four significant figures, with thousands separators rather than an exponent."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+
 def _print_budget(o: BudgetOutlook, unit: str) -> None:
     if not o.pages:
         out.print(
@@ -440,15 +445,15 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
     for t in o.targets:
         table.add_row(
             f"{t['freshness']:.0%}",
-            f"{t['optimal']:,.4g}",
-            f"{t['uniform']:,.4g}",
+            _fmt_amount(t["optimal"]),
+            _fmt_amount(t["uniform"]),
             f"{1 - t['optimal'] / t['uniform']:.0%}" if t["uniform"] > 0 else "-",
         )
     out.print(table)
     if o.freshness_at_budget is not None and o.budget_per_day is not None:
         f = o.freshness_at_budget
         out.print(
-            f"At {o.budget_per_day:,.4g} {unit} a day: mean freshness {f['optimal']:.1%} "
+            f"At {_fmt_amount(o.budget_per_day)} {unit} a day: mean freshness {f['optimal']:.1%} "
             f"with the planner's split, {f['uniform']:.1%} with one interval for all."
         )
     notes = ["Model figures: Poisson changes at each page's estimated rate"]
@@ -459,8 +464,8 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
         advice = o.resolution.advice()
         if advice:
             out.print(
-                f"[yellow]rates: {o.resolution.summary()}. Those pages change faster than "
-                f"assumed, so these budgets are too low for them. {advice}[/]"
+                f"[yellow]rates: {o.resolution.summary()}. Those pages may change faster than "
+                f"assumed, and these budgets be too low for them. {advice}[/]"
             )
 
 

@@ -319,7 +319,7 @@ class Engine:
         (:func:`recrawl.freshness.budget_for_freshness`); and the freshness
         ``budget_per_day`` (default: the configured one) buys. Model figures:
         pages whose revisits only bound their rate from below (``resolution``)
-        change faster than assumed, so these budgets are then too low.
+        may change faster than assumed, and these budgets then be too low.
         """
         t = self.clock() if now is None else now
         for x in targets:

@@ -281,6 +281,31 @@ def test_a_page_joining_a_running_crawl_is_revisited_until_it_is_known() -> None
         PlannerConfig(learning_boost=-1.0)
 
 
+def test_a_url_that_waited_in_the_discovery_queue_is_learned_from_its_first_fetch() -> None:
+    s = known_pages(100)
+    s.value[:] = 1.0
+    late = 7
+    # registered 200 days ago, fetched for the first time 5 days ago
+    s.first_seen[late] = NOW - 200 * DAY
+    s.last_fetch[late] = NOW - 5 * DAY
+    s.ev_nc[late] = s.ev_tc[late] = s.ev_nu[late] = s.ev_tu[late] = 0.0
+    budget = 5.0
+    on = dataclasses.replace(NO_RESERVES, probe_days=0.0)
+    off = dataclasses.replace(on, learning_boost=0.0)
+    # it joined the crawl at its first fetch: the learning floor applies
+    assert reallocate(s, budget, NOW, config=on).visits_per_day[late] == pytest.approx(
+        2 * budget / 100
+    )
+    assert reallocate(s, budget, NOW, config=off).visits_per_day[late] < 2 * budget / 100
+    # one revisit, 150 days after a first fetch 155 days ago: it has been known long
+    # enough to be learned at the floor, whatever its registration says
+    s.ev_nu[late], s.ev_tu[late] = 0.9, 150.0 * 0.9  # as decayed by a 180-day half-life
+    assert np.array_equal(
+        reallocate(s, budget, NOW, config=on).visits_per_day,
+        reallocate(s, budget, NOW, config=off).visits_per_day,
+    )
+
+
 def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
     s = known_pages(100)
     page = 7

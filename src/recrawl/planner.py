@@ -54,6 +54,7 @@ average.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -286,7 +287,8 @@ class PlannerConfig:
         ``recrawl`` only. A page that joins a running crawl is visited at
         least ``learning_boost`` times as often as the average page until its
         evidence amounts to ``learning_revisits`` revisits (``ev_nc + ev_nu``)
-        or it has been known for as long as that takes at that rate. Its rate
+        or its first fetch was as long ago as that takes at that rate (a URL
+        that waited in the discovery queue joins at its first fetch). Its rate
         is mostly its group's guess until then, and a page joining a running
         crawl often differs from its group (the guess can even say "too fast
         to keep fresh": no revisit at all). This applies only while such
@@ -596,10 +598,12 @@ def _learning_floor(
     The floor is ``learning_boost`` × the average page's visits per day
     (budget ÷ the live pages' total cost). A page is still being learned when
     it is live, has a value, has less than ``learning_revisits`` revisits of
-    evidence (``ev_nc + ev_nu``) and was first seen less than
+    evidence (``ev_nc + ev_nu``) and was first fetched less than
     ``learning_revisits`` floor intervals ago (long enough to reach that
-    evidence at the floor). The floor applies only while such pages are a
-    minority of the live pages (:func:`_new_pages`).
+    evidence at the floor), as far as its evidence tells (:func:`_new_pages`):
+    a URL that waited weeks in the discovery queue joins the crawl at its
+    first fetch, not at its registration. The floor applies only while such
+    pages are a minority of the live pages.
     """
     total_cost = float(np.sum(eff_cost, where=live))
     if total_cost <= 0:
@@ -610,7 +614,7 @@ def _learning_floor(
     def weak(sl: slice, out: BoolArray) -> None:
         np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=out)
 
-    learning = _new_pages(pages, live, since, weak)
+    learning = _new_pages(pages, live, since, weak, half_life_days=cfg.half_life_days)
     if learning is not None:
         np.maximum(visits, floor, out=visits, where=learning)
 
@@ -639,13 +643,25 @@ def _probe_floor(
 
 
 def _new_pages(
-    pages: PageState, live: BoolArray, since: float, test: Callable[[slice, BoolArray], None]
+    pages: PageState,
+    live: BoolArray,
+    since: float,
+    test: Callable[[slice, BoolArray], None],
+    *,
+    half_life_days: float | None = None,
 ) -> BoolArray | None:
     """Mask of the live pages with a value first seen after ``since`` for which
     ``test(slice, out)`` sets ``out`` True; None when they are not a minority
     of the live pages (a crawl that has just started: every page is new, and
     the allocation's own guesses stand). Built in chunks, so ten million
     pages need no full-size float temporary.
+
+    With ``half_life_days``, a page counts from its first fetch instead, when
+    that came later: the time its evidence spans (``ev_tc + ev_tu``, decayed
+    with that half-life) before its last fetch. Decay is undone as for
+    evenly spaced revisits: ``S = (H/ln 2)(1 − 2^(−T/H))`` gives the span ``T``
+    from the decayed sum ``S`` (a span beyond the decay's memory, ``S`` near
+    ``H/ln 2``, is taken as long ago).
     """
     mask = np.empty(len(pages), dtype=bool)
 
@@ -653,7 +669,16 @@ def _new_pages(
         sl = slice(start, start + _PRIORITY_CHUNK)
         out = mask[sl]
         test(sl, out)
-        out &= pages.first_seen[sl] > since
+        if half_life_days is None:
+            out &= pages.first_seen[sl] > since
+        else:
+            span = pages.ev_tc[sl] + pages.ev_tu[sl]
+            if math.isfinite(half_life_days):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    left = 1.0 - span * (math.log(2.0) / half_life_days)
+                    span = np.where(left > 0, -half_life_days * np.log2(left), np.inf)
+            joined = np.maximum(pages.first_seen[sl], pages.last_fetch[sl] - span * DAY_S)
+            out &= joined > since
         out &= live[sl]
         out &= pages.value[sl] > 0
 

@@ -306,6 +306,31 @@ def test_a_url_that_waited_in_the_discovery_queue_is_learned_from_its_first_fetc
     )
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    intervals=st.lists(st.floats(0.01, 400.0), min_size=1, max_size=15),
+    changed=st.lists(st.booleans(), min_size=15, max_size=15),
+    half_life=st.sampled_from([7.0, 30.0, 180.0, math.inf]),
+)
+def test_the_first_fetch_read_from_the_evidence_is_never_later_than_the_true_one(
+    intervals: list[float], changed: list[bool], half_life: float
+) -> None:
+    from recrawl.estimate import update_evidence
+    from recrawl.planner import _joined
+
+    ev = (0.0, 0.0, 0.0, 0.0)
+    for d, c in zip(intervals, changed, strict=False):
+        ev = update_evidence(*ev, d, c, half_life_days=half_life)
+    s = PageState.new(1, now=0.0)
+    s.ev_nc[0], s.ev_tc[0], s.ev_nu[0], s.ev_tu[0] = ev
+    s.last_fetch[0] = NOW
+    first_fetch = NOW - sum(intervals) * DAY
+    joined = float(_joined(s, slice(None), half_life)[0])
+    assert joined <= first_fetch + 1e-6 * DAY  # never newer than it is
+    if half_life == math.inf:
+        assert joined == pytest.approx(first_fetch, abs=1e-3)
+
+
 def test_a_new_page_that_changed_at_every_revisit_is_revisited_soon_after() -> None:
     s = known_pages(100)
     page = 7

@@ -657,11 +657,7 @@ def _new_pages(
     pages need no full-size float temporary.
 
     With ``half_life_days``, a page counts from its first fetch instead, when
-    that came later: the time its evidence spans (``ev_tc + ev_tu``, decayed
-    with that half-life) before its last fetch. Decay is undone as for
-    evenly spaced revisits: ``S = (H/ln 2)(1 − 2^(−T/H))`` gives the span ``T``
-    from the decayed sum ``S`` (a span beyond the decay's memory, ``S`` near
-    ``H/ln 2``, is taken as long ago).
+    that came later (:func:`_joined`).
     """
     mask = np.empty(len(pages), dtype=bool)
 
@@ -672,13 +668,7 @@ def _new_pages(
         if half_life_days is None:
             out &= pages.first_seen[sl] > since
         else:
-            span = pages.ev_tc[sl] + pages.ev_tu[sl]
-            if math.isfinite(half_life_days):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    left = 1.0 - span * (math.log(2.0) / half_life_days)
-                    span = np.where(left > 0, -half_life_days * np.log2(left), np.inf)
-            joined = np.maximum(pages.first_seen[sl], pages.last_fetch[sl] - span * DAY_S)
-            out &= joined > since
+            out &= _joined(pages, sl, half_life_days) > since
         out &= live[sl]
         out &= pages.value[sl] > 0
 
@@ -686,6 +676,25 @@ def _new_pages(
     if 2 * np.count_nonzero(mask) > np.count_nonzero(live):
         return None
     return mask
+
+
+def _joined(pages: PageState, sl: slice, half_life_days: float) -> FloatArray:
+    """When pages ``sl`` joined the crawl, unix seconds: the later of ``first_seen``
+    and the first fetch as the evidence tells it, never later than that fetch.
+
+    The evidence spans ``T`` days before the last fetch, and holds the decayed
+    sum ``S = ev_tc + ev_tu`` of those days. Each day there weighs at least
+    ``2^(−age/H)``, so ``S ≥ (H/ln 2)(1 − 2^(−T/H))`` and the ``T`` solving the
+    equality is at least the true span: a page never looks newer than it is.
+    A sum beyond the decay's memory (``S ≥ H/ln 2``) is taken as long ago.
+    """
+    span = pages.ev_tc[sl] + pages.ev_tu[sl]
+    if math.isfinite(half_life_days):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            left = 1.0 - span * (math.log(2.0) / half_life_days)
+            span = np.where(left > 0, -half_life_days * np.log2(left), np.inf)
+    joined: FloatArray = np.maximum(pages.first_seen[sl], pages.last_fetch[sl] - span * DAY_S)
+    return joined
 
 
 def _rank_within(keys: IntArray) -> IntArray:

@@ -171,7 +171,7 @@ def _budget_task(args: tuple[str, str, str]) -> tuple[str, dict[str, Any]]:
 
 def model_budget_to_95(name: str, trace_dir: str) -> dict[str, Any]:
     """Budgets per page per day for 0.95 freshness under the Poisson model, hindsight rates."""
-    rates = hindsight_rates(load_traces(Path(trace_dir) / name))
+    rates = hindsight_rates(_traces(name, trace_dir))
     optimal, uniform = (
         budget_for_freshness(rates, 0.95, allocation=a) / rates.size for a in ("optimal", "uniform")
     )

@@ -416,9 +416,7 @@ def budget(
         raise typer.BadParameter("must be a positive number", param_hint="--per-day")
     now = parse_timestamp(at) if at else None
     with _store(db, settings) as store:
-        outlook = Engine(store, settings).budget_outlook(
-            sorted(set(targets)), budget_per_day=per_day, now=now
-        )
+        outlook = Engine(store, settings).budget_outlook(targets, budget_per_day=per_day, now=now)
     if as_json:
         out.print_json(json.dumps(outlook.as_dict(), default=_json_default))
         return

@@ -17,7 +17,7 @@ import numpy as np
 
 from .config import Settings
 from .estimate import RateResolution, rate_resolution
-from .freshness import budget_for_freshness, optimal_allocation, time_averaged_freshness
+from .freshness import allocation_value, budget_for_freshness, optimal_allocation
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -322,6 +322,7 @@ class Engine:
         may change faster than assumed, and these budgets then be too low.
         """
         t = self.clock() if now is None else now
+        targets = sorted(set(targets))
         for x in targets:
             if not 0.0 < x < 1.0:
                 raise ValueError(f"a freshness target must be between 0 and 1, got {x}")
@@ -358,7 +359,7 @@ class Engine:
                 opt = optimal_allocation(rate, budget_per_day, weight=w, cost=c).visits_per_day
                 uni = budget_per_day / float(c.sum())
                 at_budget = {
-                    a: float(np.dot(w, time_averaged_freshness(rate, f)) / w.sum())
+                    a: allocation_value(rate, f, weight=w) / float(w.sum())
                     for a, f in (("optimal", opt), ("uniform", uni))
                 }
         return BudgetOutlook(

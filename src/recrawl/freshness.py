@@ -602,14 +602,13 @@ def _fresh_sum(log_key: FloatArray, w: FloatArray, s: float, optimal: bool) -> t
         return total, d_total
     x = np.exp(log_key + s)
     r = inverse_marginal(x, polish=True) if optimal else x
+    fresh = time_averaged_freshness(r, 1.0)  # F depends on λ/f = r alone; 0 at r = ∞
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        em = np.exp(-r)
-        fresh = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
-        dfdr = np.where(r > 1e-8, -marginal(r) / (r * r), -0.5)  # dF/dr = −g(r)/r²
+        g = marginal(r)
+        dfdr = np.where(r > 1e-8, -g / (r * r), -0.5)  # dF/dr = −g(r)/r²
         # dr/ds: r itself for a fixed interval; g(r)/g′(r) = g(r)/(r e⁻ʳ) for the optimum
-        drds = marginal(r) / (r * em) if optimal else r
+        drds = g / (r * np.exp(-r)) if optimal else r
         slope = np.where(np.isfinite(r) & (r > 0), dfdr * drds, 0.0)
-    fresh = np.where(np.isinf(r), 0.0, fresh)
     return float(np.dot(w, fresh)), float(np.dot(w, slope))
 
 

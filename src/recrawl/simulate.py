@@ -115,7 +115,7 @@ class _Pages:
 
     def hindsight_rates(self) -> FloatArray:
         """Each page's changes ÷ watched days (at least 0.5 changes), per day."""
-        return np.maximum(self.n_changes, 0.5) / ((self.end - self.start) / DAY_S)
+        return _hindsight(self.n_changes, self.start, self.end)
 
     def _pos(self, idx: IntArray, t: FloatArray) -> IntArray:
         q = idx * self.span + (t - self.t0)
@@ -165,7 +165,16 @@ def hindsight_rates(traces: Sequence[Trace]) -> FloatArray:
     >>> hindsight_rates(t).tolist()
     [0.1]
     """
-    return _Pages(traces).hindsight_rates()
+    return _hindsight(
+        np.array([t.changes.size for t in traces], dtype=np.float64),
+        np.array([t.start for t in traces], dtype=np.float64),
+        np.array([t.end for t in traces], dtype=np.float64),
+    )
+
+
+def _hindsight(n_changes: NDArray[Any], start: FloatArray, end: FloatArray) -> FloatArray:
+    rates: FloatArray = np.maximum(n_changes, 0.5) / ((end - start) / DAY_S)
+    return rates
 
 
 def _final_freshness(p: _Pages, last: FloatArray, fresh: FloatArray) -> float:

@@ -955,7 +955,7 @@ def create_app(
         """What each mean freshness would cost a day at the learned rates, and what
         ``per_day`` (default: the configured budget) buys: as ``recrawl budget --json``.
         Repeat ``freshness`` for several targets (default 0.8, 0.9, 0.95)."""
-        targets = sorted(set(freshness)) if freshness else [0.8, 0.9, 0.95]
+        targets = freshness or [0.8, 0.9, 0.95]
         if not all(0.0 < x < 1.0 for x in targets):
             raise HTTPException(422, "every freshness must be between 0 and 1")
         outlook = svc.engine.budget_outlook(targets, budget_per_day=per_day, now=svc.now())

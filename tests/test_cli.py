@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from recrawl.cli import app
@@ -231,6 +232,11 @@ def test_budget_prices_freshness_from_the_learned_rates(tmp_path: Path):
     # the planner's split needs less than one interval for every page, more for more freshness
     assert all(t["optimal"] < 0.9 * t["uniform"] for t in o["targets"])
     assert o["targets"][0]["optimal"] < o["targets"][1]["optimal"] < o["targets"][2]["optimal"]
+    # the budget to configure leaves the split what it needs after verification and re-estimation
+    share = o["reserve_share"]  # the default reserves: verification 2 % + re-estimation 3 %
+    assert share == pytest.approx(0.05)
+    for t in o["targets"]:
+        assert t["configure"] == pytest.approx(t["optimal"] / (1 - share))
     f = o["freshness_at_budget"]
     assert 0 < f["uniform"] < f["optimal"] < 1
     # 100 a day sits between the budgets for 80 % and 90 %: so does its freshness

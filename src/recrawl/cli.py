@@ -438,25 +438,34 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
         return
     out.print(f"What a mean freshness costs over {o.pages:,} pages fetched so far, {unit} per day:")
     table = Table()
-    for col in ("freshness", "planner's split", "one interval for all", "saving"):
+    for col in ("freshness", "planner's split", "budget_per_day", "one interval for all", "saving"):
         table.add_column(col, justify="right")
     for t in o.targets:
         table.add_row(
             f"{t['freshness']:.0%}",
             _fmt_amount(t["optimal"]),
+            _fmt_amount(t["configure"]),
             _fmt_amount(t["uniform"]),
-            f"{1 - t['optimal'] / t['uniform']:.0%}" if t["uniform"] > 0 else "-",
+            f"{1 - t['configure'] / t['uniform']:.0%}" if t["uniform"] > 0 else "-",
         )
     out.print(table)
     if o.freshness_at_budget is not None and o.budget_per_day is not None:
         f = o.freshness_at_budget
         out.print(
-            f"At {_fmt_amount(o.budget_per_day)} {unit} a day: mean freshness {f['optimal']:.1%} "
-            f"with the planner's split, {f['uniform']:.1%} with one interval for all."
+            f"At {_fmt_amount(o.budget_per_day)} {unit} a day: mean freshness at least "
+            f"{f['optimal']:.1%} with the planner, {f['uniform']:.1%} with one interval for all."
         )
     notes = ["Model figures: Poisson changes at each page's estimated rate"]
+    if o.reserve_share > 0:
+        notes.append(
+            f"budget_per_day adds the {o.reserve_share:.0%} the planner keeps for verification "
+            "and re-estimation, whose fetches refresh pages too"
+        )
     if o.never_fetched:
-        notes.append(f"{o.never_fetched:,} pages never fetched are not counted")
+        notes.append(
+            f"{o.never_fetched:,} pages never fetched are not counted (discovery takes its "
+            "share of each cycle until they are)"
+        )
     out.print("; ".join(notes) + ".")
     if o.resolution is not None and o.resolution.revisited:
         advice = o.resolution.advice()

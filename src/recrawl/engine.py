@@ -83,10 +83,16 @@ class BudgetOutlook:
     """Live pages without a fetch yet: no rate of their own, not counted."""
     budget_per_day: float | None
     freshness_at_budget: dict[str, float] | None
-    """Mean freshness at ``budget_per_day``: ``optimal`` and ``uniform`` split."""
+    """Mean freshness at ``budget_per_day``: ``optimal``, the planner's split of
+    what its reserves leave (their fetches refresh pages too: a lower bound), and
+    ``uniform``, one interval for every page."""
     targets: list[dict[str, float]]
-    """Per target: ``freshness``, and the daily budget ``optimal`` and ``uniform`` need."""
+    """Per target: ``freshness``; the daily budget the ``optimal`` split needs and
+    ``uniform`` needs; and ``configure``, the ``budget_per_day`` that leaves the
+    planner ``optimal`` after its reserves."""
     resolution: RateResolution | None
+    reserve_share: float = 0.0
+    """Share of each cycle the planner keeps for verification and re-estimation."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +100,7 @@ class BudgetOutlook:
             "pages": self.pages,
             "never_fetched": self.never_fetched,
             "budget_per_day": self.budget_per_day,
+            "reserve_share": self.reserve_share,
             "freshness_at_budget": self.freshness_at_budget,
             "targets": self.targets,
             "rate_resolution": self.resolution.as_dict() if self.resolution else None,
@@ -320,6 +327,9 @@ class Engine:
         ``budget_per_day`` (default: the configured one) buys. Model figures:
         pages whose revisits only bound their rate from below (``resolution``)
         may change faster than assumed, and these budgets then be too low.
+        The planner keeps shares of each cycle for verification and
+        re-estimation outside its split: each target's ``configure`` is the
+        ``budget_per_day`` that leaves the split what it needs.
         """
         t = self.clock() if now is None else now
         targets = sorted(set(targets))
@@ -334,6 +344,9 @@ class Engine:
         live = cols["live"] & ~pages.site_paused[pages.site]
         mask = live & ~pages.never_fetched & (pages.value > 0)
         cfg = self.planner_config()
+        # the planner's model gets what verification and re-estimation leave
+        # (discovery's share too, but only while pages wait for a first fetch)
+        reserve = cfg.verify_share + cfg.reestimate_share
         resolution = None
         out_targets: list[dict[str, float]] = []
         at_budget = None
@@ -346,17 +359,16 @@ class Engine:
             w = pages.value[mask]
             c = (pages.cost * pages.site_cost_multiplier[pages.site])[mask]
             for x in targets:
+                need = {
+                    a: budget_for_freshness(rate, x, weight=w, cost=c, allocation=a)
+                    for a in ("optimal", "uniform")
+                }
                 out_targets.append(
-                    {
-                        "freshness": x,
-                        **{
-                            a: budget_for_freshness(rate, x, weight=w, cost=c, allocation=a)
-                            for a in ("optimal", "uniform")
-                        },
-                    }
+                    {"freshness": x, **need, "configure": need["optimal"] / (1.0 - reserve)}
                 )
             if budget_per_day is not None:
-                opt = optimal_allocation(rate, budget_per_day, weight=w, cost=c).visits_per_day
+                split = budget_per_day * (1.0 - reserve)
+                opt = optimal_allocation(rate, split, weight=w, cost=c).visits_per_day
                 uni = budget_per_day / float(c.sum())
                 at_budget = {
                     a: allocation_value(rate, f, weight=w) / float(w.sum())
@@ -370,6 +382,7 @@ class Engine:
             freshness_at_budget=at_budget,
             targets=out_targets,
             resolution=resolution,
+            reserve_share=reserve,
         )
 
     def headers_for(self, url: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .estimate import update_evidence_arrays
 from .freshness import Objective, optimal_allocation
@@ -477,10 +477,12 @@ def generate_traces(
     max_rate: float = 1.0,
     start: float = 1_700_000_000.0,
     sites: int = 10,
+    rates: ArrayLike | None = None,
 ) -> list[Trace]:
     """Synthetic change traces with known rates, Poisson or not.
 
-    Average rates are log-uniform in ``[min_rate, max_rate]`` changes per day.
+    Average rates are log-uniform in ``[min_rate, max_rate]`` changes per day,
+    or drawn (with replacement) from ``rates``.
 
     ``poisson``
         changes at that rate.
@@ -510,6 +512,10 @@ def generate_traces(
         Start of every trace, unix seconds.
     sites : int
         Number of sites (pages are spread evenly; two page types per site).
+    rates : array_like, optional
+        Rates to draw each page's average rate from, changes per day (for
+        instance :func:`hindsight_rates` of real traces); replaces
+        ``min_rate`` and ``max_rate``.
 
     Returns
     -------
@@ -518,10 +524,16 @@ def generate_traces(
     if kind not in GENERATED_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(GENERATED_KINDS)}")
     rng = np.random.default_rng(seed)
-    rates = np.exp(rng.uniform(math.log(min_rate), math.log(max_rate), pages))
+    if rates is None:
+        lams = np.exp(rng.uniform(math.log(min_rate), math.log(max_rate), pages))
+    else:
+        pool = np.asarray(rates, dtype=np.float64).ravel()
+        if pool.size == 0 or not np.all(np.isfinite(pool) & (pool >= 0)):
+            raise ValueError("rates must be a non-empty array of finite rates ≥ 0")
+        lams = rng.choice(pool, pages)
     end = start + days * DAY_S
     out: list[Trace] = []
-    for i, lam in enumerate(rates):
+    for i, lam in enumerate(lams):
         if kind == "poisson":
             ch = _poisson(rng, lam, days) * DAY_S + start
         elif kind == "bursts":

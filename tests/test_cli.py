@@ -246,5 +246,93 @@ def test_budget_prices_freshness_from_the_learned_rates(tmp_path: Path):
     assert "50%" in text and "planner's split" in text and "Model figures" in text
     bad = runner.invoke(app, [*args, "--freshness", "1.5"])
     assert bad.exit_code == 2 and "not between 0 and 1" in bad.output
-    empty = runner.invoke(app, ["budget", "--db", str(tmp_path / "none.db")])
+    # a store with one URL not yet fetched: nothing to price, said in one sentence
+    fresh = str(tmp_path / "fresh.db")
+    (tmp_path / "one.txt").write_text("https://new.example/a\n")
+    assert (
+        runner.invoke(app, ["urls", "add", str(tmp_path / "one.txt"), "--db", fresh]).exit_code == 0
+    )
+    empty = runner.invoke(app, ["budget", "--db", fresh])
     assert empty.exit_code == 0 and "No revisitable page" in empty.output
+    assert "1 never fetched" in empty.output
+    # a mistyped --db is an error, not an empty crawl, and creates nothing
+    typo = runner.invoke(app, ["budget", "--db", str(tmp_path / "none.db")])
+    assert typo.exit_code != 0 and not (tmp_path / "none.db").exists()
+
+
+def test_urls_are_taken_and_shown_exactly_as_written(tmp_path: Path):
+    db = str(tmp_path / "u.db")
+    urls = tmp_path / "urls.txt"
+    # brackets are console markup, commas are not columns in a plain list, a repeat is one URL
+    urls.write_text(
+        "https://g.example/p?a=1&b[x]=2\n"
+        "https://f.example/a[/]b\n"
+        "https://c.example/q?x=1,2\n"
+        "https://c.example/q?x=1,2\n"
+    )
+    res = runner.invoke(app, ["urls", "add", str(urls), "--db", db])
+    assert res.exit_code == 0, res.output
+    assert "3 new URLs registered" in res.output and "1 repeated in the input" in res.output
+    plan = runner.invoke(app, ["plan", "--db", db, "--budget", "10"])
+    assert plan.exit_code == 0, plan.output
+    for url in ("https://g.example/p?a=1&b[x]=2", "https://f.example/a[/]b"):
+        assert url in plan.output
+    tasks = json.loads(runner.invoke(app, ["plan", "--db", db, "--budget", "10", "--json"]).output)
+    by_url = {t["url"]: t for t in tasks["tasks"]}
+    assert by_url["https://c.example/q?x=1,2"]["site"] == "c.example"
+
+
+def test_urls_add_reads_a_spreadsheets_csv_and_names_what_is_wrong(tmp_path: Path):
+    db = str(tmp_path / "u.db")
+    sheet = tmp_path / "urls.csv"
+    # Excel's "CSV UTF-8" starts with a byte-order mark
+    sheet.write_text(
+        "\ufeffurl,value\nhttps://b.example/1,5\nhttps://b.example/2,lots\n", encoding="utf-8"
+    )
+    res = runner.invoke(app, ["urls", "add", str(sheet), "--db", db])
+    assert res.exit_code == 1
+    assert "1 new URLs registered" in res.output and "1 rejected" in res.output
+    assert "line 3: field 'value': 'lots' is not a number" in " ".join(res.output.split())
+    canary = runner.invoke(app, ["urls", "add", str(sheet), "--db", db, "--page-type", "canary"])
+    assert canary.exit_code == 2 and "reserved for canaries" in canary.output
+    nan = runner.invoke(app, ["urls", "add", str(sheet), "--db", db, "--value", "nan"])
+    assert nan.exit_code == 2 and "--value" in nan.output
+
+
+def test_json_output_is_strict_json_even_with_a_canary_due(tmp_path: Path):
+    db = str(tmp_path / "j.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db, "-q"]).exit_code == 0
+    add = ["canary", "add", "https://shop.example/p/1", "--expect", "price=19.99", "--db", db]
+    assert runner.invoke(app, add).exit_code == 0
+    res = runner.invoke(app, ["plan", "--db", db, "--budget", "5", "--json"])
+    assert res.exit_code == 0, res.output
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    tasks = json.loads(res.output, parse_constant=refuse)["tasks"]
+    canaries = [t for t in tasks if t["reason"] == "canary"]
+    assert canaries and canaries[0]["priority"] is None  # infinitely urgent: null, as the service
+
+
+def test_bad_numbers_and_times_are_usage_errors_not_tracebacks(tmp_path: Path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"page": "a", "start": 0, "end": 864000, "changes": [86400]}\n')
+    for budget in ("nan", "inf", "1e9"):
+        res = recrawl("simulate", "--trace", str(trace), "--budget", budget)
+        assert res.returncode == 2 and "--budget" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    res = recrawl("simulate", "--trace", str(empty), "--budget", "0.1")
+    assert res.returncode == 2 and "holds no traces" in res.stderr
+    db = str(tmp_path / "b.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db, "-q"]).exit_code == 0
+    res = recrawl("plan", "--db", db, "--at", "garbage")
+    assert res.returncode == 2 and "'garbage' is not RFC 3339" in " ".join(res.stderr.split())
+    res = recrawl("plan", "--db", db, "--budget", "-5")
+    assert res.returncode == 2 and "--budget" in res.stderr
+    text = " ".join(
+        runner.invoke(app, ["budget", "--db", db, "--freshness", "0.999"]).output.split()
+    )
+    assert "99.9%" in text

@@ -450,3 +450,63 @@ def test_parsing_processes_and_this_process_store_the_same(make_store, tmp_path:
         for s in (a, b)
     ]
     assert logs[0] == logs[1] and len(logs[0]) == ra.stored
+
+
+def test_a_line_not_utf8_is_rejected_and_the_others_stored(store: SQLStore):
+    """A byte that is not UTF-8, read with errors="surrogateescape" (as the CLI
+    reads), is a lone surrogate: its line is rejected by number, the rest stored."""
+    lines = [
+        obs(U, 1, status=200),
+        '{"url": "https://shop.example/caf\udce9", "fetched_at": 2, "status": 200}',
+        obs(U, 3, status=200),
+        '{"url": "https://q.example/ms", "fetched_at": 1796000000000, "status": 200}',
+        obs(U, 5, status=200),
+    ]
+    rep = ingest_lines(store, lines)
+    assert (rep.stored, rep.rejected) == (3, 2)
+    assert [(e.line, e.field) for e in rep.errors] == [(2, None), (4, "fetched_at")]
+    assert str(rep.errors[0]).startswith("line 2: not valid UTF-8 text")
+    assert "milliseconds" in str(rep.errors[1])
+    assert [t for t, _ in store.outcomes(U)] == [1, 3, 5]
+
+
+def test_a_csv_row_not_utf8_is_rejected_and_the_others_stored(store: SQLStore, tmp_path: Path):
+    path = tmp_path / "log.csv"
+    path.write_bytes(
+        b"\xef\xbb\xbfurl,fetched_at,status,title\n"  # with a byte-order mark
+        b"https://shop.example/p/1,1,200,ok\n"
+        b"https://shop.example/p/1,2,200,caf\xe9\n"  # Latin-1, not UTF-8
+        b"https://shop.example/p/1,3,200,\n"
+    )
+    with path.open(encoding="utf-8", errors="surrogateescape") as f:  # the BOM stays
+        rep = ingest_lines(store, f, fmt="csv")
+    assert (rep.stored, rep.rejected) == (2, 1)
+    assert [(e.line, e.field) for e in rep.errors] == [(3, "title")]
+    assert str(rep.errors[0]) == "line 3: field 'title': not valid UTF-8 text (byte 0xE9)"
+    assert [t for t, _ in store.outcomes(U)] == [1, 3]
+
+
+def test_lines_not_utf8_are_rejected_by_the_parsing_processes_too(make_store, tmp_path: Path):
+    from recrawl.ingest import PARSE_CHUNK
+
+    path = tmp_path / "log.jsonl"
+    n = 2 * PARSE_CHUNK + 100  # enough lines to be parsed in other processes
+    bad = {3, PARSE_CHUNK + 7, 2 * PARSE_CHUNK + 50}  # 0-based, in three chunks
+    with path.open("wb") as f:
+        for i in range(n):
+            url = f"https://shop.example/p/{i % 500}"
+            text = obs(url, 1000 + i, status=200).encode()
+            if i in bad:
+                text = text.replace(b"/p/", b"/caf\xe9/")
+            f.write(text + b"\n")
+    a, b = make_store(), make_store()
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as f:
+        ra = ingest_lines(a, f, parallel=True)
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as f:
+        rb = ingest_lines(b, f, parallel=False)
+    for rep in (ra, rb):
+        assert (rep.read, rep.stored, rep.rejected) == (n - 3, n - 3, 3)
+        assert [e.line for e in rep.errors] == sorted(i + 1 for i in bad)
+        assert all("not valid UTF-8 text (byte 0xE9" in str(e) for e in rep.errors)
+    assert [str(e) for e in ra.errors] == [str(e) for e in rb.errors]
+    assert a.observation_count() == b.observation_count() == n - 3

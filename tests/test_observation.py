@@ -147,3 +147,106 @@ def test_normalisation_is_idempotent_and_lowercases_host(scheme, host, path, fra
     u = normalize_url(f"{scheme}://{host}{path}#{frag}")
     assert normalize_url(u) == u
     assert host.lower() in u and "#" not in u
+
+
+def test_timestamps_after_2200_are_refused_as_milliseconds():
+    from recrawl.observation import MAX_TIMESTAMP
+
+    assert parse_timestamp(MAX_TIMESTAMP) == MAX_TIMESTAMP  # 2200-01-01 itself
+    assert parse_timestamp("2199-12-31T23:59:59Z") == MAX_TIMESTAMP - 1
+    for late in (1796000000000, 1796000000000.5, "1796000000000", "2250-01-01T00:00:00Z"):
+        with pytest.raises(ValueError, match="after the year 2200: milliseconds"):
+            parse_timestamp(late)
+    with pytest.raises(InvalidObservation) as e:
+        parse_observation(
+            {"url": "https://q.example/ms", "fetched_at": 1796000000000, "status": 200}
+        )
+    assert e.value.field == "fetched_at"
+    assert str(e.value) == (
+        "field 'fetched_at': 1796000000000 is after the year 2200: milliseconds? give unix seconds"
+    )
+    lines = [
+        '{"url":"https://q.example/s","fetched_at":1796000000,"status":200}',
+        '{"url":"https://q.example/ms","fetched_at":1796000000000,"status":200}',
+    ]
+    (_, good), (n, bad) = read_observations(lines)
+    assert not isinstance(good, InvalidObservation) and good.fetched_at == 1796000000
+    assert n == 2 and isinstance(bad, InvalidObservation)
+    assert (bad.line, bad.field) == (2, "fetched_at")
+    assert str(bad).startswith("line 2: field 'fetched_at': 1796000000000 is after the year 2200")
+    csv_lines = ["url,fetched_at,status", "https://q.example/ms,1796000000000,200"]
+    ((n, bad),) = read_observations(csv_lines, fmt="csv")
+    assert isinstance(bad, InvalidObservation) and (bad.line, bad.field) == (2, "fetched_at")
+
+
+def test_a_line_not_utf8_is_rejected_by_number():
+    # a byte that is not UTF-8 (here 0xE9, Latin-1 "é"), read with
+    # errors="surrogateescape", is a lone surrogate in the line
+    lines = [
+        json.dumps({"url": "http://a.example/1", "fetched_at": 1, "status": 200}),
+        '{"url": "http://a.example/caf\udce9", "fetched_at": 2, "status": 200}',
+        "\udce9",
+        json.dumps({"url": "http://a.example/2", "fetched_at": 3, "status": 200}),
+    ]
+    items = list(read_observations(lines))
+    assert [n for n, _ in items] == [1, 2, 3, 4]
+    errors = [x for _, x in items if isinstance(x, InvalidObservation)]
+    assert [(e.line, e.field) for e in errors] == [(2, None), (3, None)]
+    assert str(errors[0]) == "line 2: not valid UTF-8 text (byte 0xE9 at column 30)"
+    assert str(errors[1]) == "line 3: not valid UTF-8 text (byte 0xE9 at column 1)"
+
+
+def test_a_csv_row_not_utf8_is_rejected_naming_line_and_field():
+    lines = [
+        "url,fetched_at,status,title\n",
+        "http://a.example/1,1,200,ok\n",
+        "http://a.example/2,2,200,caf\udce9\n",
+        "http://a.example/3,3,200,\n",
+    ]
+    items = list(read_observations(lines, fmt="csv"))
+    assert [n for n, _ in items] == [2, 3, 4]
+    bad = items[1][1]
+    assert isinstance(bad, InvalidObservation) and (bad.line, bad.field) == (3, "title")
+    assert str(bad) == "line 3: field 'title': not valid UTF-8 text (byte 0xE9)"
+    assert not any(isinstance(x, InvalidObservation) for i, (_, x) in enumerate(items) if i != 1)
+
+
+def test_a_record_holding_an_escaped_lone_surrogate_is_rejected():
+    for record in ('{"a": "\\udce9"}', '{"\\ud800": 1}'):
+        with pytest.raises(InvalidObservation) as e:
+            parse_observation(
+                {"url": "http://a/", "fetched_at": 1, "status": 200, "record": record}
+            )
+        assert e.value.field == "record"
+
+
+def test_csv_header_after_a_byte_order_mark():
+    for header in ("\ufeffurl,fetched_at,status\n", '\ufeff"url",fetched_at,status\n'):
+        items = list(read_observations([header, "http://a.example/x,5,200\n"], fmt="csv"))
+        ((n, o),) = items
+        assert n == 2 and not isinstance(o, InvalidObservation)
+        assert (o.url, o.fetched_at, o.status) == ("http://a.example/x", 5.0, 200)
+
+
+_surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, exclude_categories=())
+_plain = st.characters(exclude_characters='\r\n"')  # one CSV line, no quoting
+
+
+@given(
+    st.lists(
+        st.text(_plain, max_size=12) | st.text(_surrogate, min_size=1, max_size=2), max_size=5
+    ),
+    st.sampled_from(["jsonl", "csv"]),
+)
+def test_reader_never_crashes_on_lines_holding_surrogates(parts, fmt):
+    good = '{"url": "http://a.example/x", "fetched_at": 1, "status": 200, "title": "'
+    lines = (
+        [good + "".join(parts) + '"}']
+        if fmt == "jsonl"
+        else ["url,fetched_at,status,title", "http://a.example/x,1,200," + "".join(parts)]
+    )
+    for _, item in read_observations(lines, fmt=fmt):
+        if isinstance(item, InvalidObservation):
+            assert str(item).startswith("line ")
+        else:
+            item.key.hex()

@@ -407,6 +407,8 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         assert budget["pages"] == 4 and budget["never_fetched"] == 1
         assert [x["freshness"] for x in budget["targets"]] == [0.9, 0.95]
         assert client.get("/v1/budget", params={"freshness": 1.5}).status_code == 422
+        for per_day in ("inf", "nan", "-1"):
+            assert client.get("/v1/budget", params={"per_day": per_day}).status_code == 422
 
         lease(client, "w1", 2)
         text = client.get("/metrics").text

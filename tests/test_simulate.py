@@ -337,3 +337,25 @@ def test_business_hours_pages_changing_as_often_as_real_documents_are_kept_near_
     f = {k: v["freshness"] for k, v in r["policies"].items()}
     assert f["recrawl"] > f["uniform"]
     assert f["recrawl"] >= 0.96 * f["oracle"]  # 0.9705 here; replay.py measures it with 1 h cycles
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"start": 1_690_000_000_000, "end": 1_790_000_000_000}, "start"),
+        ({"start": 1_690_000_000, "end": 1_790_000_000_000}, "end"),
+        ({"start": 1_690_000_000, "end": 1e300}, "end"),
+        ({"start": 1_690_000_000, "end": 1_790_000_000, "changes": [1_700_000_000_000]}, "changes"),
+    ],
+)
+def test_a_trace_in_milliseconds_is_refused_naming_line_and_field(
+    kw: dict[str, object], field: str
+) -> None:
+    with pytest.raises(InvalidTrace) as err:
+        load_traces([line(page="ok"), line(**kw)])
+    assert err.value.line == 2
+    assert f"field {field!r}: " in str(err.value)
+    assert "after the year 2200: milliseconds? give unix seconds" in str(err.value)
+    # 2200-01-01 itself is still a time
+    (t,) = load_traces([line(start=0, end=7_258_118_400, changes=[7_258_118_400])])
+    assert t.end == 7_258_118_400

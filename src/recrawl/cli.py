@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import gc
+import io
 import json
 import math
 import os
@@ -15,11 +17,12 @@ from typing import Annotated, Any, Literal, TextIO
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from . import __version__
-from ._exceptions import Error
+from ._exceptions import Error, StoreError
 from .config import Settings, load_settings
 from .engine import BudgetOutlook, Engine, PlanResult, url_registration
 from .ingest import (
@@ -65,7 +68,32 @@ AtOpt = Annotated[
 ]
 
 
-def _store(db: str | None, settings: Settings | None = None) -> SQLStore:
+def _at_required(at: str) -> float:
+    try:
+        return parse_timestamp(at)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{at!r} {exc}", param_hint="--at") from None
+
+
+def _at(at: str | None) -> float | None:
+    return None if not at else _at_required(at)
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage, with as many decimals as it needs (up to 3)."""
+    for d in range(4):
+        if abs(round(x * 100, d) - x * 100) < 1e-9:
+            break
+    return f"{x * 100:.{d}f}%"
+
+
+def _store(db: str | None, settings: Settings | None = None, *, existing: bool = False) -> SQLStore:
+    """Open the store; with ``existing``, a SQLite file that is not there is an
+    error (a mistyped ``--db`` would otherwise read as an empty crawl)."""
+    where = db or default_db()
+    sqlite = not where.startswith(("postgresql://", "postgres://"))
+    if existing and sqlite and not Path(where).is_file():
+        raise StoreError(f"no store at {where}: create it with `recrawl init` or `recrawl ingest`")
     return open_store(db, half_life_days=settings.half_life_days if settings else None)
 
 
@@ -82,15 +110,21 @@ def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
     with ExitStack() as stack:
         opened = []
         for name in files:
+            # a byte that is not UTF-8 reaches the parser as a lone surrogate, which
+            # rejects that line alone; a byte-order mark (Excel's "CSV UTF-8") is dropped
             if name == "-":
-                opened.append(("stdin", sys.stdin, 0))
+                stdin = sys.stdin
+                if hasattr(stdin, "buffer"):
+                    stdin = io.TextIOWrapper(
+                        stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                    )
+                opened.append(("stdin", stdin, 0))
                 continue
             p = Path(name)
             if not p.is_file():
                 raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
-            opened.append(
-                (name, stack.enter_context(p.open(encoding="utf-8", newline="")), p.stat().st_size)
-            )
+            f = p.open(encoding="utf-8-sig", errors="surrogateescape", newline="")
+            opened.append((name, stack.enter_context(f), p.stat().st_size))
         yield opened
 
 
@@ -147,7 +181,7 @@ def ingest(
                     nonlocal shown
                     shown += 1
                     if shown <= 20:
-                        err.print(f"[red]rejected[/] {name}: {exc}")
+                        err.print(f"[red]rejected[/] {escape(name)}: {escape(str(exc))}")
 
                 kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
                 rep = ingest_lines(
@@ -187,7 +221,7 @@ def _print_stats(data: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col in ("site", "type") else "right", no_wrap=True)
     for g in data["groups"]:
         table.add_row(
-            g["site"], g["page_type"], _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),
+            escape(g["site"]), escape(g["page_type"]), _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),
             _fmt_num(g["changes_detected"]), _fmt_num(g["fetches_without_change"]),
             _fmt_num(g["cost"]), _fmt_num(g["cost_per_change"]),
         )  # fmt: skip
@@ -216,14 +250,15 @@ def stats(
     u = unit or settings.billing_unit
     if u not in ("fetches", "bytes", "credits"):
         raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
-    with _store(db) as store:
+    with _store(db, existing=True) as store:
         data = compute_stats(store.group_totals(), u)  # type: ignore[arg-type]
     if as_json:
-        out.print_json(json.dumps(data))
+        _print_json(data)
     else:
         _print_stats(data)
 
 
+_URL_COLUMNS = {"url", "site", "page_type", "value"}
 urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True)
 app.add_typer(urls_app, name="urls")
 
@@ -247,33 +282,68 @@ def urls_add(
         float | None, typer.Option(help="Value tier for every URL (default 1).")
     ] = None,
 ) -> None:
-    """Register new URLs: they have no history, so the planner's discovery reserve fetches them."""
+    """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
+
+    A plain file holds one URL per line (commas and all). A CSV needs a header
+    naming its columns (``url`` and any of ``site``, ``page_type``, ``value``),
+    or a ``.csv`` name for the columns in that order; lines starting with ``{``
+    are JSON objects with those keys. Blank lines and ``#`` comments are skipped.
+    """
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter("must be a number ≥ 0", param_hint="--value")
+    if page_type == "canary":
+        raise typer.BadParameter(
+            "'canary' is reserved for canaries (recrawl canary add)", param_hint="--page-type"
+        )
     rows: list[dict[str, Any]] = []
     bad = 0
     with _open_inputs([file]) as inputs:
         name, f, _ = inputs[0]
         lines = list(f)
+    if lines:
+        lines[0] = lines[0].removeprefix("\ufeff")
+
+    def reject(n: int, why: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= 20:
+            err.print(f"[red]rejected[/] {escape(name)}: line {n}: {escape(why)}")
+
     header: list[str] | None = None
+    csv_default = name.lower().endswith(".csv")
+    seen: set[str] = set()
+    repeated = 0
     for n, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
+            continue
+        if any("\udc80" <= ch <= "\udcff" for ch in text):
+            reject(n, "not valid UTF-8 text")
             continue
         row: dict[str, Any]
         if text.startswith("{"):
             try:
                 row = json.loads(text)
             except ValueError:
-                err.print(f"[red]rejected[/] {name}: line {n}: not JSON")
-                bad += 1
+                reject(n, "not JSON")
                 continue
-        elif "," in text:
-            cells = [c.strip() for c in text.split(",")]
-            if header is None and "url" in cells:
-                header = cells
+            if not isinstance(row, dict):
+                reject(n, "not a JSON object")
                 continue
-            row = dict(zip(header or ["url", "site", "page_type", "value"], cells, strict=False))
         else:
-            row = {"url": text}
+            cells = next(csv.reader([text]))
+            names = [c.strip().lower() for c in cells]
+            if header is None and not rows and "url" in names and set(names) <= _URL_COLUMNS:
+                header = names
+                continue
+            if header is None and not csv_default:
+                row = {"url": text}
+            else:
+                cols = header or ["url", "site", "page_type", "value"]
+                if len(cells) > len(cols):
+                    reject(n, f"{len(cells)} cells for {len(cols)} columns")
+                    continue
+                row = dict(zip(cols, (c.strip() for c in cells), strict=False))
         row = {k: v for k, v in row.items() if v not in (None, "")}
         if site:
             row["site"] = site
@@ -282,20 +352,26 @@ def urls_add(
         if value is not None:
             row["value"] = value
         if "url" not in row:
-            err.print(f"[red]rejected[/] {name}: line {n}: field 'url': is missing")
-            bad += 1
+            reject(n, "field 'url': is missing")
             continue
         try:
-            url_registration(row)
+            url = url_registration(row)[0]
         except (ValueError, TypeError) as exc:
-            err.print(f"[red]rejected[/] {name}: line {n}: field 'url': {exc}")
-            bad += 1
+            reject(n, str(exc))
             continue
+        if url in seen:
+            repeated += 1
+            continue
+        seen.add(url)
         rows.append(row)
+    if bad > 20:
+        err.print(f"… and {bad - 20} more rejected lines")
     with _store(db) as store:
         added = Engine(store).add_urls(rows)
     out.print(
-        f"{added:,} new URLs registered, {len(rows) - added:,} already known, {bad:,} rejected"
+        f"{added:,} new URLs registered, {len(rows) - added:,} already known, "
+        + (f"{repeated:,} repeated in the input, " if repeated else "")
+        + f"{bad:,} rejected"
     )
     if bad:
         raise typer.Exit(1)
@@ -316,33 +392,34 @@ def plan(
         str, typer.Option(help="recrawl, greedy, uniform, proportional or nutch.")
     ] = "recrawl",
     at: AtOpt = None,
-    limit: Annotated[int, typer.Option(help="Rows shown in the table (JSON has every task).")] = 50,
+    limit: Annotated[
+        int, typer.Option(help="Rows shown in the table (JSON has every task).", min=0)
+    ] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """The next cycle's fetch tasks, best first, each with why it was chosen."""
     settings = load_settings(config)
     if objective is not None and objective not in ("freshness", "events"):
         raise typer.BadParameter("must be freshness or events", param_hint="--objective")
-    now = parse_timestamp(at) if at else None
-    with _store(db, settings) as store:
+    if budget is not None and not (budget >= 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a number ≥ 0", param_hint="--budget")
+    now = _at(at)
+    with _store(db, settings, existing=True) as store:
         result = Engine(store, settings).plan(
             budget=budget, now=now, objective=objective, policy=policy
         )
     if as_json:
-        out.print_json(
-            json.dumps(
-                {
-                    "at": result.at,
-                    "budget": result.budget,
-                    "spent": result.spent,
-                    "split": result.split(),
-                    "rate_resolution": (
-                        result.resolution.as_dict() if result.resolution is not None else None
-                    ),
-                    "tasks": result.tasks,
-                },
-                default=_json_default,
-            )
+        _print_json(
+            {
+                "at": result.at,
+                "budget": result.budget,
+                "spent": result.spent,
+                "split": result.split(),
+                "rate_resolution": (
+                    result.resolution.as_dict() if result.resolution is not None else None
+                ),
+                "tasks": result.tasks,
+            }
         )
         return
     _print_plan(result, settings.billing_unit, limit)
@@ -361,7 +438,7 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
         )
     for t in result.tasks[:limit]:
         table.add_row(
-            t["url"],
+            escape(t["url"]),
             t["reason"],
             f"{t['priority']:.4g}",
             f"{t['expected_gain']:.4f}",
@@ -414,11 +491,11 @@ def budget(
             raise typer.BadParameter(f"{x} is not between 0 and 1", param_hint="--freshness")
     if per_day is not None and not (per_day > 0 and math.isfinite(per_day)):
         raise typer.BadParameter("must be a positive number", param_hint="--per-day")
-    now = parse_timestamp(at) if at else None
-    with _store(db, settings) as store:
+    now = _at(at)
+    with _store(db, settings, existing=True) as store:
         outlook = Engine(store, settings).budget_outlook(targets, budget_per_day=per_day, now=now)
     if as_json:
-        out.print_json(json.dumps(outlook.as_dict(), default=_json_default))
+        _print_json(outlook.as_dict())
         return
     _print_budget(outlook, settings.billing_unit)
 
@@ -442,7 +519,7 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
         table.add_column(col, justify="right")
     for t in o.targets:
         table.add_row(
-            f"{t['freshness']:.0%}",
+            _pct(t["freshness"]),
             _fmt_amount(t["optimal"]),
             _fmt_amount(t["configure"]),
             _fmt_amount(t["uniform"]),
@@ -476,9 +553,25 @@ def _print_budget(o: BudgetOutlook, unit: str) -> None:
             )
 
 
-def _json_default(x: Any) -> Any:
+def _finite(x: Any) -> Any:
+    """``x`` with every infinite or NaN float replaced by None (JSON has neither)."""
     if isinstance(x, float):
-        return None
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _print_json(obj: Any) -> None:
+    """Valid JSON on stdout: non-finite numbers become null, as the service writes them."""
+    out.print_json(json.dumps(_finite(obj), default=_json_default, allow_nan=False))
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return _finite(x.item())
     raise TypeError(type(x).__name__)
 
 
@@ -546,12 +639,22 @@ def simulate(
 
     if objective not in ("freshness", "events"):
         raise typer.BadParameter("must be freshness or events", param_hint="--objective")
-    if budget <= 0:
-        raise typer.BadParameter("must be positive", param_hint="--budget")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a positive number", param_hint="--budget")
+    if not (cycle_hours > 0 and math.isfinite(cycle_hours)):
+        raise typer.BadParameter("must be a positive number", param_hint="--cycle-hours")
     traces = load_traces(trace)
+    if not traces:
+        raise typer.BadParameter(f"{trace} holds no traces", param_hint="--trace")
+    ceiling = 24.0 / cycle_hours * max(t.cost for t in traces)
+    if budget > ceiling:
+        raise typer.BadParameter(
+            f"{budget:g} is more than fetching every page every cycle costs ({ceiling:g})",
+            param_hint="--budget",
+        )
     res = _replay_with_progress(replay, traces, budget, policy, cycle_hours, objective, seed)
     if as_json:
-        out.print_json(json.dumps(res))
+        _print_json(res)
     else:
         _print_replay(
             res,
@@ -625,14 +728,14 @@ def health(
 
         # buckets are 15 minutes wide: a past time is read at the last bucket
         # boundary, so no observation after it is used
-        t = float(bucket_start(parse_timestamp(at)))
+        t = float(bucket_start(_at_required(at)))
     keep = (t is None) if record is None else record
-    with _store(db, settings) as store:
+    with _store(db, settings, existing=True) as store:
         engine = Engine(store, settings)
         now = engine.clock() if t is None else t
         reports = engine.health(now, site=site, record=keep)
     if as_json:
-        out.print_json(json.dumps({"at": now, "sites": reports}))
+        _print_json({"at": now, "sites": reports})
         return
     _print_health(reports, now)
 
@@ -685,13 +788,13 @@ def health_review(
     last = max(i.end for i in labelled) + margin_hours * 3600.0
     times = [float(t) for t in np.arange(first - first % step, last, step)]
     sites = sorted({i.site for i in labelled})
-    with _store(db) as store:
+    with _store(db, existing=True) as store:
         evaluations = Engine(store).evaluate_health(times, sites=sites)
     report = review(
         [h for per_time in evaluations for h in per_time], labelled, step_s=step
     ).to_dict()
     if as_json:
-        out.print_json(json.dumps(report))
+        _print_json(report)
         return
     table = Table(
         title=f"Health review: {len(labelled)} incidents, {len(times):,} evaluations",
@@ -710,9 +813,9 @@ def health_review(
         table.add_column(col)
     for r in report["incidents"]:
         table.add_row(
-            r["site"], str(r["cause"]), _iso(r["start"]),
+            escape(r["site"]), escape(str(r["cause"])), _iso(r["start"]),
             _minutes(r["moved_after_s"]), _minutes(r["detected_after_s"]),
-            r["band_reached"], str(r["top_reason"]), "yes" if r["cause_named"] else "[red]no[/]",
+            r["band_reached"], escape(str(r["top_reason"])), "yes" if r["cause_named"] else "[red]no[/]",
         )  # fmt: skip
     out.print(table)
     fa = report["false_alarms"]
@@ -720,7 +823,7 @@ def health_review(
         f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h)"
     )
     for a in fa[:20]:
-        out.print(f"  {a}")
+        out.print(f"  {escape(str(a))}")
 
 
 def _minutes(s: float | None) -> str:
@@ -736,8 +839,8 @@ def _print_health(reports: list[dict[str, Any]], now: float) -> None:
         routes = f" ({', '.join(r['failing_routes'])})" if r["failing_routes"] else ""
         p = r["parser"]
         table.add_row(
-            r["site"], "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
-            ", ".join(r["reasons"]) or "–", r["diagnosis"] + routes,
+            escape(r["site"]), "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
+            ", ".join(r["reasons"]) or "–", escape(r["diagnosis"] + routes),
             f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
         )  # fmt: skip
     out.print(table)
@@ -764,9 +867,9 @@ def site_resume(
     ] = os.environ.get("USER", "operator"),
 ) -> None:
     """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
-    with _store(db) as store:
+    with _store(db, existing=True) as store:
         Engine(store).resume(site, by=by)
-    out.print(f"{site} resumed (recorded, by {by})")
+    out.print(f"{escape(site)} resumed (recorded, by {escape(by)})")
 
 
 @site_app.command("history")
@@ -776,13 +879,13 @@ def site_history(
     as_json: JsonOpt = False,
 ) -> None:
     """Pauses, resumes and band changes of a site, oldest first."""
-    with _store(db) as store:
+    with _store(db, existing=True) as store:
         events = store.site_events(site)
     if as_json:
-        out.print_json(json.dumps(events))
+        _print_json(events)
         return
     for e in events:
-        out.print(f"{_iso(e['at'])}  {e['kind']:<7} {e['detail'] or ''}")
+        out.print(f"{_iso(e['at'])}  {e['kind']:<7} {escape(str(e['detail'] or ''))}")
 
 
 canary_app = typer.Typer(
@@ -825,7 +928,10 @@ def canary_add(
     with _store(db) as store:
         store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
     out.print(
-        f"canary {norm} on {the_site}: expects {', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+        escape(
+            f"canary {norm} on {the_site}: expects "
+            f"{', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+        )
     )
 
 
@@ -1040,7 +1146,7 @@ def report(
     from .service.dashboard import render_report
 
     settings = load_settings(config)
-    with _store(db, settings) as store:
+    with _store(db, settings, existing=True) as store:
         html = render_report(Engine(store, settings))
     out_path.write_text(html, encoding="utf-8")
     out.print(f"report written to {out_path} ({len(html) / 1e6:.1f} MB)")
@@ -1051,7 +1157,7 @@ def main() -> None:
     try:
         rc = app(standalone_mode=False)
     except Error as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -1068,7 +1174,10 @@ def main() -> None:
             sys.exit(getattr(exc, "exit_code", 2))
         if os.environ.get("RECRAWL_DEBUG"):
             raise
-        err.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        if isinstance(exc, ValueError):  # the library's word on bad input: one sentence
+            err.print(f"[red]error:[/] {escape(str(exc))}")
+            sys.exit(2)
+        err.print(f"[red]error:[/] {type(exc).__name__}: {escape(str(exc))}")
         sys.exit(1)
     sys.exit(rc if isinstance(rc, int) else 0)
 

@@ -62,7 +62,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     billing_unit: Literal["fetches", "bytes", "credits"] = "fetches"
-    budget_per_day: float | None = Field(None, gt=0)
+    budget_per_day: float | None = Field(None, gt=0, allow_inf_nan=False)
     cycle_hours: float = Field(1.0, gt=0, le=24 * 7)
     objective: Literal["freshness", "events"] = "freshness"
     reserves: Reserves = Reserves()
@@ -114,10 +114,11 @@ def load_settings(
             raise ConfigError(f"config file {source} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source} is not valid TOML: {exc}") from None
-    for var, name in _ENV.items():
-        if env.get(var):
-            data[name] = env[var]
+    from_env = {name: var for var, name in _ENV.items() if env.get(var)}
+    for name, var in from_env.items():
+        data[name] = env[var]
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, source)) from None
+        top = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        raise ConfigError(_explain(exc, from_env.get(top) or source)) from None

@@ -65,11 +65,23 @@ def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
     >>> url_registration({"url": "HTTPS://Shop.Example/p/1", "value": 2})
     ('https://shop.example/p/1', 'shop.example', 'page', 2.0)
     """
-    url = normalize_url(str(row["url"]))
-    value = float(row.get("value", 1.0))
+    try:
+        url = normalize_url(str(row["url"]))
+    except ValueError as exc:
+        raise ValueError(f"field 'url': {exc}") from None
+    raw = row.get("value", 1.0)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"field 'value': {raw!r} is not a number") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"value of {url} must be a non-negative number")
-    return url, str(row.get("site") or host_of(url)), str(row.get("page_type") or "page"), value
+        raise ValueError(f"field 'value': must be a number ≥ 0, got {raw!r}")
+    page_type = str(row.get("page_type") or "page")
+    if page_type == "canary":
+        raise ValueError(
+            "field 'page_type': 'canary' is reserved for canaries (recrawl canary add)"
+        )
+    return url, str(row.get("site") or host_of(url)), page_type, value
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from itertools import chain
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,6 +31,7 @@ from .fingerprint import FieldRule, fingerprint
 
 __all__ = [
     "ERRORS",
+    "MAX_TIMESTAMP",
     "OUTCOMES",
     "Observation",
     "host_of",
@@ -41,6 +43,12 @@ __all__ = [
 
 ERRORS: Final = ("timeout", "connection_reset", "dns", "tls")
 """Well-known values of ``error``; any other short word is accepted too."""
+
+MAX_TIMESTAMP: Final = 7258118400.0
+"""Latest time accepted, unix seconds (2200-01-01T00:00:00Z): anything later is
+almost surely milliseconds (or microseconds) given where seconds are expected."""
+TOO_LATE: Final = "is after the year 2200: milliseconds? give unix seconds"
+"""Why a timestamp after :data:`MAX_TIMESTAMP` is refused."""
 
 _OUTCOME_SET: Final = frozenset(OUTCOMES)
 _RARE_STRINGS: Final = ("etag", "last_modified", "title", "body_excerpt", "lease_id")
@@ -163,7 +171,8 @@ def parse_timestamp(value: Any) -> float:
     >>> parse_timestamp("2024-01-01T00:00:00Z")
     1704067200.0
 
-    Raises ValueError for anything else, including a time without an offset.
+    Raises ValueError for anything else, including a time without an offset or
+    one after the year 2200 (:data:`MAX_TIMESTAMP`: milliseconds, most likely).
     """
     if isinstance(value, bool):
         raise ValueError("is not a timestamp")
@@ -185,6 +194,8 @@ def parse_timestamp(value: Any) -> float:
         raise ValueError("is not a timestamp")
     if not math.isfinite(t) or t < 0:
         raise ValueError("is not a timestamp after 1970")
+    if t > MAX_TIMESTAMP:
+        raise ValueError(TOO_LATE)
     return t
 
 
@@ -267,7 +278,7 @@ def parse_observation(
         raise InvalidObservation(f"{url_raw!r} {exc}", field="url") from None
     t_raw: Any = g("fetched_at")
     tc = t_raw.__class__
-    if (tc is float or tc is int) and 0 <= t_raw < math.inf:
+    if (tc is float or tc is int) and 0 <= t_raw <= MAX_TIMESTAMP:
         fetched_at = float(t_raw)
     else:
         if t_raw is None or t_raw == "":
@@ -316,7 +327,13 @@ def parse_observation(
             raise InvalidObservation("must be a JSON object", field="record")
         record_empty = not record
         if record_hash is None:
-            record_hash = fingerprint(record, rules.get(page_type) if rules else None)
+            try:
+                record_hash = fingerprint(record, rules.get(page_type) if rules else None)
+            except UnicodeEncodeError:  # a JSON string's escaped lone surrogate ("\\udce9")
+                raise InvalidObservation(
+                    "holds a lone surrogate (\\ud800-\\udfff), not valid UTF-8 text",
+                    field="record",
+                ) from None
     else:
         record = None
     ident = g("id")
@@ -407,6 +424,32 @@ def _canary(raw: Mapping[str, Any]) -> str | None:
 Parsed = tuple[int, "Observation | InvalidObservation"]
 
 
+def _not_utf8(text: str, *, column: bool = True) -> str | None:
+    """Why ``text`` is not valid UTF-8 text (it holds a surrogate), or None.
+
+    A byte that is not UTF-8, read with ``errors="surrogateescape"``, arrives as
+    U+DC80..U+DCFF: the message names the byte and its column. Only called once
+    something has failed (a per-character scan of every line would cost).
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        c = ord(text[exc.start])
+        byte = f"byte 0x{c - 0xDC00:02X}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+        where = f" at column {exc.start + 1}" if column else ""
+        return f"not valid UTF-8 text ({byte}{where})"
+    return None
+
+
+def _bad_utf8_row(row: Mapping[str | None, Any], n: int) -> InvalidObservation:
+    """The error for a CSV row holding text that is not UTF-8, naming its field."""
+    for k, v in row.items():
+        why = _not_utf8(v, column=False) if isinstance(v, str) else None
+        if why is not None:
+            return InvalidObservation(why, field=k, line=n)
+    return InvalidObservation("not valid UTF-8 text", line=n)
+
+
 def _line_key(line: bytes | str) -> bytes:
     data = line.encode() if isinstance(line, str) else line
     return hashlib.blake2b(b"line\0" + data.strip(), digest_size=16).digest()
@@ -434,7 +477,10 @@ def read_observations(
         try:
             raw = loads(line)
         except orjson.JSONDecodeError as exc:
-            yield n, InvalidObservation(f"not JSON ({exc.msg} at column {exc.colno})", line=n)
+            # orjson refuses a str that is not valid UTF-8 (a byte the caller
+            # decoded with errors="surrogateescape" is a lone surrogate in it)
+            why = _not_utf8(line) or f"not JSON ({exc.msg} at column {exc.colno})"
+            yield n, InvalidObservation(why, line=n)
             continue
         try:
             yield n, parse_observation(raw, rules=rules, line=line)
@@ -446,7 +492,11 @@ def read_observations(
 
 def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> Iterator[Parsed]:
     it = iter(lines)
-    reader = csv.DictReader(it)
+    first = next(it, None)
+    if first is not None and first.startswith("\ufeff"):
+        # a byte-order mark that reached the parser (stdin, or a file opened as utf-8)
+        first = first[1:]
+    reader = csv.DictReader(chain((first,), it) if first is not None else it)
     for row in reader:
         n = reader.line_num
         if row.get(None):
@@ -455,8 +505,14 @@ def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> It
         clean = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
         buf = io.StringIO()
         csv.writer(buf).writerow(row.values())
+        text = buf.getvalue()
         try:
-            yield n, parse_observation(clean, rules=rules, key=_line_key(buf.getvalue()))
+            key = _line_key(text)
+        except UnicodeEncodeError:
+            yield n, _bad_utf8_row(row, n)
+            continue
+        try:
+            yield n, parse_observation(clean, rules=rules, key=key)
         except InvalidObservation as exc:
             exc.line = n
             exc.args = (f"line {n}: {exc.args[0]}",)

@@ -423,8 +423,19 @@ def replay(
     elif traces and not isinstance(traces[0], Trace):
         traces = load_traces(traces)  # type: ignore[arg-type]
     trace_list: list[Trace] = list(traces)  # type: ignore[arg-type]
-    if budget <= 0:
-        raise ValueError(f"budget must be positive, got {budget}")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise ValueError(f"budget must be a positive number, got {budget}")
+    if not (cycle_hours > 0 and math.isfinite(cycle_hours)):
+        raise ValueError(f"cycle_hours must be a positive number, got {cycle_hours}")
+    if not trace_list:
+        raise ValueError("no traces to replay")
+    # past one fetch of every page each cycle, more budget buys nothing
+    ceiling = 24.0 / cycle_hours * max(t.cost for t in trace_list)
+    if budget > ceiling:
+        raise ValueError(
+            f"budget {budget:g} is more than fetching every page every cycle costs "
+            f"({ceiling:g} per page per day)"
+        )
     names = list(ALL_POLICIES if policies is None else policies)
     known = (*ALL_POLICIES, *EXTRA_POLICIES)
     for name in names:

@@ -7,8 +7,9 @@ One JSON object per line::
      "changes": [1691234567, 1702345678], "value": 1, "cost": 1}
 
 ``start`` and ``end`` are unix seconds; ``changes`` are sorted unix seconds
-strictly after ``start`` and at most ``end``; ``value`` (default 1) and ``cost``
-(default 1) are optional. Blank lines are skipped. A bad line raises
+strictly after ``start`` and at most ``end``, none after the year 2200 (a
+trace in milliseconds is refused rather than simulated for ages); ``value``
+(default 1) and ``cost`` (default 1) are optional. Blank lines are skipped. A bad line raises
 :class:`recrawl.InvalidTrace` naming the line (counted from 1).
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._exceptions import InvalidTrace
+from .observation import MAX_TIMESTAMP, TOO_LATE
 
 __all__ = ["Trace", "dump_trace", "load_traces", "parse_trace"]
 
@@ -76,6 +78,13 @@ def _number(obj: dict[str, Any], key: str, line: int | None, default: float | No
     return float(v)
 
 
+def _time(obj: dict[str, Any], key: str, line: int | None) -> float:
+    t = _number(obj, key, line, None)
+    if t > MAX_TIMESTAMP:
+        raise InvalidTrace(f"field {key!r}: {obj[key]!r} {TOO_LATE}", line=line)
+    return t
+
+
 def parse_trace(obj: Any, *, line: int | None = None) -> Trace:
     """Validate one decoded trace object and build a :class:`Trace`.
 
@@ -88,8 +97,8 @@ def parse_trace(obj: Any, *, line: int | None = None) -> Trace:
     page = obj.get("page")
     if not isinstance(page, str) or not page:
         raise InvalidTrace("field 'page' must be a non-empty string", line=line)
-    start = _number(obj, "start", line, None)
-    end = _number(obj, "end", line, None)
+    start = _time(obj, "start", line)
+    end = _time(obj, "end", line)
     if not end > start:
         raise InvalidTrace(f"'end' ({end}) must be after 'start' ({start})", line=line)
     raw = obj.get("changes")
@@ -101,6 +110,10 @@ def parse_trace(obj: Any, *, line: int | None = None) -> Trace:
     if changes.size:
         if not np.all(np.isfinite(changes)):
             raise InvalidTrace("field 'changes' must hold finite numbers", line=line)
+        late = changes > MAX_TIMESTAMP
+        if late.any():
+            first = raw[int(np.argmax(late))]
+            raise InvalidTrace(f"field 'changes': {first!r} {TOO_LATE}", line=line)
         if np.any(np.diff(changes) < 0):
             raise InvalidTrace("field 'changes' must be sorted", line=line)
         if changes[0] <= start or changes[-1] > end:

@@ -950,7 +950,7 @@ def create_app(
     @app.get("/v1/budget", dependencies=[Read], tags=["read"])
     def get_budget(
         freshness: Annotated[list[float] | None, Query()] = None,
-        per_day: Annotated[float | None, Query(gt=0)] = None,
+        per_day: Annotated[float | None, Query(gt=0, allow_inf_nan=False)] = None,
     ) -> Any:
         """What each mean freshness would cost a day at the learned rates, and what
         ``per_day`` (default: the configured budget) buys: as ``recrawl budget --json``.

@@ -151,8 +151,10 @@ def ingest(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Store fetch observations (SPEC §5). Bad lines are reported and skipped;
-    good lines are stored. Exits 1 when any line was rejected."""
+    """Store fetch observations (JSONL or CSV, SPEC §5).
+
+    Bad lines are reported and skipped; good lines are stored. Exits 1 when any
+    line was rejected."""
     settings = load_settings(config)
     store = _store(db, settings)
     total = IngestReport()
@@ -244,8 +246,7 @@ def stats(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fetches, changes detected, fetches that found no change and cost per change,
-    per site and page type."""
+    """Fetches, changes, fetches that found no change and cost per change, per site and type."""
     settings = load_settings(config)
     u = unit or settings.billing_unit
     if u not in ("fetches", "bytes", "credits"):
@@ -285,9 +286,9 @@ def urls_add(
     """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
 
     A plain file holds one URL per line (commas and all). A CSV needs a header
-    naming its columns (``url`` and any of ``site``, ``page_type``, ``value``),
-    or a ``.csv`` name for the columns in that order; lines starting with ``{``
-    are JSON objects with those keys. Blank lines and ``#`` comments are skipped.
+    naming its columns (url and any of site, page_type, value), or a name
+    ending in .csv for the columns in that order; lines starting with { are
+    JSON objects with those keys. Blank lines and # comments are skipped.
     """
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise typer.BadParameter("must be a number ≥ 0", param_hint="--value")
@@ -763,8 +764,10 @@ def health_review(
     ] = 24.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Review the score like an alert: per incident, how long the band took to move
-    and whether the top reason named the cause; false alarms outside incidents."""
+    """Review the score like an alert, against labelled incidents.
+
+    Per incident, how long the band took to move and whether the top reason
+    named the cause; false alarms outside incidents."""
     from .health import Incident, review
 
     labelled: list[Incident] = []
@@ -913,7 +916,10 @@ def canary_add(
         ),
     ] = 60.0,
 ) -> None:
-    """Declare a canary. A canary that parses but carries the wrong value lowers its site's health (canary_mismatch)."""
+    """Declare a canary: a stable page whose right answer is known.
+
+    A canary that parses but carries the wrong value lowers its site's health
+    (canary_mismatch)."""
     from .canary import parse_expectations
     from .observation import host_of, normalize_url
 
@@ -945,8 +951,10 @@ def demo(
         str, typer.Option("--db", help="Store for the demo (recreated).")
     ] = "recrawl-demo.db",
 ) -> None:
-    """The main job on the embedded store: where the money goes, what to fetch next, how
-    policies compare on real change histories, a site pushing back, and the dashboard
+    """The main job on the embedded store, start to finish, with the dashboard.
+
+    Where the money goes, what to fetch next, what freshness costs, how policies
+    compare on real change histories, a site pushing back, and the dashboard
     (report.html)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)

@@ -336,3 +336,51 @@ def test_bad_numbers_and_times_are_usage_errors_not_tracebacks(tmp_path: Path):
         runner.invoke(app, ["budget", "--db", db, "--freshness", "0.999"]).output.split()
     )
     assert "99.9%" in text
+
+
+def test_operator_slips_get_one_sentence_and_leave_nothing_behind(tmp_path: Path):
+    import os
+    import stat
+
+    cfg = tmp_path / "recrawl.toml"
+    db = str(tmp_path / "o.db")
+    # a budget that cannot be loaded back is refused before anything is written
+    res = recrawl("init", "--config", str(cfg), "--db", db, "--budget", "inf")
+    assert res.returncode == 2 and "--budget" in res.stderr and not cfg.exists()
+    # --force over a world-readable file still leaves the token readable by its owner only
+    cfg.write_text("")
+    cfg.chmod(0o644)
+    assert runner.invoke(app, ["init", "--config", str(cfg), "--db", db, "--force"]).exit_code == 0
+    assert stat.S_IMODE(os.stat(cfg).st_mode) == 0o600
+    res = recrawl("init", "--config", str(tmp_path), "--db", db, "--force")
+    assert res.returncode == 2 and "is a directory" in res.stderr
+    res = recrawl("report", "--db", db, "--out", str(tmp_path / "no" / "such" / "r.html"))
+    assert res.returncode == 1 and "No such file or directory" in res.stderr
+    assert "Traceback" not in res.stderr and "FileNotFoundError" not in res.stderr
+    for every in ("nan", "inf", "1e-9"):
+        res = recrawl(
+            "canary", "add", "https://a.example/p", "--expect", "x=1", "--every", every, "--db", db
+        )
+        assert res.returncode == 2 and "--every" in res.stderr
+    incidents = tmp_path / "inc.jsonl"
+    incidents.write_text('{"site": "a.example", "start": 1700000000, "end": 1700003600}\n')
+    for opt, bad in (("--step", "0"), ("--step", "-15"), ("--margin", "1e9")):
+        res = recrawl("health", "review", "--incidents", str(incidents), "--db", db, opt, bad)
+        assert res.returncode == 2 and opt in res.stderr, res.stderr
+    incidents.write_text('{"site": "a.example", "start": 1700003600, "end": 1700000000}\n')
+    res = recrawl("health", "review", "--incidents", str(incidents), "--db", db)
+    assert res.returncode == 2 and "ends before it starts" in res.stderr
+
+
+def test_health_names_the_paused_sites(tmp_path: Path):
+    from recrawl.store import open_store
+
+    db = str(tmp_path / "h.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db, "-q"]).exit_code == 0
+    with open_store(db) as store:
+        store.set_site_controls("shop.example", now=1_711_000_000, paused=True, event="pause")
+    res = runner.invoke(app, ["health", "--db", db, "--no-record"])
+    assert res.exit_code == 0, res.output
+    assert "paused" in res.output and "shop.example" in res.output
+    o = json.loads(runner.invoke(app, ["health", "--db", db, "--no-record", "--json"]).output)
+    assert o["paused"] == ["shop.example"]

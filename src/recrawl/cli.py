@@ -735,10 +735,18 @@ def health(
         engine = Engine(store, settings)
         now = engine.clock() if t is None else t
         reports = engine.health(now, site=site, record=keep)
+        paused = sorted(
+            s for s, c in store.site_controls().items() if c.get("paused") and site in (None, s)
+        )
     if as_json:
-        _print_json({"at": now, "sites": reports})
+        _print_json({"at": now, "sites": reports, "paused": paused})
         return
     _print_health(reports, now)
+    if paused:
+        out.print(
+            f"[red]paused[/] (a human resumes them: recrawl site resume SITE): "
+            f"{escape(', '.join(paused))}"
+        )
 
 
 @health_app.command("review")
@@ -770,6 +778,10 @@ def health_review(
     named the cause; false alarms outside incidents."""
     from .health import Incident, review
 
+    if not (0 < step_minutes <= 24 * 60):
+        raise typer.BadParameter("must be more than 0 and at most a day", param_hint="--step")
+    if not (0 <= margin_hours <= 24 * 366):
+        raise typer.BadParameter("must be between 0 and a year (8,784)", param_hint="--margin")
     labelled: list[Incident] = []
     for n, line in enumerate(incidents.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -784,6 +796,8 @@ def health_review(
             )  # fmt: skip
         except (ValueError, KeyError, TypeError) as exc:
             raise typer.BadParameter(f"line {n}: {exc}", param_hint="--incidents") from None
+        if labelled[-1].end < labelled[-1].start:
+            raise typer.BadParameter(f"line {n}: ends before it starts", param_hint="--incidents")
     if not labelled:
         raise typer.BadParameter("holds no incident", param_hint="--incidents")
     step = step_minutes * 60.0
@@ -928,8 +942,10 @@ def canary_add(
         expectations = parse_expectations(expect)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if every <= 0:
-        raise typer.BadParameter("must be positive", param_hint="--every")
+    if not (1 <= every <= 30 * 24 * 60):
+        raise typer.BadParameter(
+            "must be between 1 minute and 30 days (43,200)", param_hint="--every"
+        )
     the_site = site or host_of(norm)
     with _store(db) as store:
         store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
@@ -1086,7 +1102,7 @@ def init(
         str, typer.Option("--unit", help="Billing unit: fetches, bytes or credits.")
     ] = "fetches",
     budget: Annotated[
-        float, typer.Option("--budget", help="Budget per day in the billing unit.", min=0)
+        float, typer.Option("--budget", help="Budget per day in the billing unit.")
     ] = 10_000.0,
     read_token: Annotated[
         bool, typer.Option("--read-token", help="Also require a token for reads.")
@@ -1098,6 +1114,10 @@ def init(
 
     if unit not in ("fetches", "bytes", "credits"):
         raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a positive number", param_hint="--budget")
+    if config.is_dir():
+        raise typer.BadParameter(f"{config} is a directory", param_hint="--config")
     if config.exists() and not force:
         raise typer.BadParameter(
             f"{config} exists (use --force to replace it)", param_hint="--config"
@@ -1109,6 +1129,9 @@ def init(
     )
     config.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(
+        fd, 0o600
+    )  # a file that was there keeps its mode through O_CREAT: the token is secret
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     load_settings(config, env={})  # what init writes must load
@@ -1175,6 +1198,12 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except OSError as exc:  # a file that cannot be written or read: say which, in one sentence
+        if os.environ.get("RECRAWL_DEBUG"):
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        err.print(f"[red]error:[/] {escape((exc.strerror or str(exc)) + where)}")
+        sys.exit(1)
     except Exception as exc:
         show = getattr(exc, "show", None)
         if callable(show):  # a usage error from the command-line parser

@@ -558,3 +558,100 @@ def test_reported_block_pages_are_classified_like_the_cli(tmp_path):
     s = SQLiteStore(db)
     assert [o for _, o in s.outcomes("https://a.example/p")] == ["new", "challenge"]
     s.close()
+
+
+# -- pages named by a raw or a once-encoded URL; JSON bodies whatever the Content-Type ---------
+
+
+def test_a_page_is_found_by_its_url_appended_raw_or_percent_encoded_once(serve: Serve) -> None:
+    from urllib.parse import quote
+
+    clock = ManualClock()
+    with serve(clock=clock) as (client, _):
+        urls = [
+            "https://odd.example/%E2%9C%93",
+            "https://plain.example/p",
+            "https://shop.example/list?a=1&b=2",
+            "https://odd.example/a%2Fb?q=%C3%A9&r=x+y",
+        ]
+        r = client.post("/v1/observations", content=ndjson([obs(u, clock() - 60) for u in urls]))
+        assert r.json()["accepted"] == len(urls)
+        for url in urls:
+            # appended raw: its %XX escapes are kept, its query string arrives as the request's
+            raw = client.get(f"/v1/pages/{url}")
+            assert raw.status_code == 200, (url, raw.text)
+            assert raw.json()["url"] == url
+            assert raw.request.url.raw_path == f"/v1/pages/{url}".encode()  # sent as written
+            # percent-encoded once, as a whole (query string included)
+            once = client.get(f"/v1/pages/{quote(url, safe='')}")
+            assert once.status_code == 200, (url, once.text)
+            assert once.json()["url"] == url
+            # percent-encoded once, keeping the slashes (`quote(url)`)
+            assert client.get(f"/v1/pages/{quote(url)}").json()["url"] == url
+            # twice-encoded names another URL (one with a literal `%3A`): not a page
+            assert client.get(f"/v1/pages/{quote(quote(url, safe=''), safe='')}").status_code == 404
+        # the scheme in any case, the host normalised as the store does
+        assert client.get("/v1/pages/HTTPS://Shop.Example/list?a=1&b=2").status_code == 200
+        # a raw %XX is not decoded: `%E2%9C%93` is not the same URL as `%25E2%259C%2593`
+        assert client.get("/v1/pages/https://odd.example/%25E2%259C%2593").status_code == 404
+        assert client.get("/v1/pages/https://shop.example/list?a=1").status_code == 404
+        assert client.get("/v1/pages/not-a-url").status_code == 404
+
+
+def test_page_target_without_a_raw_path_takes_the_decoded_one() -> None:
+    from recrawl.service.app import page_target
+
+    scope: dict[str, Any] = {"query_string": b"a=1"}
+    assert page_target(scope, "https://x.example/p") == "https://x.example/p?a=1"
+    scope = {"raw_path": b"/v1/pages/https%3A%2F%2Fx.example%2Fp%3Fb%3D2", "query_string": b""}
+    assert page_target(scope, "https://x.example/p?b=2") == "https://x.example/p?b=2"
+    # a raw path that does not decode to the route's remainder is not trusted
+    scope = {"raw_path": b"/v1%2Fpages/https%3A%2F%2Fx.example%2Fp", "query_string": b""}
+    assert page_target(scope, "https%3A%2F%2Fx.example%2Fp") == "https%3A%2F%2Fx.example%2Fp"
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "application/x-www-form-urlencoded", "text/plain", "application/json"]
+)
+def test_json_bodies_are_read_whatever_the_content_type(
+    serve: Serve, content_type: str | None
+) -> None:
+    """`curl -d '{...}'` (as in the README) sends application/x-www-form-urlencoded."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    with serve() as (client, engine):
+        r = client.post("/v1/urls", content=b'[{"url": "https://a.example/x"}]', headers=headers)
+        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1}, r.text
+        r = client.post("/v1/urls", content=b'{"urls": [{"url": "https://a.example/y"}]}', headers=headers)  # fmt: skip
+        assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        r = client.post("/v1/leases", content=b'{"worker": "w1", "max": 50}', headers=headers)
+        assert r.status_code == 200, r.text
+        assert sorted(t["url"] for t in r.json()["tasks"]) == [
+            "https://a.example/x",
+            "https://a.example/y",
+        ]
+        # bad JSON, and a good JSON of the wrong shape, are a clear 422
+        r = client.post("/v1/leases", content=b'{"worker": "w1", "max": 50', headers=headers)
+        assert r.status_code == 422
+        assert r.json()["detail"][0]["error"].startswith("body is not valid JSON")
+        r = client.post("/v1/leases", content=b"worker=w1&max=50", headers=headers)
+        assert r.status_code == 422
+        r = client.post("/v1/leases", content=b'{"worker": "", "max": 50}', headers=headers)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == "worker"
+        r = client.post("/v1/urls", content=b'[{"url": "https://a.example/z"', headers=headers)
+        assert r.status_code == 422
+        assert "https://a.example/z" not in engine.store.page_columns()["url"]
+        # the token is still required
+        r = client.post(
+            "/v1/leases",
+            content=b'{"worker": "w2"}',
+            headers={**headers, "Authorization": "Bearer wrong"},
+        )
+        assert r.status_code == 401
+
+
+def test_the_openapi_description_keeps_the_json_bodies(serve: Serve) -> None:
+    with serve() as (client, _):
+        paths = client.get("/openapi.json").json()["paths"]
+        for path, schema in (("/v1/leases", "LeaseRequest"), ("/v1/urls", "UrlBatch")):
+            body = orjson.dumps(paths[path]["post"]["requestBody"]["content"]["application/json"])
+            assert schema.encode() in body

@@ -34,11 +34,11 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import unquote
 
 import orjson
@@ -46,6 +46,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
@@ -67,6 +68,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _MAX_LEASE = 1000
+_F = TypeVar("_F", bound=Callable[..., Any])
 _Candidate = tuple[str, str, str]  # (url, site, reason)
 
 
@@ -174,6 +176,66 @@ _OBSERVATIONS_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+# -- JSON bodies whatever the Content-Type ---------------------------------------------------
+
+
+class JSONBodyRoute(APIRoute):
+    """A route whose body is read as JSON whatever its ``Content-Type`` says.
+
+    ``curl -d '{...}'`` sends ``application/x-www-form-urlencoded``, which FastAPI
+    would otherwise hand to the model as raw bytes (a 422 "valid dictionary"
+    error). A body that is not JSON is still a 422 (``body is not valid JSON``).
+    Safe for the write routes: they need a bearer token, which a browser never
+    sends cross-site without a CORS preflight.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            scope = dict(request.scope)
+            headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-type"]
+            scope["headers"] = [*headers, (b"content-type", b"application/json")]
+            return await handler(Request(scope, request.receive))
+
+        return handle
+
+
+# -- the page a request names ----------------------------------------------------------------
+
+_PAGES_PREFIX = "/v1/pages/"
+
+
+def page_target(scope: Scope, url: str) -> str:
+    """The page URL that ``GET /v1/pages/{url}`` names, before normalisation.
+
+    ``url`` is the path remainder the server has already percent-decoded once;
+    the raw one (``raw_path``) says what the client sent. When the raw remainder
+    starts with ``http://`` or ``https://`` (any case) it is the URL appended raw
+    and is taken as sent (its ``%XX`` escapes kept); otherwise it is the URL
+    percent-encoded once and is decoded once. Either way, the request's query
+    string is the URL's when the URL has none of its own (an appended raw URL's
+    query string arrives as the request's).
+    """
+    remainder: str | None = None
+    raw_path = scope.get("raw_path")
+    if isinstance(raw_path, bytes):
+        raw = raw_path.split(b"?", 1)[0].decode("latin-1")
+        _, sep, tail = raw.partition(_PAGES_PREFIX)
+        if sep and unquote(tail) == url:
+            remainder = tail
+    if remainder is None:  # no raw path to go by: what the server decoded
+        target = url
+    elif remainder[:8].lower().startswith(("http://", "https://")):
+        target = remainder
+    else:
+        target = unquote(remainder)
+    query = scope.get("query_string", b"").decode("latin-1")
+    if query and "?" not in target:
+        target += "?" + query
+    return target
 
 
 # -- body size limit -------------------------------------------------------------------------
@@ -826,14 +888,33 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
+            {"field": None, "error": f"body is not valid JSON ({e.get('ctx', {}).get('error')})"}
+            if e["type"] == "json_invalid"
+            else {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
             for e in exc.errors()
         ]
         return JSONResponse({"detail": errors}, status_code=422)
 
     # -- writes ----------------------------------------------------------------------------
 
-    @app.post("/v1/urls", response_model=UrlsAdded, dependencies=[Write], tags=["write"])
+    def json_post(path: str, response_model: Any) -> Callable[[_F], _F]:
+        """Register a POST route whose body is JSON whatever the Content-Type."""
+
+        def register(endpoint: _F) -> _F:
+            app.router.add_api_route(
+                path,
+                endpoint,
+                methods=["POST"],
+                response_model=response_model,
+                dependencies=[Write],
+                tags=["write"],
+                route_class_override=JSONBodyRoute,
+            )
+            return endpoint
+
+        return register
+
+    @json_post("/v1/urls", response_model=UrlsAdded)
     def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
         """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
         rows = body.urls if isinstance(body, UrlBatch) else body
@@ -845,7 +926,7 @@ def create_app(
             svc.invalidate()
         return {"received": len(rows), "added": added}
 
-    @app.post("/v1/leases", response_model=Leases, dependencies=[Write], tags=["write"])
+    @json_post("/v1/leases", response_model=Leases)
     async def post_leases(body: LeaseRequest) -> Any:
         """Lease up to ``max`` fetch tasks from the current plan to ``worker``.
 
@@ -901,12 +982,11 @@ def create_app(
     @app.get("/v1/pages/{url:path}", dependencies=[Read], tags=["read"])
     def get_page(url: str, request: Request) -> Any:
         """A page's state, change-rate estimate (per day, with its standard
-        deviation) and when it is next due. Percent-encode the URL, or append it raw."""
-        target = unquote(url)
-        if request.url.query and "?" not in target:
-            target += "?" + request.url.query
+        deviation) and when it is next due. Append the URL raw
+        (``/v1/pages/https://a.example/x?q=1``) or percent-encode it once as a whole
+        (``/v1/pages/https%3A%2F%2Fa.example%2Fx%3Fq%3D1``)."""
         try:
-            target = normalize_url(target)
+            target = normalize_url(page_target(request.scope, url))
         except ValueError:
             raise HTTPException(404, "not an absolute http(s) URL") from None
         info = svc.engine.page_info(target, now=svc.now())

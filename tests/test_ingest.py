@@ -510,3 +510,60 @@ def test_lines_not_utf8_are_rejected_by_the_parsing_processes_too(make_store, tm
         assert all("not valid UTF-8 text (byte 0xE9" in str(e) for e in rep.errors)
     assert [str(e) for e in ra.errors] == [str(e) for e in rb.errors]
     assert a.observation_count() == b.observation_count() == n - 3
+
+
+def test_numbers_beyond_their_columns_are_rejected_and_the_others_stored(store: SQLStore):
+    lines = [
+        obs(U, 1, status=200),
+        obs(U, 2, status=200, bytes_received=1e300),
+        obs(U, 3, status=200),
+        f'{{"url": "{U}", "fetched_at": 4, "status": 200, "bytes_sent": 9223372036854775808}}',
+        obs(U, 5, status=200, latency_ms=1.5e308),
+        obs(U, 6, status=200, credits=1e300),
+        obs(U, 7, status=1e300),
+        obs(U, 8, status=200, record={"a": 1e300, "b": 18446744073709551615}),
+        obs(U, 9, status=200, route="pool\u0000a"),
+        obs(U, 10, status=200),
+    ]
+    rep = ingest_lines(store, lines)
+    assert (rep.stored, rep.rejected) == (4, 6)
+    assert [(e.line, e.field) for e in rep.errors] == [
+        (2, "bytes_received"), (4, "bytes_sent"), (5, "latency_ms"), (6, "credits"),
+        (7, "status"), (9, "route"),
+    ]  # fmt: skip
+    assert [t for t, _ in store.outcomes(U)] == [1, 3, 8, 10]
+
+
+def test_a_huge_number_in_a_large_file_is_rejected_by_the_parsing_processes(store: SQLStore):
+    from recrawl.ingest import PARSE_CHUNK
+
+    n = 2 * PARSE_CHUNK + 100  # parsed in other processes
+    bad = {7: 1e300, PARSE_CHUNK + 3: 2**63, 2 * PARSE_CHUNK + 50: 2**64 - 1}  # 0-based
+    lines = [
+        obs(f"https://shop.example/p/{i % 500}", 1000 + i, status=200, bytes_received=bad.get(i, 9))
+        for i in range(n)
+    ]
+    rep = ingest_lines(store, lines, batch_size=PARSE_CHUNK, parallel=True)
+    assert (rep.read, rep.stored, rep.rejected) == (n - 3, n - 3, 3)
+    assert [(e.line, e.field) for e in rep.errors] == [(i + 1, "bytes_received") for i in bad]
+    assert store.observation_count() == n - 3
+
+
+def test_csv_long_field_bad_row_and_header_case(store: SQLStore):
+    lines = [
+        "URL, Fetched_At ,status,title\n",
+        f"{U},1,200,{'x' * 200_000}\n",  # over the csv module's default 128 KiB
+        f"{U},2,200,a\rb\n",  # a bare carriage return in an unquoted field
+        f"{U},3,200,ok\n",
+    ]
+    rep = ingest_lines(store, lines, fmt="csv")
+    assert (rep.stored, rep.rejected) == (2, 1)
+    assert [(e.line, e.field) for e in rep.errors] == [(3, None)]
+    assert [t for t, _ in store.outcomes(U)] == [1, 3]
+
+
+def test_csv_without_url_column_is_rejected_not_silently_empty(store: SQLStore):
+    rep = ingest_lines(store, [f"{U},1,200\n", f"{U},2,200\n"], fmt="csv")  # no header row
+    assert (rep.stored, rep.rejected) == (0, 1)
+    (e,) = rep.errors
+    assert e.line == 1 and "no 'url' column" in str(e) and "no header row" in str(e)

@@ -250,3 +250,133 @@ def test_reader_never_crashes_on_lines_holding_surrogates(parts, fmt):
             assert str(item).startswith("line ")
         else:
             item.key.hex()
+
+
+_GOOD = {"url": "http://a.example/x", "fetched_at": 1, "status": 200}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("bytes_received", 1e300),
+        ("bytes_received", 9223372036854775808),  # 2**63: beyond int64
+        ("bytes_received", 2**53 + 1),
+        ("bytes_received", "1e300"),
+        ("bytes_sent", 18446744073709551616),
+        ("bytes_sent", -5),
+        ("status", 1e300),
+        ("status", 18446744073709551615),
+        ("status", "1e300"),
+        ("status", 99),
+        ("credits", 1e300),
+        ("credits", -1),
+        ("latency_ms", 1.7e308),
+        ("latency_ms", 2**64),
+        ("fetched_at", 2**64),
+    ],
+)
+def test_numbers_beyond_their_columns_are_rejected_naming_the_field(field, value):
+    lines = [
+        json.dumps(_GOOD),
+        json.dumps({**_GOOD, "fetched_at": 2, field: value}),
+        json.dumps({**_GOOD, "fetched_at": 3}),
+    ]
+    items = list(read_observations(lines))
+    assert [n for n, _ in items] == [1, 2, 3]
+    bad = items[1][1]
+    assert isinstance(bad, InvalidObservation) and (bad.line, bad.field) == (2, field)
+    assert len(str(bad)) < 200  # the value is shown short, never hundreds of digits
+    assert not any(isinstance(x, InvalidObservation) for _, x in (items[0], items[2]))
+
+
+def test_python_callers_huge_integers_are_rejected_not_crashing():
+    huge = 10**5000  # more digits than int() converts to text
+    for field in ("bytes_received", "status", "credits", "latency_ms", "fetched_at"):
+        with pytest.raises(InvalidObservation) as e:
+            parse_observation({**_GOOD, field: huge})
+        assert e.value.field == field and len(str(e.value)) < 200
+    with pytest.raises(InvalidObservation) as e:
+        parse_observation({**_GOOD, "id": huge})
+    assert e.value.field == "id"
+
+
+def test_largest_accepted_numbers_and_huge_record_values():
+    from recrawl.observation import MAX_BYTES, MAX_NUMBER
+
+    o = parse_observation(
+        {**_GOOD, "bytes_received": MAX_BYTES, "bytes_sent": float(MAX_BYTES),
+         "credits": MAX_NUMBER, "latency_ms": float(MAX_NUMBER), "status": "599"}
+    )  # fmt: skip
+    assert (o.bytes_received, o.bytes_sent, o.status) == (MAX_BYTES, MAX_BYTES, 599)
+    assert (o.credits, o.latency_ms) == (float(MAX_NUMBER), float(MAX_NUMBER))
+    # a record's numbers only feed its fingerprint: any size is fine
+    line = '{"url": "http://a.example/x", "fetched_at": 1, "status": 200, '
+    line += '"record": {"a": 18446744073709551615, "b": 1e300, "c": -9223372036854775809}}'
+    ((_, o),) = read_observations([line])
+    assert not isinstance(o, InvalidObservation) and o.record_hash
+    # a record given as text (a CSV column) is read as JSONL's: no NaN, no 400-digit integers
+    for text in ('{"a": NaN}', '{"a": 1e400}'):
+        with pytest.raises(InvalidObservation) as e:
+            parse_observation({**_GOOD, "record": text})
+        assert e.value.field == "record"
+    o = parse_observation({**_GOOD, "record": '{"a": 1' + "0" * 30 + "}"})
+    assert o.record == {"a": 1e30}
+
+
+def test_text_holding_nul_is_rejected_naming_the_field():
+    lines = [
+        json.dumps({**_GOOD, "route": "pool\u0000a"}),
+        json.dumps({**_GOOD, "url": "http://a.example/x\u0000y"}),
+        json.dumps({**_GOOD, "title": "a\u0000b"}),  # not stored: accepted
+    ]
+    items = list(read_observations(lines))
+    assert [(x.line, x.field) for _, x in items if isinstance(x, InvalidObservation)] == [
+        (1, "route"), (2, "url"),
+    ]  # fmt: skip
+    with pytest.raises(InvalidObservation) as e:
+        parse_observation({**_GOOD, "etag": "x\x00"})
+    assert e.value.field == "etag"
+
+
+def test_csv_field_over_128_kib_is_read():
+    big = "x" * 300_000
+    lines = ["url,fetched_at,status,title\n", f"http://a.example/1,1,200,{big}\n"]
+    ((n, o),) = read_observations(lines, fmt="csv")
+    assert n == 2 and not isinstance(o, InvalidObservation) and o.title == big
+
+
+def test_a_malformed_csv_row_is_rejected_by_number_and_reading_goes_on():
+    lines = [
+        "url,fetched_at,status,title\n",
+        "http://a.example/1,1,200,ok\n",
+        "http://a.example/2,2,200,a\rb\n",  # a bare carriage return, unquoted
+        "http://a.example/3,3,200,ok\n",
+        "http://a.example/4\0,4,200,ok\n",  # NUL in the URL
+        "http://a.example/5,5,200,ok\n",
+    ]
+    items = list(read_observations(lines, fmt="csv"))
+    assert [n for n, _ in items] == [2, 3, 4, 5, 6]
+    errors = [x for _, x in items if isinstance(x, InvalidObservation)]
+    assert [(e.line, e.field) for e in errors] == [(3, None), (5, "url")]
+    assert str(errors[0]).startswith("line 3: not valid CSV: a carriage return")
+    good = [x.url for _, x in items if not isinstance(x, InvalidObservation)]
+    assert good == ["http://a.example/1", "http://a.example/3", "http://a.example/5"]
+
+
+def test_csv_header_names_are_trimmed_and_lower_cased():
+    for header in ("URL, Fetched_At ,Status\n", '\ufeff "Url" ,FETCHED_AT,status\n'):
+        ((n, o),) = read_observations([header, "http://a.example/x,5,200\n"], fmt="csv")
+        assert n == 2 and not isinstance(o, InvalidObservation)
+        assert (o.url, o.fetched_at, o.status) == ("http://a.example/x", 5.0, 200)
+
+
+def test_csv_without_url_column_is_rejected_on_line_1():
+    rows = ["http://a.example/1,1,200\n", "http://a.example/2,2,200\n"]
+    ((n, e),) = read_observations(rows, fmt="csv")  # no header row: the first is data
+    assert isinstance(e, InvalidObservation) and (n, e.line) == (1, 1)
+    assert "has no 'url' column" in str(e) and "no header row" in str(e)
+    ((n, e),) = read_observations(
+        ["link,fetched_at,status\n", "http://a.example/1,1,200\n"], fmt="csv"
+    )
+    assert isinstance(e, InvalidObservation) and (n, e.line) == (1, 1)
+    assert "must name the columns" in str(e) and "no header row" not in str(e)

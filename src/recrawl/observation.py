@@ -31,6 +31,8 @@ from .fingerprint import FieldRule, fingerprint
 
 __all__ = [
     "ERRORS",
+    "MAX_BYTES",
+    "MAX_NUMBER",
     "MAX_TIMESTAMP",
     "OUTCOMES",
     "Observation",
@@ -50,7 +52,18 @@ almost surely milliseconds (or microseconds) given where seconds are expected.""
 TOO_LATE: Final = "is after the year 2200: milliseconds? give unix seconds"
 """Why a timestamp after :data:`MAX_TIMESTAMP` is refused."""
 
+MAX_BYTES: Final = 1 << 40
+"""Largest ``bytes_sent`` / ``bytes_received`` accepted (1 TiB, far beyond any one
+fetch): the store sums them per page in 64-bit integers, which this keeps from
+overflowing for millions of fetches."""
+MAX_NUMBER: Final = 1 << 53
+"""Largest ``credits`` / ``latency_ms`` accepted (and the largest integer a float
+holds exactly): sums of them stay finite."""
+CSV_FIELD_LIMIT: Final = 64 << 20
+"""Longest CSV field read (characters; the csv module's default is 128 KiB)."""
+
 _OUTCOME_SET: Final = frozenset(OUTCOMES)
+_NOT_STATUS: Final = "is not an HTTP status"
 _RARE_STRINGS: Final = ("etag", "last_modified", "title", "body_excerpt", "lease_id")
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _KNOWN_FIELDS: Final = frozenset(
@@ -177,6 +190,8 @@ def parse_timestamp(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("is not a timestamp")
     if isinstance(value, int | float):
+        if value > MAX_TIMESTAMP:  # before float(): an int may be too large for one
+            raise ValueError(TOO_LATE)
         t = float(value)
     elif isinstance(value, str):
         s = value.strip()
@@ -208,14 +223,38 @@ def _opt_str(raw: Mapping[str, Any], name: str) -> str | None:
     return v
 
 
-def _opt_number(raw: Mapping[str, Any], name: str, *, integer: bool) -> Any:
+def _show(v: Any) -> str:
+    """``v`` for an error message: a number short (never thousands of digits)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
+        try:
+            return f"{float(v):.6g}"
+        except OverflowError:
+            return f"a {v.bit_length()}-bit number"
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _opt_number(
+    raw: Mapping[str, Any],
+    name: str,
+    *,
+    integer: bool,
+    most: int = MAX_NUMBER,
+    too_large: str | None = None,
+) -> Any:
+    """The number ``raw[name]`` (None when absent or empty), from 0 to ``most``.
+
+    Anything else (not a number, not finite, negative, above ``most``: too
+    large for the store's columns) raises InvalidObservation naming the field;
+    ``too_large`` is the reason given above ``most``.
+    """
     v = raw.get(name)
     if v is None:
         return None
     t = type(v)
-    if t is int and v >= 0:
+    if t is int and 0 <= v <= most:
         return v if integer else float(v)
-    if t is float and not integer and v >= 0 and v != math.inf:
+    if t is float and not integer and 0 <= v <= most:
         return v
     if v == "":
         return None
@@ -224,10 +263,18 @@ def _opt_number(raw: Mapping[str, Any], name: str, *, integer: bool) -> Any:
             v = float(v)
         except ValueError:
             raise InvalidObservation("must be a number", field=name) from None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        if v == math.inf and any(c.isdigit() for c in raw[name]):  # "1e999", 400 digits
+            raise InvalidObservation(too_large or f"is too large (at most {most})", field=name)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise InvalidObservation("must be a number", field=name)
+    if isinstance(v, float) and not math.isfinite(v):  # (math.isfinite(int) may overflow)
         raise InvalidObservation("must be a number", field=name)
     if v < 0:
         raise InvalidObservation("must not be negative", field=name)
+    if v > most:
+        raise InvalidObservation(
+            f"{_show(v)} {too_large or f'is too large (at most {most})'}", field=name
+        )
     if integer:
         if v != int(v):
             raise InvalidObservation("must be a whole number", field=name)
@@ -286,13 +333,12 @@ def parse_observation(
         try:
             fetched_at = parse_timestamp(t_raw)
         except ValueError as exc:
-            raise InvalidObservation(f"{t_raw!r} {exc}", field="fetched_at") from None
+            raise InvalidObservation(f"{_show(t_raw)} {exc}", field="fetched_at") from None
     status = g("status")
-    if status is not None:
-        if status.__class__ is not int or status < 0:
-            status = _opt_number(raw, "status", integer=True)
-        if status is not None and not 100 <= status <= 599:
-            raise InvalidObservation(f"{status} is not an HTTP status", field="status")
+    if status is not None and (status.__class__ is not int or not 100 <= status <= 599):
+        status = _opt_number(raw, "status", integer=True, most=599, too_large=_NOT_STATUS)
+        if status is not None and status < 100:
+            raise InvalidObservation(f"{status} {_NOT_STATUS}", field="status")
     error = g("error")
     if error is not None and (error.__class__ is not str or not error):
         error = _opt_str(raw, "error")
@@ -319,10 +365,13 @@ def parse_observation(
     record = g("record")
     if record is not None and record != "":
         if isinstance(record, str):
+            # read as a JSONL line's record is: no NaN, no integer beyond 64 bits
             try:
-                record = json.loads(record)
-            except ValueError:
-                raise InvalidObservation("is not a JSON object", field="record") from None
+                record = orjson.loads(record)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidObservation(
+                    f"is not a JSON object ({exc.msg} at column {exc.colno})", field="record"
+                ) from None
         if not isinstance(record, dict):
             raise InvalidObservation("must be a JSON object", field="record")
         record_empty = not record
@@ -334,31 +383,30 @@ def parse_observation(
                     "holds a lone surrogate (\\ud800-\\udfff), not valid UTF-8 text",
                     field="record",
                 ) from None
+            except ValueError:  # (a Python caller's) integer of thousands of digits
+                raise InvalidObservation("holds a number too large", field="record") from None
     else:
         record = None
     ident = g("id")
     if ident is not None and ident.__class__ is not str:
-        if isinstance(ident, int) and not isinstance(ident, bool):
+        if isinstance(ident, int) and not isinstance(ident, bool) and ident.bit_length() <= 64:
             ident = str(ident)
         else:
             raise InvalidObservation("must be a string", field="id")
     if ident:
         key = hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
-    elif key is None:
-        if line is not None:
-            key = _line_key(line)
-        else:
-            body = json.dumps(raw, sort_keys=True, default=str).encode()
-            key = hashlib.blake2b(b"obs\0" + body, digest_size=16).digest()
+    elif key is None and line is not None:
+        key = _line_key(line)
+    # the bounds keep every number within its store column (int64, finite sums)
     bytes_sent = g("bytes_sent")
-    if bytes_sent.__class__ is not int or bytes_sent < 0:
-        bytes_sent = _opt_number(raw, "bytes_sent", integer=True) or 0
+    if bytes_sent.__class__ is not int or not 0 <= bytes_sent <= MAX_BYTES:
+        bytes_sent = _opt_number(raw, "bytes_sent", integer=True, most=MAX_BYTES) or 0
     bytes_received = g("bytes_received")
-    if bytes_received.__class__ is not int or bytes_received < 0:
-        bytes_received = _opt_number(raw, "bytes_received", integer=True) or 0
+    if bytes_received.__class__ is not int or not 0 <= bytes_received <= MAX_BYTES:
+        bytes_received = _opt_number(raw, "bytes_received", integer=True, most=MAX_BYTES) or 0
     latency_ms = g("latency_ms")
     if latency_ms is not None:
-        if latency_ms.__class__ is float and 0 <= latency_ms < math.inf:
+        if latency_ms.__class__ is float and 0 <= latency_ms <= MAX_NUMBER:
             pass
         else:
             latency_ms = _opt_number(raw, "latency_ms", integer=False)
@@ -381,6 +429,21 @@ def parse_observation(
     canary = g("canary")
     if canary is not None:
         canary = _canary(raw)
+    # PostgreSQL refuses text holding NUL: a JSON line can only carry one escaped
+    # (looking for a backslash first is 4 times faster: most lines hold none)
+    if line is None or (
+        ("\\" in line and "\\u0000" in line) if isinstance(line, str) else b"\\u0000" in line
+    ):
+        _no_nul(
+            url=url, site=site, page_type=page_type, error=error, route=route, etag=etag,
+            last_modified=last_modified, record_hash=record_hash, id=ident, lease_id=lease_id,
+        )  # fmt: skip
+    if key is None:  # (after the fields: a bad one is named first)
+        try:
+            body = json.dumps(raw, sort_keys=True, default=str).encode()
+        except ValueError:  # an integer of thousands of digits (Python callers only)
+            raise InvalidObservation("holds a number too large") from None
+        key = hashlib.blake2b(b"obs\0" + body, digest_size=16).digest()
     return Observation(
         url,
         fetched_at,
@@ -408,6 +471,13 @@ def parse_observation(
         canary,
         key,
     )
+
+
+def _no_nul(**fields: str | None) -> None:
+    """Raise InvalidObservation naming the first of ``fields`` holding a NUL character."""
+    for name, v in fields.items():
+        if v is not None and "\0" in v:
+            raise InvalidObservation("holds a NUL character (U+0000)", field=name)
 
 
 def _canary(raw: Mapping[str, Any]) -> str | None:
@@ -490,14 +560,68 @@ def read_observations(
             yield n, exc
 
 
+def _header_name(name: str) -> str:
+    """A CSV header cell as a field name: ``" URL"``, ``' "url"'`` (quoted after a
+    space, which the csv module keeps) or after a byte-order mark are ``url``."""
+    return name.strip().lstrip("\ufeff").strip().strip('"').strip().lower()
+
+
+def _no_url_column(names: list[str]) -> InvalidObservation:
+    """The error for a CSV header without a ``url`` column (line 1)."""
+    why = (
+        "the CSV header must name the columns (url, fetched_at, status, ...) "
+        "and has no 'url' column"
+    )
+    first = names[0].strip().lower() if names else ""
+    if first.startswith(("http://", "https://")) or "://" in first:
+        why += f": the file seems to have no header row (its first line is data: {first[:60]!r})"
+    return InvalidObservation(why, line=1)
+
+
+def _csv_error(exc: csv.Error) -> str:
+    """Why the csv module could not read a row, in the input's terms."""
+    text = str(exc)
+    if text.startswith("new-line character"):
+        return "not valid CSV: a carriage return (\\r) inside an unquoted field (quote the field)"
+    return f"not valid CSV: {text}"
+
+
 def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> Iterator[Parsed]:
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:  # (a process-wide setting)
+        csv.field_size_limit(CSV_FIELD_LIMIT)
     it = iter(lines)
     first = next(it, None)
     if first is not None and first.startswith("\ufeff"):
         # a byte-order mark that reached the parser (stdin, or a file opened as utf-8)
         first = first[1:]
     reader = csv.DictReader(chain((first,), it) if first is not None else it)
-    for row in reader:
+    rows = reader.reader  # its line_num counts the lines of a row that failed too
+    try:
+        names = reader.fieldnames
+    except csv.Error as exc:
+        n = rows.line_num or 1
+        yield n, InvalidObservation(f"the CSV header is {_csv_error(exc)}", line=n)
+        return
+    if names is None:  # no input at all
+        return
+    fieldnames = [_header_name(h) for h in names]
+    if "url" not in fieldnames:
+        yield 1, _no_url_column(list(names))
+        return
+    reader.fieldnames = fieldnames
+    failed = 0
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # that row only: the reader goes on with the next line
+            n = rows.line_num
+            yield n, InvalidObservation(_csv_error(exc), line=n)
+            if n == failed:  # read nothing since the last failure: it cannot go on
+                return
+            failed = n
+            continue
         n = reader.line_num
         if row.get(None):
             yield n, InvalidObservation("has more columns than the header", line=n)

@@ -384,3 +384,18 @@ def test_health_names_the_paused_sites(tmp_path: Path):
     assert "paused" in res.output and "shop.example" in res.output
     o = json.loads(runner.invoke(app, ["health", "--db", db, "--no-record", "--json"]).output)
     assert o["paused"] == ["shop.example"]
+
+
+def test_a_compressed_log_is_ingested_as_it_is(tmp_path: Path):
+    import gzip
+
+    plain = _log(tmp_path)
+    packed = tmp_path / "log.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    db = str(tmp_path / "g.db")
+    res = runner.invoke(app, ["ingest", str(packed), "--db", db, "-q"])
+    assert res.exit_code == 0, res.output
+    n = sum(1 for line in plain.read_text().splitlines() if line.strip())
+    assert f"{n:,} observations stored" in res.output and "0 rejected" in res.output
+    again = runner.invoke(app, ["ingest", str(plain), "--db", db, "-q"])
+    assert f"{n:,} already known" in again.output  # the same observations, not new ones

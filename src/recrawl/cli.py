@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gc
+import gzip
 import io
 import json
 import math
@@ -123,8 +124,20 @@ def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
             p = Path(name)
             if not p.is_file():
                 raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
-            f = p.open(encoding="utf-8-sig", errors="surrogateescape", newline="")
-            opened.append((name, stack.enter_context(f), p.stat().st_size))
+            enc, errs = "utf-8-sig", "surrogateescape"
+            with p.open("rb") as probe:
+                gzipped = probe.read(2) == b"\x1f\x8b"
+            if gzipped:  # a compressed log is read as it is: its size says nothing of its lines
+                gz = stack.enter_context(gzip.open(p, "rt", encoding=enc, errors=errs, newline=""))
+                opened.append((name, gz, 0))
+            else:
+                opened.append(
+                    (
+                        name,
+                        stack.enter_context(p.open(encoding=enc, errors=errs, newline="")),
+                        p.stat().st_size,
+                    )
+                )
         yield opened
 
 
@@ -168,7 +181,9 @@ def ingest(
         )  # fmt: skip
         with progress:
             for name, f, size in inputs:
-                kind = fmt or ("csv" if name.lower().endswith(".csv") else "jsonl")
+                kind = fmt or (
+                    "csv" if name.lower().removesuffix(".gz").endswith(".csv") else "jsonl"
+                )
                 if kind not in ("jsonl", "csv"):
                     raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
                 task = progress.add_task(name, total=size or None, stored=0)
@@ -201,7 +216,11 @@ def ingest(
     out.print(
         f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
         f"{total.rejected:,} rejected"
-        + (f" ({total.reordered_pages:,} pages re-ordered)" if total.reordered_pages else "")
+        + (
+            f" ({total.reordered_pages:,} times a page's late observations were put in time order)"
+            if total.reordered_pages
+            else ""
+        )
     )
     if total.rejected:
         raise typer.Exit(1)

@@ -655,3 +655,21 @@ def test_the_openapi_description_keeps_the_json_bodies(serve: Serve) -> None:
         for path, schema in (("/v1/leases", "LeaseRequest"), ("/v1/urls", "UrlBatch")):
             body = orjson.dumps(paths[path]["post"]["requestBody"]["content"]["application/json"])
             assert schema.encode() in body
+
+
+def test_urls_registered_by_the_cli_reach_a_running_service(serve: Serve, db_path: str) -> None:
+    # another process writes to the store the service runs on: the plan catches up
+    clock = ManualClock()
+    with serve(clock=clock) as (client, _):
+        assert lease(client, "w1") == []  # an empty store: an empty plan, cached
+        urls = Path(db_path).with_suffix(".txt")
+        urls.write_text("https://cli.example/1\nhttps://cli.example/2\n")
+        res = CliRunner().invoke(cli_app, ["urls", "add", str(urls), "--db", db_path])
+        assert res.exit_code == 0, res.output
+        got: list[dict[str, Any]] = []
+        for _ in range(100):  # the plan is recomputed in the background
+            got += lease(client, "w1")
+            if len(got) == 2:
+                break
+            time.sleep(0.05)
+        assert sorted(t["url"] for t in got) == ["https://cli.example/1", "https://cli.example/2"]

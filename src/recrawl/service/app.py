@@ -9,7 +9,8 @@ The planner runs in the loop:
 
 * observations re-estimate pages as they are stored (the store folds them in);
 * the plan is recomputed when a cycle (``cycle_hours``) begins, after
-  ``replan_after`` new observations (at most every ``replan_min_s`` seconds),
+  ``replan_after`` new observations or a write by another process to a SQLite
+  store (the CLI's ingest, URLs, resume; at most every ``replan_min_s`` seconds),
   and at once when a site's controls change (band action, resume) or URLs are
   registered; a recomputation inside a cycle spends only what the cycle has
   not yet handed out;
@@ -373,6 +374,8 @@ class Service:
         self._lease_pool: _LeasePool | None = None
         self._plan_at = -math.inf
         self._dirty = True
+        self._outside: int | None = None
+        self._outside_changed = False
         self._obs_since_plan = 0
         self._done: set[str] = set()
         self._done_pending: set[str] | None = None
@@ -477,17 +480,24 @@ class Service:
         enforced at lease time), so leases never wait for the planner.
         """
         t = self.now() if now is None else now
+        outside = self.engine.store.outside_writes()
         with self._lock:
+            if outside != self._outside:
+                # another process wrote to the store (recrawl ingest, urls add, site
+                # resume): its observations, URLs and controls count like ours
+                self._outside_changed = self._outside is not None
+                self._outside = outside
             cycle = int(t // self.cycle_s)
             if self._plan is None or self._dirty:
                 self._install(self._compute(t, cycle), t, cycle, set())
             elif not self._replanning and (
                 cycle != self._plan_cycle
                 or (
-                    self._obs_since_plan >= self.replan_after
+                    (self._obs_since_plan >= self.replan_after or self._outside_changed)
                     and t - self._plan_at >= self.replan_min_s
                 )
             ):
+                self._outside_changed = False
                 self._replanning = True
                 self._generation += 1
                 self._done_pending = set()

@@ -1334,6 +1334,12 @@ class SQLStore:
         cols["gone"] = num[:, 10] > 0
         return cols
 
+    def outside_writes(self) -> int | None:
+        """A number that changes when another connection (another process: the
+        CLI, a second service) commits to the store; None when the store cannot
+        tell. Writes through this store object do not change it."""
+        return None
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

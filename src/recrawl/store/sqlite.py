@@ -39,6 +39,11 @@ class SQLiteStore(SQLStore):
         self.path = str(path)
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
 
+    def outside_writes(self) -> int | None:
+        """SQLite's ``data_version``: it moves with every commit of another connection."""
+        with self._lock:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     def _connect(self) -> Any:
         try:
             if self.path != ":memory:":

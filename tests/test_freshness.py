@@ -226,3 +226,84 @@ def test_budget_for_freshness_on_many_pages_lands_on_the_target() -> None:
         got = np.dot(w, time_averaged_freshness(lam, np.full(n, uni / c.sum()))) / w.sum()
         assert got == pytest.approx(target, abs=1e-9)
         assert opt < uni
+
+
+def _reaches(lam: list[float], target: float) -> None:
+    budget = budget_for_freshness(lam, target)
+    for b, ok in ((budget, True), (budget - 1e-4, False)):
+        f = optimal_allocation(lam, b).visits_per_day
+        got = allocation_value(lam, f) / len(lam)
+        assert (got >= target - 1e-6) if ok else (got < target)
+    f = optimal_allocation(lam, budget).visits_per_day
+    assert allocation_value(lam, f) / len(lam) == pytest.approx(target, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("lam", "target"), [([1.0], 0.02), ([1.0], 0.01), ([0.1, 1, 10, 100], 0.2)]
+)
+def test_budget_for_freshness_across_the_cut_off(lam: list[float], target: float) -> None:
+    # the least budget leaves a page on the cut-off (r beyond the table's 38)
+    _reaches(lam, target)
+
+
+@pytest.mark.parametrize("objective", ["events", "freshness"])
+def test_many_page_allocation_is_monotone_in_the_budget(objective: str) -> None:
+    rng = np.random.default_rng(0)
+    n = 60_000
+    lam = np.exp(rng.uniform(-12, 8, n))
+    c = np.exp(rng.uniform(-5, 5, n))
+    w = np.exp(rng.uniform(-3, 3, n))
+    prev = np.zeros(n)
+    for budget in np.geomspace(0.01, 1e5, 30):
+        a = optimal_allocation(lam, budget, weight=w, cost=c, objective=objective)  # type: ignore[arg-type]
+        f = a.visits_per_day
+        assert float(np.dot(c, f)) == pytest.approx(budget, rel=1e-9)
+        assert np.all(f >= prev * (1 - 1e-9))
+        visited = f > 0
+        scale = lam if objective == "freshness" else np.ones(n)
+        lhs = w[visited] * marginal(lam[visited] / f[visited]) / scale[visited]
+        assert np.allclose(lhs, a.multiplier * c[visited], rtol=1e-4)
+        prev = f
+
+
+def test_bad_input_is_refused_with_a_value_error() -> None:
+    bad_calls = [
+        lambda: optimal_allocation([math.nan, 1.0], 1.0),
+        lambda: optimal_allocation([-1.0, 1.0], 1.0),
+        lambda: optimal_allocation([math.inf, 1.0], 1.0),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, weight=[math.nan, 1.0]),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, weight=[-1.0, 1.0]),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, weight=[math.inf, 1.0]),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, cost=[math.nan, 1.0]),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, cost=[math.inf, 1.0]),
+        lambda: optimal_allocation([1.0, 1.0], math.nan),
+        lambda: optimal_allocation([1.0, 1.0], math.inf),
+        lambda: optimal_allocation([[1.0, 1.0]], 1.0),
+        lambda: optimal_allocation([1.0, 1.0], 1.0, cost=[1.0, 1.0, 1.0]),
+        lambda: budget_for_freshness([1.0, 1.0], 0.5, weight=[math.nan, 1.0]),
+        lambda: budget_for_freshness([1.0, 1.0], 0.5, weight=[math.inf, 1.0]),
+        lambda: budget_for_freshness([1.0, 1.0], 0.5, cost=[math.inf, 1.0]),
+        lambda: allocation_value([1.0], [1.0], objective="x"),  # type: ignore[arg-type]
+        lambda: freshness_gain(1.0, -1.0, 1.0),
+        lambda: captured_change_rate(-1.0, 1.0),
+        lambda: time_averaged_freshness(-1.0, 1.0),
+    ]
+    for call in bad_calls:
+        with pytest.raises(ValueError):
+            call()
+    # a scalar rate is one page, as before
+    assert optimal_allocation(1.0, 1.0).visits_per_day.tolist() == [1.0]
+
+
+def test_formula_edges() -> None:
+    assert math.isnan(freshness_gain(math.nan, 1.0, 1.0))
+    assert math.isnan(time_averaged_freshness(math.nan, 1.0))
+    assert math.isnan(captured_change_rate(math.nan, 1.0))
+    assert math.isnan(float(inverse_marginal(math.nan)))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert freshness_gain(0.0, 1.0, math.inf) == 0.0
+        assert captured_change_rate(1.0, math.inf) == 1.0
+        assert time_averaged_freshness(1.0, math.inf) == 1.0

@@ -65,6 +65,45 @@ def _f64(x: ArrayLike) -> FloatArray:
     return np.asarray(x, dtype=np.float64)
 
 
+def _pages(
+    rate_per_day: ArrayLike, weight: ArrayLike | None, cost: ArrayLike | None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Rates, weights and costs as 1-D arrays of one length, checked.
+
+    A scalar rate is one page; a scalar weight or cost applies to every page.
+    Raises ValueError unless rates are finite and ≥ 0, weights finite and ≥ 0
+    and costs finite and > 0 (NaN fails every test: ``min``/``max`` propagate
+    it, and every comparison with it is false).
+    """
+    lam = np.atleast_1d(_f64(rate_per_day))
+    if lam.ndim != 1:
+        raise ValueError(f"rate_per_day must be one-dimensional, got shape {lam.shape}")
+    n = lam.shape[0]
+
+    def per_page(x: ArrayLike | None, name: str) -> FloatArray:
+        if x is None:
+            return np.ones(n)
+        arr = _f64(x)
+        if arr.ndim == 0:
+            return np.broadcast_to(arr, (n,))
+        if arr.shape != (n,):
+            raise ValueError(
+                f"rate_per_day, weight and cost must have one entry per page: {name} has shape "
+                f"{arr.shape}, rate_per_day {(n,)}"
+            )
+        return arr
+
+    w = per_page(weight, "weight")
+    c = per_page(cost, "cost")
+    if n and not (lam.min() >= 0 and lam.max() < np.inf):
+        raise ValueError("rates must be finite and ≥ 0")
+    if n and weight is not None and not (w.min() >= 0 and w.max() < np.inf):
+        raise ValueError("weights must be finite and ≥ 0")
+    if n and cost is not None and not (c.min() > 0 and c.max() < np.inf):
+        raise ValueError("every cost must be finite and positive (costs > 0)")
+    return lam, w, c
+
+
 @overload
 def freshness_gain(
     rate_per_day: float, days_since_visit: float, interval_days: float = 1.0
@@ -86,16 +125,23 @@ def freshness_gain(
     Parameters
     ----------
     rate_per_day : array_like
-        Change rate λ, changes per day (≥ 0).
+        Change rate λ, changes per day (≥ 0; ``inf`` allowed).
     days_since_visit : array_like
-        Time since the last visit, days.
+        Time since the last visit, days (≥ 0; ``inf``: never visited).
     interval_days : array_like, default 1.0
-        Time until the following visit, days.
+        Time until the following visit, days (≥ 0; ``inf`` allowed).
 
     Returns
     -------
     float or ndarray
-        Fresh days per visit; a float when every input is a scalar.
+        Fresh days per visit; a float when every input is a scalar. A page
+        that never changes gains 0 (also for an infinite interval); a NaN
+        input gives NaN.
+
+    Raises
+    ------
+    ValueError
+        If a rate, a time since the visit or an interval is negative.
 
     Examples
     --------
@@ -109,11 +155,15 @@ def freshness_gain(
     lam = _f64(rate_per_day)
     t = _f64(days_since_visit)
     interval = _f64(interval_days)
+    if np.any(lam < 0) or np.any(t < 0) or np.any(interval < 0):
+        raise ValueError("rates, days since the visit and intervals must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore"):
-        # a page never visited (t = inf) that never changes (λ = 0) is not stale
-        p_stale = np.where(lam > 0, -np.expm1(-lam * t), 0.0)
-        fresh_after = np.where(lam > 0, -np.expm1(-lam * interval) / lam, interval)
-    out = p_stale * fresh_after
+        out = np.expm1(-lam * t)
+        out *= np.expm1(-lam * interval)
+        out /= lam
+    # a page that never changes (λ = 0) is never stale, so a visit gains nothing
+    # (NaN stays NaN: only λ == 0 is replaced)
+    out = np.where(lam == 0, 0.0, out)
     if out.ndim == 0:
         return float(out)
     return out
@@ -134,14 +184,20 @@ def time_averaged_freshness(
     Parameters
     ----------
     rate_per_day : array_like
-        Change rate λ, changes per day.
+        Change rate λ, changes per day (≥ 0).
     visits_per_day : array_like
-        Visit frequency f, visits per day (fixed interval ``1/f`` days).
+        Visit frequency f, visits per day (≥ 0; fixed interval ``1/f`` days;
+        ``inf`` gives 1).
 
     Returns
     -------
     float or ndarray
-        Freshness in [0, 1].
+        Freshness in [0, 1]; NaN where an input is NaN.
+
+    Raises
+    ------
+    ValueError
+        If a rate or a frequency is negative.
 
     Examples
     --------
@@ -152,6 +208,8 @@ def time_averaged_freshness(
     """
     lam = _f64(rate_per_day)
     f = _f64(visits_per_day)
+    if np.any(lam < 0) or np.any(f < 0):
+        raise ValueError("rates and visit frequencies must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore"):
         r = lam / f
         out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
@@ -174,14 +232,19 @@ def captured_change_rate(rate_per_day: ArrayLike, visits_per_day: ArrayLike) -> 
     Parameters
     ----------
     rate_per_day : array_like
-        Change rate λ, changes per day.
+        Change rate λ, changes per day (≥ 0).
     visits_per_day : array_like
-        Visit frequency f, visits per day.
+        Visit frequency f, visits per day (≥ 0; ``inf`` gives λ).
 
     Returns
     -------
     float or ndarray
-        Detected changes per day.
+        Detected changes per day; NaN where an input is NaN.
+
+    Raises
+    ------
+    ValueError
+        If a rate or a frequency is negative.
 
     Examples
     --------
@@ -190,8 +253,12 @@ def captured_change_rate(rate_per_day: ArrayLike, visits_per_day: ArrayLike) -> 
     """
     lam = _f64(rate_per_day)
     f = _f64(visits_per_day)
+    if np.any(lam < 0) or np.any(f < 0):
+        raise ValueError("rates and visit frequencies must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = np.where(f > 0, -f * np.expm1(-lam / f), 0.0)
+        out = -f * np.expm1(-lam / f)
+    # no visits find nothing; infinitely many find every change (NaN stays NaN)
+    out = np.where(f == 0, 0.0, np.where(f == np.inf, lam, out))
     if out.ndim == 0:
         return float(out)
     return out
@@ -248,8 +315,9 @@ def _inverse_block(xa: FloatArray, polish: bool) -> FloatArray:
         logit -= np.log1p(-xc)
         del xc
         pos = (logit - _L0) * (1.0 / _LSTEP)
-        np.clip(pos, 0.0, _NTAB - 1.000001, out=pos)
+        # clip the index, not pos: a NaN x keeps a NaN pos and so gives a NaN r
         i = pos.astype(np.intp)
+        np.clip(i, 0, _NTAB - 2, out=i)
         pos -= i
         lo = _LOG_R_TAB[i]
         r = _LOG_R_TAB[i + 1]
@@ -277,7 +345,7 @@ def inverse_marginal(x: ArrayLike, *, polish: bool = False) -> FloatArray:
     ----------
     x : array_like
         Target marginal values. ``x ≤ 0`` gives 0; ``x ≥ 1`` gives ``inf``
-        (no finite visit interval has that marginal value).
+        (no finite visit interval has that marginal value); NaN gives NaN.
     polish : bool, default False
         Apply one Newton step after the table look-up (relative error on
         ``g(r)`` below 1e-10 instead of about 1e-6).
@@ -366,6 +434,51 @@ def _solve_log_mu(
     return m
 
 
+# pages with μa above this (r ≳ 4.5) are solved page by page on many pages: there a
+# bin's 0.05 % error in a moves r by more than 0.05 %, and near the cut-off
+# (μa → 1, r → ∞) without bound
+_SENSITIVE_X = 0.95
+_WINDOW = 0.01  # how far (in ln μ) the exact solve may move from the histogram's
+
+
+def _solve_log_mu_many(
+    a: FloatArray, log_a: FloatArray, b: FloatArray, budget: float, lo_a: float, hi_a: float
+) -> float:
+    """:func:`_solve_log_mu` for many pages: first on a log-histogram of ``a``
+    (bins 0.05 % wide), then again with the pages near and past the cut-off
+    taken one by one (and the rest still binned); on every page if the root
+    moves too far for that split to hold."""
+    nbins = int(min(max((hi_a - lo_a) / 5e-4, 1), 200_000))
+    hist, edges = np.histogram(log_a, bins=nbins, range=(lo_a, hi_a + 1e-9), weights=b)
+    centres = np.exp(0.5 * (edges[:-1] + edges[1:]))
+    keep = hist > 0
+    m0 = _solve_log_mu(centres[keep], hist[keep], budget, lo_a, hi_a)
+    # bins below k_lo stay binned; pages between edges k_lo and k_hi are taken
+    # one by one; pages past edge k_hi get no visits while ln μ ≥ m0 − _WINDOW
+    k_lo = int(np.searchsorted(edges, math.log(_SENSITIVE_X) - m0 - _WINDOW, side="right")) - 1
+    k_lo = min(max(k_lo, 0), nbins)
+    k_hi = min(max(int(np.searchsorted(edges, _WINDOW - m0, side="left")), k_lo), nbins)
+    sel = log_a >= edges[k_lo]
+    if k_hi < nbins:
+        sel &= log_a < edges[k_hi]
+    pick = np.flatnonzero(sel)
+    del sel
+    if pick.size > a.size // 2:
+        return _solve_log_mu(a, b, budget, lo_a, hi_a, start=m0)
+    low = keep[:k_lo]
+    m = _solve_log_mu(
+        np.concatenate([centres[:k_lo][low], a[pick]]),
+        np.concatenate([hist[:k_lo][low], b[pick]]),
+        budget,
+        lo_a,
+        hi_a,
+        start=m0,
+    )
+    if abs(m - m0) >= _WINDOW:
+        m = _solve_log_mu(a, b, budget, lo_a, hi_a, start=m)
+    return m
+
+
 def optimal_allocation(
     rate_per_day: ArrayLike,
     budget_per_day: float,
@@ -384,14 +497,15 @@ def optimal_allocation(
     Parameters
     ----------
     rate_per_day : array_like
-        Change rate λᵢ of each page, changes per day. Pages with λ = 0 get no
-        visits (a visit cannot gain anything).
+        Change rate λᵢ of each page, changes per day (finite, ≥ 0; 1-D, or a
+        scalar for one page). Pages with λ = 0 get no visits (a visit cannot
+        gain anything).
     budget_per_day : float
-        Billing units per day to spend (> 0).
+        Billing units per day to spend (finite, > 0).
     weight : array_like, optional
-        Value weight wᵢ (≥ 0, default 1).
+        Value weight wᵢ (finite, ≥ 0, default 1; a scalar applies to all).
     cost : array_like, optional
-        Cost of one visit cᵢ, billing units (> 0, default 1).
+        Cost of one visit cᵢ, billing units (finite, > 0, default 1).
     objective : {"freshness", "events"}
         What to maximise.
 
@@ -399,6 +513,13 @@ def optimal_allocation(
     -------
     Allocation
         Frequencies (visits per day), the multiplier μ and the spend.
+
+    Raises
+    ------
+    ValueError
+        For a budget that is not finite and positive, a rate, weight or cost
+        outside the ranges above (NaN included), inputs that are not 1-D of
+        one length, or an unknown objective.
 
     Examples
     --------
@@ -409,19 +530,15 @@ def optimal_allocation(
     >>> a.visits_per_day.round(3)
     array([0.   , 0.653, 0.347])
     """
-    lam = _f64(rate_per_day)
-    n = lam.shape[0] if lam.ndim else 1
-    lam = np.broadcast_to(lam, (n,)) if lam.ndim == 0 else lam
-    w = np.ones(n) if weight is None else np.broadcast_to(_f64(weight), (n,))
-    c = np.ones(n) if cost is None else np.broadcast_to(_f64(cost), (n,))
-    if budget_per_day <= 0:
-        raise ValueError(f"budget_per_day must be positive, got {budget_per_day}")
-    if np.any(c <= 0):
-        raise ValueError("every cost must be positive")
     if objective not in ("freshness", "events"):
         raise ValueError(f"unknown objective {objective!r}")
+    budget_per_day = float(budget_per_day)
+    if not 0.0 < budget_per_day < math.inf:
+        raise ValueError(f"budget_per_day must be finite and positive, got {budget_per_day}")
+    lam, w, c = _pages(rate_per_day, weight, cost)
+    n = lam.shape[0]
 
-    useful = (lam > 0) & (w > 0) & np.isfinite(lam)
+    useful = (lam > 0) & (w > 0)
     freq = np.zeros(n)
     idx: slice | NDArray[np.intp]
     if not useful.any():
@@ -442,14 +559,8 @@ def optimal_allocation(
     log_a = np.log(a)
     lo_edge, hi_edge = float(log_a.min()), float(log_a.max())
     if a.size > 50_000:
-        # Solve on a log-histogram of a: bins 0.05% wide, so μ is right to about
-        # 0.03%, and the final rescaling spends the budget exactly
-        nbins = int(min(max((hi_edge - lo_edge) / 5e-4, 1), 200_000))
-        hist, edges = np.histogram(log_a, bins=nbins, range=(lo_edge, hi_edge + 1e-9), weights=b)
+        log_mu = _solve_log_mu_many(a, log_a, b, budget_per_day, lo_edge, hi_edge)
         del log_a, b
-        keep = hist > 0
-        a_bins = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
-        log_mu = _solve_log_mu(a_bins, hist[keep], budget_per_day, lo_edge, hi_edge)
     else:
         del log_a
         log_mu = _solve_log_mu(a, b, budget_per_day, lo_edge, hi_edge)
@@ -462,15 +573,33 @@ def optimal_allocation(
     edge = np.flatnonzero(np.abs(a - 1.0) < 1e-9)
     r[edge] = np.inf
     del a
+    steep = np.flatnonzero(r > 2.0)
+    r_steep = r[steep]
     with np.errstate(divide="ignore"):
         f = np.divide(lam_u, r, out=r)
     spent = float(np.dot(c_u, f))
-    if spent < budget_per_day * (1 - 1e-6) and edge.size:
+    left = budget_per_day - spent
+    if left > 0 and edge.size:
         b_edge = c_u[edge] * lam_u[edge]
-        f[edge] = (budget_per_day - spent) * (b_edge / b_edge.sum()) / c_u[edge]
-        spent = float(np.dot(c_u, f))
+        f[edge] = left * (b_edge / b_edge.sum()) / c_u[edge]
+    elif left != 0 and spent > 0:
+        # the solver stops within 1e-10 of the budget (or 1e-12 of μ): spend the
+        # rest as one more Newton step in ln μ would, page by page. It moves
+        # ln f by s = d ln r / d ln μ = g(r) eʳ / r², which is ½ for small r and
+        # huge near the cut-off, so a uniform rescaling would wrongly move
+        # every page (and break monotonicity in the budget)
+        finite = np.isfinite(r_steep)
+        steep, r_steep = steep[finite], r_steep[finite]
+        sens = marginal(r_steep) * np.exp(r_steep) / (r_steep * r_steep)
+        cf = c_u[steep] * f[steep]
+        # pages with r ≤ 2 have s between ½ and 1.1: take ¾
+        total = float(np.dot(cf, sens)) + 0.75 * (spent - float(cf.sum()))
+        t = left / total
+        f *= 1.0 + 0.75 * t
+        f[steep] *= np.maximum(1.0 + sens * t, 0.0) / (1.0 + 0.75 * t)
+    spent = float(np.dot(c_u, f))
     if spent > 0:
-        # absorb the solver's last rounding so the budget is spent exactly
+        # absorb the last rounding so the budget is spent exactly
         f *= budget_per_day / spent
         spent = budget_per_day
     if isinstance(idx, slice):
@@ -488,9 +617,15 @@ def allocation_value(
 ) -> float:
     """Objective value of an allocation: ``Σ wᵢ F(λᵢ, fᵢ)`` or ``Σ wᵢ fᵢ (1 − e^(−λᵢ/fᵢ))``.
 
+    Raises ValueError for an unknown ``objective`` and, as
+    :func:`time_averaged_freshness` and :func:`captured_change_rate` do, for a
+    negative rate or frequency.
+
     >>> allocation_value([1.0, 1.0], [1.0, 1.0])  # doctest: +ELLIPSIS
     1.264...
     """
+    if objective not in ("freshness", "events"):
+        raise ValueError(f"unknown objective {objective!r}")
     lam = _f64(rate_per_day)
     f = _f64(visits_per_day)
     w = np.ones_like(lam) if weight is None else _f64(weight)
@@ -542,9 +677,10 @@ def budget_for_freshness(
     Raises
     ------
     ValueError
-        For a target outside (0, 1), arrays of different lengths, a negative
-        or infinite rate, a negative weight, a cost that is not positive, or
-        no weight at all.
+        For a target outside (0, 1), inputs that are not 1-D of one length, a
+        rate that is negative, infinite or NaN, a weight that is negative,
+        infinite or NaN, a cost that is not finite and positive, or no weight
+        at all.
 
     Examples
     --------
@@ -559,15 +695,9 @@ def budget_for_freshness(
     >>> bool(opt < uni)
     True
     """
-    lam = _f64(rate_per_day).ravel()
-    w = np.ones_like(lam) if weight is None else _f64(weight).ravel()
-    c = np.ones_like(lam) if cost is None else _f64(cost).ravel()
     if not 0.0 < target < 1.0:
         raise ValueError(f"target must be between 0 and 1 (exclusive), got {target}")
-    if w.shape != lam.shape or c.shape != lam.shape:
-        raise ValueError("rate_per_day, weight and cost must have one entry per page")
-    if not np.all((lam >= 0) & np.isfinite(lam)) or np.any(w < 0) or not np.all(c > 0):
-        raise ValueError("rates must be finite and ≥ 0, weights ≥ 0 and costs > 0")
+    lam, w, c = _pages(rate_per_day, weight, cost)
     if allocation not in ("optimal", "uniform"):
         raise ValueError(f"allocation must be 'optimal' or 'uniform', got {allocation!r}")
     total = float(w.sum())
@@ -580,65 +710,156 @@ def budget_for_freshness(
     lam_u, w_u, c_u = lam[useful], w[useful], c[useful]
     if allocation == "uniform":
         # every page visited at f = budget / Σc; with x = ln(1/f), r = λ eˣ
-        x = _solve_fresh(np.log(lam_u), w_u, need)
+        x = _solve_uniform(np.log(lam_u), w_u, need)
         return float(c.sum()) * math.exp(-x)
     # the optimal allocation at multiplier μ = eᵐ: r = g⁻¹(μ a), a = cλ/w
-    a = c_u * lam_u / w_u
-    m = _solve_fresh(np.log(a), w_u, need, optimal=True)
-    r = inverse_marginal(math.exp(m) * a, polish=True)
-    return float(np.sum(c_u * lam_u / r))
+    b = c_u * lam_u
+    return _solve_budget(np.log(b / w_u), w_u, b, need)
 
 
-def _fresh_sum(log_key: FloatArray, w: FloatArray, s: float, optimal: bool) -> tuple[float, float]:
-    """``Σ wᵢ F`` and its derivative in ``s``, with ``r = g⁻¹(eˢ kᵢ)`` (``optimal``)
-    or ``r = eˢ kᵢ`` (one interval for all), ``k = e^log_key``; in cache-sized
-    blocks, so ten million pages need no full-size temporaries."""
+def _time_averaged_freshness_of_r(r: FloatArray) -> FloatArray:
+    """``F`` as a function of ``r = λ/f`` alone, unchecked: ``(1 − e^(−r))/r``, 0 at ∞."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
+    return out
+
+
+def _fresh_sum(
+    log_key: FloatArray,
+    w: FloatArray,
+    s: float,
+    optimal: bool,
+    b: FloatArray | None = None,
+) -> tuple[float, float, float]:
+    """``Σ wᵢ F``, its derivative in ``s`` and ``Σ bᵢ/rᵢ`` (0 without ``b``), with
+    ``r = g⁻¹(eˢ kᵢ)`` (``optimal``) or ``r = eˢ kᵢ`` (one interval for all),
+    ``k = e^log_key``; in cache-sized blocks, so ten million pages need no
+    full-size temporaries."""
     if log_key.size > _BLOCK:
-        total, d_total = 0.0, 0.0
+        total, d_total, spend = 0.0, 0.0, 0.0
         for i in range(0, log_key.size, _BLOCK):
-            f, d = _fresh_sum(log_key[i : i + _BLOCK], w[i : i + _BLOCK], s, optimal)
+            sl = slice(i, i + _BLOCK)
+            f, d, sp = _fresh_sum(log_key[sl], w[sl], s, optimal, None if b is None else b[sl])
             total += f
             d_total += d
-        return total, d_total
+            spend += sp
+        return total, d_total, spend
     x = np.exp(log_key + s)
     r = inverse_marginal(x, polish=True) if optimal else x
-    fresh = time_averaged_freshness(r, 1.0)  # F depends on λ/f = r alone; 0 at r = ∞
+    fresh = _time_averaged_freshness_of_r(r)  # F depends on λ/f = r alone; 0 at r = ∞
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         g = marginal(r)
         dfdr = np.where(r > 1e-8, -g / (r * r), -0.5)  # dF/dr = −g(r)/r²
         # dr/ds: r itself for a fixed interval; g(r)/g′(r) = g(r)/(r e⁻ʳ) for the optimum
         drds = g / (r * np.exp(-r)) if optimal else r
         slope = np.where(np.isfinite(r) & (r > 0), dfdr * drds, 0.0)
-    return float(np.dot(w, fresh)), float(np.dot(w, slope))
+        spend = 0.0 if b is None else float(np.sum(b / r))
+    return float(np.dot(w, fresh)), float(np.dot(w, slope)), spend
 
 
-def _solve_fresh(log_key: FloatArray, w: FloatArray, need: float, optimal: bool = False) -> float:
-    """The ``s`` at which ``Σ wᵢ F = need`` (see :func:`_fresh_sum`; decreasing in ``s``).
+def _histogram(log_key: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Bin centres (in ``log_key``) and summed weights of a log-histogram 0.05 % wide."""
+    edges_lo, edges_hi = float(log_key.min()), float(log_key.max()) + 1e-9
+    nbins = int(min(max((edges_hi - edges_lo) / 5e-4, 1), 200_000))
+    hist, edges = np.histogram(log_key, bins=nbins, range=(edges_lo, edges_hi), weights=w)
+    keep = hist > 0
+    return 0.5 * (edges[:-1] + edges[1:])[keep], hist[keep]
 
-    Bisection on a log-histogram of the keys (weights ``w``) when there are
-    many pages, then Newton steps on every page.
+
+def _bisect_fresh(
+    keys: FloatArray,
+    weights: FloatArray,
+    need: float,
+    optimal: bool,
+    b: FloatArray | None = None,
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """Bisect for ``Σ wᵢ F = need`` (decreasing in ``s``) to a bracket 1e-12 wide.
+
+    Returns ``(s, Σ wF, Σ b/r)`` at the two ends: ``lo`` reaches ``need``, ``hi``
+    does not.
     """
-    lo = -float(log_key.max()) - 60.0  # every page visited far more often than it changes
-    hi = -float(log_key.min()) + (0.0 if optimal else 60.0)  # no page is visited
-    if log_key.size > 50_000:
-        edges_lo, edges_hi = float(log_key.min()), float(log_key.max()) + 1e-9
-        nbins = int(min(max((edges_hi - edges_lo) / 5e-4, 1), 200_000))
-        hist, edges = np.histogram(log_key, bins=nbins, range=(edges_lo, edges_hi), weights=w)
-        keep = hist > 0
-        keys, weights = 0.5 * (edges[:-1] + edges[1:])[keep], hist[keep]
-    else:
-        keys, weights = log_key, w
+    lo = -float(keys.max()) - 60.0  # every page visited far more often than it changes
+    hi = -float(keys.min()) + (0.0 if optimal else 60.0)  # no page is visited
+    f_lo, f_hi, b_lo, b_hi = math.inf, 0.0, math.inf, 0.0
     while hi - lo > 1e-12 * max(1.0, abs(lo), abs(hi)):
         mid = 0.5 * (lo + hi)
-        if _fresh_sum(keys, weights, mid, optimal)[0] >= need:
-            lo = mid
+        got, _, spend = _fresh_sum(keys, weights, mid, optimal, b)
+        if got >= need:
+            lo, f_lo, b_lo = mid, got, spend
         else:
-            hi = mid
-    s = lo
-    if keys is not log_key:
-        for _ in range(6):
-            got, slope = _fresh_sum(log_key, w, s, optimal)
-            if abs(got - need) <= 1e-12 * need or slope >= 0:
-                break
-            s -= (got - need) / slope
+            hi, f_hi, b_hi = mid, got, spend
+    return (lo, f_lo, b_lo), (hi, f_hi, b_hi)
+
+
+def _chord(lo: tuple[float, float, float], hi: tuple[float, float, float], need: float) -> float:
+    """The budget at which the frontier through the two ends reaches ``need``.
+
+    Between two multipliers 1e-12 apart, spend and freshness move almost only
+    through pages on the cut-off (``μ a ≈ 1``, ``r`` beyond the table's 38):
+    the optimum gives them whatever budget is left, and their freshness
+    ``F ≈ f/λ`` is linear in it; so the frontier is the chord.
+    """
+    _, f_lo, b_lo = lo
+    _, f_hi, b_hi = hi
+    if not math.isfinite(b_lo) or f_lo <= f_hi:
+        return b_lo
+    return b_hi + (b_lo - b_hi) * (need - f_hi) / (f_lo - f_hi)
+
+
+def _solve_budget(log_key: FloatArray, w: FloatArray, b: FloatArray, need: float) -> float:
+    """Least ``Σ bᵢ/rᵢ`` over optimal allocations with ``Σ wᵢ F(rᵢ) ≥ need``.
+
+    ``r = g⁻¹(eˢ kᵢ)``. Freshness jumps in ``s`` where a page crosses the
+    cut-off (``r`` from the table's end, 38, to ∞), and the budget reaching
+    ``need`` may sit on such a jump: so the search ends on a bracket 1e-12
+    wide and interpolates along the chord (:func:`_chord`). Above 50,000
+    pages, bisection runs on a log-histogram first, then safeguarded Newton
+    steps on every page (and, should they stall on a jump, bisection).
+    """
+    if log_key.size <= 50_000:
+        return _chord(*_bisect_fresh(log_key, w, need, True, b), need)
+    keys, weights = _histogram(log_key, w)
+    s = _bisect_fresh(keys, weights, need, True)[0][0]
+    lo: tuple[float, float, float] | None = None
+    hi: tuple[float, float, float] | None = None
+    scale = max(1.0, abs(s))
+    reach = 1e-9 * scale
+    for it in range(200):
+        got, slope, spend = _fresh_sum(log_key, w, s, True, b)
+        if abs(got - need) <= 1e-12 * need:
+            return spend
+        if got >= need:
+            lo = (s, got, spend)
+        else:
+            hi = (s, got, spend)
+        if lo is not None and hi is not None and hi[0] - lo[0] <= 1e-12 * scale:
+            return _chord(lo, hi, need)
+        step = s - (got - need) / slope if slope < 0 else math.nan
+        inside = (lo is None or step > lo[0]) and (hi is None or step < hi[0])
+        if it < 6 and inside:
+            s = step
+        elif lo is not None and hi is not None:
+            s = 0.5 * (lo[0] + hi[0])
+        else:  # Newton stalled on a jump, and one side is still open: widen
+            s = s + reach if hi is None else s - reach
+            reach *= 4.0
+    return spend
+
+
+def _solve_uniform(log_key: FloatArray, w: FloatArray, need: float) -> float:
+    """The ``s`` at which ``Σ wᵢ F(eˢ kᵢ) = need`` (one interval for every page).
+
+    Continuous and decreasing in ``s``: bisection (on a log-histogram of the
+    keys when there are more than 50,000 pages), then Newton steps on every
+    page.
+    """
+    if log_key.size <= 50_000:
+        return _bisect_fresh(log_key, w, need, False)[0][0]
+    keys, weights = _histogram(log_key, w)
+    s = _bisect_fresh(keys, weights, need, False)[0][0]
+    for _ in range(6):
+        got, slope, _ = _fresh_sum(log_key, w, s, False)
+        if abs(got - need) <= 1e-12 * need or slope >= 0:
+            break
+        s -= (got - need) / slope
     return s

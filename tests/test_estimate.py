@@ -285,3 +285,99 @@ def test_rate_resolution_speaks_in_days_or_hours() -> None:
         "(median 1 day apart): their rates are only known to exceed about one change in 1 day"
     )
     assert summary(0.5).endswith("one change in 12 hours")
+
+
+def _sound_evidence(n: int) -> list[np.ndarray]:
+    return [np.full(n, 2.0), np.full(n, 5.0), np.full(n, 2.0), np.full(n, 5.0)]
+
+
+@pytest.mark.parametrize("field", range(4))
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -3.0])
+def test_one_page_of_bad_evidence_counts_as_none_and_spares_the_others(
+    field: int, bad: float
+) -> None:
+    n = 1000
+    clean = _sound_evidence(n)
+    ev = _sound_evidence(n)
+    ev[field][7] = bad
+    groups = np.arange(n) % 2
+    rate, sd = estimate_rates(*ev, groups)
+    assert np.all(np.isfinite(rate)) and np.all(rate > 0) and np.all(np.isfinite(sd))
+    # the bad page is a page without evidence, as in the prior fit
+    none = _sound_evidence(n)
+    for a in none:
+        a[7] = 0.0
+    want, want_sd = estimate_rates(*none, groups)
+    assert np.array_equal(rate, want) and np.array_equal(sd, want_sd)
+    pri = fit_group_priors(*ev, groups)
+    ref = fit_group_priors(*none, groups)
+    assert np.array_equal(pri.alpha, ref.alpha) and np.array_equal(pri.beta, ref.beta)
+    # the other pages are barely moved (the bad page no longer informs the prior)
+    base, _ = estimate_rates(*clean, groups)
+    assert rate[np.arange(n) != 7] == pytest.approx(base[np.arange(n) != 7], rel=1e-3)
+    # with the estimate's own decay too
+    rate_el, _ = estimate_rates(*ev, groups, elapsed_days=np.full(n, 3.0))
+    assert np.all(np.isfinite(rate_el))
+
+
+def test_empty_evidence_gives_empty_estimates() -> None:
+    rate, sd = estimate_rates([], [], [], [])
+    assert rate.shape == sd.shape == (0,)
+    empty = np.zeros(0)
+    pri = fit_group_priors(empty, empty, empty, empty)
+    assert pri.alpha.shape == (1,) and np.all(np.isfinite(pri.mean_rate))
+    pri = fit_group_priors(empty, empty, empty, empty, np.zeros(0, dtype=np.int64), n_groups=3)
+    assert pri.alpha.shape == (3,) and np.all(pri.mean_rate > 0)
+    rate, sd = estimate_rates(empty, empty, empty, empty, np.zeros(0, dtype=np.int64))
+    assert rate.shape == (0,)
+
+
+@pytest.mark.parametrize("interval", [math.inf, -math.inf, math.nan, 0.0, -1.0])
+def test_update_evidence_refuses_a_non_finite_or_non_positive_interval(interval: float) -> None:
+    with pytest.raises(ValueError, match="interval_days"):
+        update_evidence(0.0, 0.0, 0.0, 0.0, interval, False)
+    ev = [np.zeros(3) for _ in range(4)]
+    with pytest.raises(ValueError, match="interval_days"):
+        update_evidence_arrays(*ev, [0, 2], [1.0, interval], [True, False])
+    assert not any(a.any() for a in ev)  # nothing applied
+
+
+def test_update_evidence_arrays_refuses_what_it_would_corrupt() -> None:
+    def fresh(dtype: type = np.float64) -> list[np.ndarray]:
+        return [np.zeros(3, dtype=dtype) for _ in range(4)]
+
+    ev = fresh()
+    with pytest.raises(ValueError, match="repeats"):
+        update_evidence_arrays(*ev, [0, 0], [1.0, 2.0], [True, True])
+    with pytest.raises(TypeError, match="index"):
+        update_evidence_arrays(*ev, [0.7], [1.0], [True])
+    with pytest.raises(ValueError, match="index"):
+        update_evidence_arrays(*ev, [3], [1.0], [True])
+    with pytest.raises(ValueError, match="index"):
+        update_evidence_arrays(*ev, [-1], [1.0], [True])
+    with pytest.raises(ValueError, match="one entry per page revisited"):
+        update_evidence_arrays(*ev, [0, 1], [1.0, 2.0, 3.0], [True, True])
+    assert not any(a.any() for a in ev)
+    for dtype in (np.int64, np.int32, bool):
+        with pytest.raises(TypeError, match="floating-point"):
+            update_evidence_arrays(*fresh(dtype), [0], [1.0], [True])
+    with pytest.raises(TypeError, match="floating-point"):
+        update_evidence_arrays([0.0, 0.0], *fresh()[:3], [0], [1.0], [True])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="one shape"):
+        update_evidence_arrays(np.zeros(4), *fresh()[:3], [0], [1.0], [True])
+
+
+def test_update_evidence_arrays_takes_a_boolean_mask_as_its_pages() -> None:
+    ev = [np.zeros(3) for _ in range(4)]
+    update_evidence_arrays(*ev, [True, False, True], [2.0, 4.0], [True, False])
+    by_index = [np.zeros(3) for _ in range(4)]
+    update_evidence_arrays(*by_index, np.array([0, 2]), [2.0, 4.0], [True, False])
+    for a, b in zip(ev, by_index, strict=True):
+        assert np.array_equal(a, b)
+    assert ev[0].tolist() == [1.0, 0.0, 0.0] and ev[3].tolist() == [0.0, 0.0, 4.0]
+    with pytest.raises(ValueError, match="boolean index"):
+        update_evidence_arrays(*ev, [True, False], [1.0], [True])
+    # nothing to fold is fine, whatever the empty index's dtype
+    update_evidence_arrays(*ev, [], [], [])
+    update_evidence_arrays(*ev, [False, False, False], [], [])
+    assert ev[0].tolist() == [1.0, 0.0, 0.0]

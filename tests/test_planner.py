@@ -420,3 +420,149 @@ def test_known_rates_replace_the_estimates_and_their_learning() -> None:
     for bad in (rates[:50], np.zeros(100), np.full(100, np.nan)):
         with pytest.raises(ValueError, match="one positive rate per page"):
             reallocate(s, budget, NOW, rates=bad)
+
+
+def _uniform_pages(n: int = 50) -> PageState:
+    s = PageState.new(n)
+    s.never_fetched[:] = False
+    s.ev_nc[:] = 2.0
+    s.ev_tc[:] = 5.0
+    s.ev_nu[:] = 2.0
+    s.ev_tu[:] = 5.0
+    return s
+
+
+@pytest.mark.parametrize("field", ["ev_nc", "ev_tc", "ev_nu", "ev_tu"])
+@pytest.mark.parametrize("bad", [math.inf, math.nan, -2.0])
+@pytest.mark.parametrize("policy", ["recrawl", "greedy", "proportional"])
+def test_one_page_of_bad_evidence_does_not_stop_the_plan(
+    field: str, bad: float, policy: str
+) -> None:
+    s = _uniform_pages()
+    getattr(s, field)[7] = bad
+    rng = np.random.default_rng(0)
+    plan = plan_cycle(s, 10.0, 5 * DAY, policy=policy, rng=rng)
+    assert len(plan) == 10 and plan.spent == pytest.approx(10.0)
+    m = reallocate(s, 240.0, 5 * DAY, policy=policy)
+    assert np.all(np.isfinite(m.rate_per_day)) and np.all(m.rate_per_day > 0)
+    # the other pages keep the rates they have without the bad page
+    ok = np.arange(50) != 7
+    clean = reallocate(_uniform_pages(), 240.0, 5 * DAY, policy=policy)
+    assert m.rate_per_day[ok] == pytest.approx(clean.rate_per_day[ok], rel=1e-2)
+
+
+@pytest.mark.parametrize("policy", ["recrawl", "greedy", "uniform", "proportional", "nutch"])
+def test_no_pages_give_an_empty_plan(policy: str) -> None:
+    s = PageState.new(0)
+    m = reallocate(s, 5.0, 0.0, policy=policy)
+    assert m.rate_per_day.shape == m.visits_per_day.shape == (0,)
+    for objective in ("freshness", "events"):
+        plan = plan_cycle(s, 5.0, 0.0, policy=policy, objective=objective)  # type: ignore[arg-type]
+        assert len(plan) == 0 and plan.spent == 0.0 and plan.to_tasks() == []
+
+
+def test_page_state_refuses_a_per_page_array_of_the_wrong_length() -> None:
+    s = PageState.new(5)
+    fields = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
+    with pytest.raises(ValueError, match=r"active must have shape \(5,\)"):
+        PageState(**{**fields, "active": np.zeros(3, dtype=bool)})
+    with pytest.raises(ValueError, match="ev_tu"):
+        PageState(**{**fields, "ev_tu": np.zeros(6)})
+    # omitted, every page is active
+    del fields["active"]
+    assert PageState(**fields).active.tolist() == [True] * 5
+    assert PageState(**{**fields, "active": np.zeros(5, dtype=bool)}).active.sum() == 0
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"cycle_hours": math.nan}, "cycle_hours"),
+        ({"cycle_hours": math.inf}, "cycle_hours"),
+        ({"cycle_hours": 0.0}, "cycle_hours"),
+        ({"verify_share": math.nan}, "shares"),
+        ({"discovery_share": math.inf}, "shares"),
+        ({"discovery_share": -0.1}, "shares"),
+        ({"max_per_host": 0}, "max_per_host"),
+        ({"max_per_host": -1}, "max_per_host"),
+        ({"max_per_host": 2.5}, "max_per_host"),
+        ({"max_per_host": True}, "max_per_host"),
+        ({"half_life_days": 0.0}, "half_life_days"),
+        ({"half_life_days": -1.0}, "half_life_days"),
+        ({"half_life_days": math.nan}, "half_life_days"),
+        ({"reestimate_after_days": -1.0}, "reestimate_after_days"),
+        ({"reestimate_after_days": math.nan}, "reestimate_after_days"),
+        ({"greedy_interval_days": 0.0}, "greedy_interval_days"),
+        ({"greedy_interval_days": -1.0}, "greedy_interval_days"),
+        ({"greedy_interval_days": math.nan}, "greedy_interval_days"),
+        ({"learning_boost": math.nan}, "learning"),
+        ({"learning_revisits": math.inf}, "learning"),
+        ({"probe_days": math.nan}, "probe"),
+    ],
+)
+def test_planner_config_refuses_bad_settings(bad: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PlannerConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_planner_config_accepts_the_documented_limits() -> None:
+    cfg = PlannerConfig(
+        half_life_days=math.inf,  # no decay
+        reestimate_after_days=math.inf,  # never
+        max_per_host=np.int64(2),  # type: ignore[arg-type]
+        greedy_interval_days=0.5,
+        discovery_share=1.0,
+        reestimate_share=0.0,
+        verify_share=0.0,
+    )
+    s = known_pages(50)
+    assert len(plan_cycle(s, 10.0, NOW, config=cfg, policy="greedy")) > 0
+
+
+def test_reallocate_refuses_an_unknown_policy() -> None:
+    s = known_pages(20)
+    with pytest.raises(ValueError, match="unknown policy 'x'"):
+        reallocate(s, 5.0, NOW, policy="x")
+    with pytest.raises(ValueError, match="unknown policy"):
+        plan_cycle(s, 5.0, NOW, policy="x")
+
+
+@pytest.mark.parametrize("rate", [1e-8, 1e-10, 1e-13])
+def test_greedy_plans_pages_that_change_very_slowly(rate: float) -> None:
+    s = known_pages(50)
+    s.value[:] = 1.0
+    s.last_fetch[:] = NOW - 20 * DAY
+    rates = np.full(50, rate)
+    rates[:5] *= 10.0  # five change ten times faster: they come first
+    for policy in ("greedy", "recrawl"):
+        m = reallocate(s, 240.0, NOW, policy=policy, config=NO_RESERVES, rates=rates)
+        plan = plan_cycle(s, 10.0, NOW, policy=policy, config=NO_RESERVES, model=m)
+        assert len(plan) == 10 and plan.spent == pytest.approx(10.0), policy
+        assert np.all(plan.priority > 0)
+        if policy == "greedy":
+            assert set(range(5)) <= set(plan.index[:5].tolist())
+
+
+@pytest.mark.parametrize("policy", ["recrawl", "greedy", "uniform", "proportional", "nutch"])
+@pytest.mark.parametrize("objective", ["freshness", "events"])
+def test_plan_cycle_raises_no_runtime_warning(policy: str, objective: str) -> None:
+    import warnings
+
+    s = PageState.new(20)
+    s.never_fetched[10:] = False
+    s.last_fetch[:] = -40 * DAY
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = plan_cycle(s, 15.0, 0.0, policy=policy, objective=objective)  # type: ignore[arg-type]
+    assert len(plan) == 15 and np.all(np.isfinite(plan.expected_gain))
+
+
+@pytest.mark.parametrize("policy", ["recrawl", "greedy", "uniform", "proportional", "nutch"])
+def test_a_fetch_reported_after_now_does_not_stop_the_plan(policy: str) -> None:
+    # a fetcher's clock ahead of the planner's, or a plan asked for a past time
+    s = known_pages(60)
+    s.last_fetch[:] = NOW - 60 * DAY  # every page due, nutch's 30 days included
+    s.last_fetch[:10] = NOW + 3600.0
+    plan = plan_cycle(s, 20.0, NOW, policy=policy, config=NO_RESERVES)
+    assert len(plan) > 0 and np.all(np.isfinite(plan.expected_gain))
+    assert np.all(plan.expected_gain >= 0)

@@ -42,6 +42,14 @@ which lies in ``[α/(β + tu), (α + nc)/(β + tu)]`` and is found by safeguarde
 Newton steps. With no evidence the estimate is the group mean ``α/β``; with
 much evidence it is the page's own censored MLE. The uncertainty is the
 Laplace approximation of the posterior standard deviation of λ.
+
+**Bad evidence.** A page whose four numbers are not all finite and ≥ 0 (NaN,
+an infinity, a negative sum: corrupt state, never produced by
+:func:`update_evidence`) is treated as a page without evidence, by
+:func:`fit_group_priors` and :func:`estimate_rates` alike: it gets its group's
+mean, and it does not move its group's prior. One such page thus cannot turn
+every page's rate into NaN, and a planner keeps planning; the check is one
+vectorised pass per chunk.
 """
 
 from __future__ import annotations
@@ -120,8 +128,8 @@ def update_evidence(
     >>> update_evidence(1.0, 2.0, 0.0, 0.0, 180.0, False)
     (0.5, 1.0, 1.0, 180.0)
     """
-    if not interval_days > 0:
-        raise ValueError(f"interval_days must be positive, got {interval_days}")
+    if not (interval_days > 0 and math.isfinite(interval_days)):
+        raise ValueError(f"interval_days must be positive and finite, got {interval_days}")
     d = 1.0 if not np.isfinite(half_life_days) else 2.0 ** (-interval_days / half_life_days)
     nc, tc, nu, tu = nc * d, tc * d, nu * d, tu * d
     if changed:
@@ -143,24 +151,80 @@ def update_evidence_arrays(
     """Fold one revisit into each of the pages ``index``, in place.
 
     The vectorised form of :func:`update_evidence`: ``nc[index]`` and the
-    other three arrays are updated; ``index`` must not repeat a page.
+    other three arrays are updated.
 
     Parameters
     ----------
-    nc, tc, nu, tu : ndarray
-        Evidence arrays of all pages, modified in place.
-    index : array_like of int
-        Pages revisited.
+    nc, tc, nu, tu : ndarray of float
+        Evidence arrays of all pages (one shape, a floating dtype), modified
+        in place.
+    index : array_like of int, or of bool
+        Pages revisited: page numbers in ``[0, len(nc))``, none repeated, or a
+        boolean mask over all pages (its true entries, in order).
     interval_days : array_like
-        Time since each page's previous visit, days.
+        Time since each page's previous visit, days (finite, > 0), one per
+        page revisited (or one for all).
     changed : array_like of bool
-        Whether each visit found a change.
+        Whether each visit found a change, one per page revisited (or one for
+        all).
     half_life_days : float
         Evidence half-life, days.
+
+    Raises
+    ------
+    TypeError
+        If an evidence array is not a floating-point ndarray, or ``index``
+        is neither integer nor boolean.
+    ValueError
+        If the evidence arrays differ in shape, ``index`` repeats a page or
+        lies outside the pages, a mask has the wrong length, or an interval
+        is not finite and positive. Nothing is modified then.
+
+    Examples
+    --------
+    >>> ev = [np.zeros(3) for _ in range(4)]
+    >>> update_evidence_arrays(*ev, [2, 0], [1.0, 4.0], [True, False])
+    >>> ev[0].tolist(), ev[3].tolist()
+    ([0.0, 0.0, 1.0], [4.0, 0.0, 0.0])
     """
-    idx = np.asarray(index, dtype=np.intp)
-    t = np.asarray(interval_days, dtype=np.float64)
-    ch = np.asarray(changed, dtype=bool)
+    arrays = (nc, tc, nu, tu)
+    for name, a in zip(("nc", "tc", "nu", "tu"), arrays, strict=True):
+        if not isinstance(a, np.ndarray) or not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(
+                f"evidence array {name} must be a floating-point ndarray (it is updated in "
+                f"place), got {getattr(a, 'dtype', type(a).__name__)}"
+            )
+    if any(a.shape != nc.shape for a in arrays):
+        raise ValueError("evidence arrays nc, tc, nu and tu must have one shape")
+    n = nc.shape[0] if nc.ndim else 0
+    raw = np.asarray(index)
+    if raw.dtype == np.bool_:
+        if raw.shape != (n,):
+            raise ValueError(f"a boolean index must have one entry per page ({n}), got {raw.shape}")
+        idx = np.flatnonzero(raw)
+    elif raw.size == 0:
+        idx = np.zeros(0, dtype=np.intp)
+    elif np.issubdtype(raw.dtype, np.integer):
+        idx = raw.astype(np.intp, copy=False).ravel()
+        if int(idx.min()) < 0 or int(idx.max()) >= n:
+            raise ValueError(f"index must lie in [0, {n}), got {int(idx.min())}…{int(idx.max())}")
+        if np.unique(idx).size != idx.size:
+            raise ValueError(
+                "index repeats a page: fold one revisit per page per call, in time order"
+            )
+    else:
+        raise TypeError(f"index must hold integers or booleans, got {raw.dtype}")
+    try:
+        t = np.broadcast_to(np.asarray(interval_days, dtype=np.float64), idx.shape)
+        ch = np.broadcast_to(np.asarray(changed, dtype=bool), idx.shape)
+    except ValueError:
+        raise ValueError(
+            f"interval_days and changed must have one entry per page revisited ({idx.size})"
+        ) from None
+    t_ok = (t > 0) & (t < np.inf)  # NaN fails both
+    if not t_ok.all():
+        bad = int(t_ok.size - np.count_nonzero(t_ok))
+        raise ValueError(f"interval_days must be positive and finite; {bad} are not")
     d = _decay_factor(t, half_life_days)
     cf = ch.astype(np.float64)
     nc[idx] = nc[idx] * d + cf
@@ -233,6 +297,40 @@ class GroupPriors:
 
 def _chunks(n: int) -> list[slice]:
     return [slice(i, min(n, i + _CHUNK)) for i in range(0, n, _CHUNK)]
+
+
+def _usable(
+    nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(nc, tc, tu)`` of a chunk, zero where a page's evidence is bad.
+
+    Bad: any of the four numbers NaN, infinite or negative (see the module
+    docstring); such a page counts as one without evidence. The chunk's own
+    arrays are returned when every page is sound.
+    """
+    arrays = (nc, tc, nu, tu)
+    # fast path, reductions only (no temporaries): a NaN fails ``>= 0``
+    if all(float(a.min(initial=0.0)) >= 0.0 and float(a.max(initial=0.0)) < np.inf for a in arrays):
+        return nc, tc, tu
+    ok = (nc >= 0.0) & (nc < np.inf)
+    for a in arrays[1:]:
+        ok &= a >= 0.0
+        ok &= a < np.inf
+    return np.where(ok, nc, 0.0), np.where(ok, tc, 0.0), np.where(ok, tu, 0.0)
+
+
+def _evidence_arrays(
+    nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, tu: ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """The four evidence arguments as 1-d float64 arrays of one length."""
+    ncf = np.atleast_1d(np.asarray(nc, dtype=np.float64))
+    if ncf.ndim != 1:
+        raise ValueError(f"evidence must be one-dimensional, got shape {ncf.shape}")
+    tcf, nuf, tuf = (np.asarray(x, dtype=np.float64) for x in (tc, nu, tu))
+    if any(x.shape not in (ncf.shape, ()) for x in (tcf, nuf, tuf)):
+        raise ValueError("evidence arrays nc, tc, nu and tu must have one length")
+    tcf, nuf, tuf = (np.broadcast_to(x, ncf.shape) for x in (tcf, nuf, tuf))
+    return ncf, tcf, nuf, tuf
 
 
 def _moments(sums: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -339,7 +437,8 @@ def fit_group_priors(
     Parameters
     ----------
     nc, tc, nu, tu : array_like
-        Evidence of every page.
+        Evidence of every page; a page whose evidence is not finite and ≥ 0
+        counts as one without evidence (see the module docstring).
     groups : array_like of int, optional
         Group code of each page (0 … n_groups − 1); all pages in one group if
         omitted.
@@ -375,9 +474,7 @@ def fit_group_priors(
     >>> bool(pri.mean_rate[0] > 0.2)
     True
     """
-    ncf = np.asarray(nc, dtype=np.float64)
-    tcf = np.asarray(tc, dtype=np.float64)
-    tuf = np.asarray(tu, dtype=np.float64)
+    ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     g = None if groups is None else np.asarray(groups)
     msk = None if mask is None else np.asarray(mask, dtype=bool)
     if g is None:
@@ -388,8 +485,9 @@ def fit_group_priors(
     # per group: pages with exposure, Σe, Σe·x, Σe·x²
     sums = np.zeros((4, ng))
     for sl in _chunks(ncf.shape[0]):
-        x = raw_rates(ncf[sl], tcf[sl], 0.0, tuf[sl])
-        e = tcf[sl] + tuf[sl]
+        c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
+        x = raw_rates(c_n, c_t, 0.0, u_t)
+        e = c_t + u_t
         if msk is not None:
             e *= msk[sl]
         gc = np.zeros(x.shape[0], dtype=np.intp) if g is None else g[sl]
@@ -422,15 +520,17 @@ def fit_group_priors(
         gz = np.zeros(_CHUNK, dtype=np.intp)
 
         def evidence(sl: slice, thin: bool) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
-            ok = (tcf[sl] + tuf[sl]) > 0
+            c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
+            ok = (c_t + u_t) > 0
             if msk is not None:
                 ok &= msk[sl]
             gc = gz[: ok.shape[0]] if g is None else g[sl].astype(np.intp)
             if thin:
                 ok &= _hash_unit(sl) < cap / np.maximum(size[gc], 1.0)
-            return ncf[sl][ok], tcf[sl][ok], tuf[sl][ok], gc[ok]
+            return c_n[ok], c_t[ok], u_t[ok], gc[ok]
 
-        parts = [evidence(sl, np.isfinite(cap)) for sl in _chunks(ncf.shape[0])]
+        none = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp))
+        parts = [evidence(sl, np.isfinite(cap)) for sl in _chunks(ncf.shape[0])] or [none]
         s_nc, s_tc, s_tu = (np.concatenate([p[i] for p in parts]) for i in range(3))
         s_g = np.concatenate([p[3] for p in parts])
         del parts
@@ -560,7 +660,8 @@ def estimate_rates(
     Parameters
     ----------
     nc, tc, nu, tu : array_like
-        Evidence of every page (see module docstring).
+        Evidence of every page (see module docstring); a page whose evidence
+        is not finite and ≥ 0 gets its group's mean, as a page without any.
     groups : array_like of int, optional
         Group code of each page (site × page type); one group if omitted.
     priors : GroupPriors, optional
@@ -589,12 +690,10 @@ def estimate_rates(
     >>> bool(rate[0] > 2.0), bool(0 < rate[1] < rate[0])
     (True, True)
     """
-    ncf = np.asarray(nc, dtype=np.float64)
-    tcf = np.asarray(tc, dtype=np.float64)
-    tuf = np.asarray(tu, dtype=np.float64)
+    ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     g = None if groups is None else np.asarray(groups)
     if priors is None:
-        priors = fit_group_priors(ncf, tcf, nu, tuf, g)
+        priors = fit_group_priors(ncf, tcf, nuf, tuf, g)
     el = None
     if elapsed_days is not None:
         el = np.broadcast_to(np.asarray(elapsed_days, dtype=np.float64), ncf.shape)
@@ -605,7 +704,7 @@ def estimate_rates(
         m = sl.stop - sl.start
         a = np.full(m, priors.alpha[0]) if g is None else priors.alpha[g[sl]]
         b = np.full(m, priors.beta[0]) if g is None else priors.beta[g[sl]]
-        c_n, c_t, u_t = ncf[sl], tcf[sl], tuf[sl]
+        c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
         if el is not None:
             d = _decay_factor(el[sl], half_life_days)
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d

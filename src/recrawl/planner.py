@@ -119,6 +119,10 @@ NUTCH_DEC_FACTOR = 0.8
 """Interval multiplier after a fetch with a change (Nutch ``dec_rate`` 0.2)."""
 
 
+_ALL_ACTIVE: BoolArray = np.ones(0, dtype=bool)
+"""Marks an omitted ``PageState.active`` (every page active)."""
+
+
 def nutch_next_interval(interval_s: NDArray[Any] | float, changed: NDArray[Any] | bool) -> Any:
     """Next interval of Nutch's AdaptiveFetchSchedule, seconds.
 
@@ -172,7 +176,11 @@ class PageState:
     site_paused : ndarray of bool
         Per-site pause flag (health band "pushing back"), indexed by site code.
     active : ndarray of bool
-        The page may be fetched at all (not gone, not outside its lifetime).
+        The page may be fetched at all (not gone, not outside its lifetime);
+        every page if omitted.
+
+    Every per-page array must have shape ``(n,)``, ``n`` the length of
+    ``value``; one of another shape raises ValueError.
     """
 
     value: FloatArray
@@ -190,11 +198,13 @@ class PageState:
     nutch_interval: FloatArray
     site_cost_multiplier: FloatArray
     site_paused: BoolArray
-    active: BoolArray = field(default_factory=lambda: np.ones(0, dtype=bool))
+    active: BoolArray = field(default_factory=lambda: _ALL_ACTIVE)
 
     def __post_init__(self) -> None:
+        if self.value.ndim != 1:
+            raise ValueError(f"PageState.value must be one-dimensional, got {self.value.shape}")
         n = self.value.shape[0]
-        if self.active.shape[0] != n:
+        if self.active is _ALL_ACTIVE:  # omitted: every page
             self.active = np.ones(n, dtype=bool)
         for name in (
             "cost",
@@ -209,9 +219,11 @@ class PageState:
             "ev_nu",
             "ev_tu",
             "nutch_interval",
+            "active",
         ):
-            if getattr(self, name).shape != (n,):
-                raise ValueError(f"PageState.{name} must have shape ({n},)")
+            shape = getattr(self, name).shape
+            if shape != (n,):
+                raise ValueError(f"PageState.{name} must have shape ({n},), got {shape}")
         if self.site_cost_multiplier.shape != self.site_paused.shape:
             raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
 
@@ -328,16 +340,37 @@ class PlannerConfig:
     probe_window_days: float = 30.0
 
     def __post_init__(self) -> None:
+        # ``not (x >= 0)`` rather than ``x < 0``: NaN fails every comparison
         shares = (self.discovery_share, self.reestimate_share, self.verify_share)
-        if any(s < 0 for s in shares) or sum(shares) > 1:
-            raise ValueError("reserve shares must be ≥ 0 and sum to at most 1")
-        if self.cycle_hours <= 0:
-            raise ValueError("cycle_hours must be positive")
-        if self.learning_revisits < 0 or self.learning_boost < 0:
-            raise ValueError("learning_revisits and learning_boost must be ≥ 0")
-        if min(self.probe_days, self.probe_window_days) < 0:
-            raise ValueError("probe_days and probe_window_days must be ≥ 0")
-        if self.probe_revisits < 0 or self.probe_revisits != int(self.probe_revisits):
+        if not all(0 <= s <= 1 for s in shares) or not sum(shares) <= 1:
+            raise ValueError(
+                f"reserve shares must be numbers ≥ 0 that sum to at most 1, got {shares}"
+            )
+        if not (0 < self.cycle_hours < math.inf):
+            raise ValueError(f"cycle_hours must be positive and finite, got {self.cycle_hours}")
+        if not self.reestimate_after_days >= 0:
+            raise ValueError(
+                f"reestimate_after_days must be ≥ 0 (inf: never), got {self.reestimate_after_days}"
+            )
+        cap = self.max_per_host
+        if cap is not None and (
+            isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1
+        ):
+            raise ValueError(f"max_per_host must be None or a whole number ≥ 1, got {cap!r}")
+        if not self.half_life_days > 0:
+            raise ValueError(
+                f"half_life_days must be positive (inf: no decay), got {self.half_life_days}"
+            )
+        gi = self.greedy_interval_days
+        if gi is not None and not (0 < gi < math.inf):
+            raise ValueError(f"greedy_interval_days must be None or positive and finite, got {gi}")
+        if not (0 <= self.learning_revisits < math.inf and 0 <= self.learning_boost < math.inf):
+            raise ValueError("learning_revisits and learning_boost must be finite and ≥ 0")
+        if not (0 <= self.probe_days < math.inf and self.probe_window_days >= 0):
+            raise ValueError("probe_days must be finite and ≥ 0, probe_window_days ≥ 0")
+        if not (0 <= self.probe_revisits < math.inf) or self.probe_revisits != int(
+            self.probe_revisits
+        ):
             raise ValueError("probe_revisits must be a whole number ≥ 0")
 
 
@@ -388,16 +421,21 @@ class Model:
         if c and c[0] == (interval_days, objective) and c[1] is value and c[2] is cost:
             got: NDArray[np.float32] = c[3]
             return got
-        f = (value / cost).astype(np.float32)
         if objective == "freshness":
-            lam = self.rate_per_day.astype(np.float32)
-            after = lam * np.float32(-interval_days)
-            np.exp(after, out=after)
-            np.subtract(np.float32(1.0), after, out=after)
+            # float64 and expm1: in float32, 1 − e^(−λI) rounds to 0 for a slow
+            # page (λI below about 3e-8) and the page would never be chosen
+            lam = self.rate_per_day
+            after = lam * -interval_days
+            np.expm1(after, out=after)
+            np.negative(after, out=after)
             with np.errstate(divide="ignore", invalid="ignore"):
                 after /= lam  # fresh days after the visit
-            after[lam == 0] = np.float32(interval_days)  # λ → 0: the whole interval
-            f *= after
+            after[lam == 0] = interval_days  # λ → 0: the whole interval
+            after *= value
+            after /= cost
+            f = after.astype(np.float32)
+        else:
+            f = (value / cost).astype(np.float32)
         c[:] = [(interval_days, objective), value, cost, f]
         return f
 
@@ -492,7 +530,7 @@ def reallocate(
     priors : GroupPriors, optional
         Group priors; fitted on the fetched pages' evidence if omitted.
     rates : array_like, optional
-        Every page's change rate, changes per day, taken as known instead of
+        Every page's change rate, changes per day (positive, finite), taken as known instead of
         estimated from the evidence (their uncertainty is then 0, and there
         is no learning floor or close revisit, which serve the estimates):
         rates known from elsewhere, or hindsight rates in a replay, to tell
@@ -502,11 +540,13 @@ def reallocate(
     -------
     Model
     """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
     cfg = config or PlannerConfig()
     fetched = ~pages.never_fetched
     if rates is not None:
         rate = np.array(rates, dtype=np.float64)
-        if rate.shape != (len(pages),) or not np.all(rate > 0):
+        if rate.shape != (len(pages),) or not np.all((rate > 0) & (rate < np.inf)):
             raise ValueError("rates must hold one positive rate per page")
         sd = np.zeros(len(pages))
     else:
@@ -907,16 +947,18 @@ def _priorities(
         sl = slice(start, min(n, start + _PRIORITY_CHUNK))
         q = out[sl]  # computed in place, no temporaries
         if policy == "greedy":
-            # float32 and exp rather than expm1: several times faster, and the
-            # ranking needs no more than a relative precision of 1e-6; the
-            # subtraction is done in float64 and rounded on the way out
+            # float32: several times faster, and the ranking needs no more
+            # than a relative precision of 1e-6; the subtraction is done in
+            # float64 and rounded on the way out
             np.subtract(now, pages.last_fetch[sl], out=q, casting="same_kind")
             q *= lam_neg[sl]  # −λ × seconds since the last fetch
             # a fetch "after" now counts as now; below −20, 1 − e^q rounds to 1
-            # in float32 anyway, and exp is faster away from its underflow range
+            # in float32 anyway, and expm1 is faster away from its underflow range
             np.clip(q, np.float32(-20.0), np.float32(0.0), out=q)
-            np.exp(q, out=q)
-            np.subtract(np.float32(1.0), q, out=q)  # P(stale)
+            # expm1, not 1 − exp: exact for a slow page (1 − e^q rounds to 0
+            # below |q| ≈ 3e-8 in float32), and no slower
+            np.expm1(q, out=q)
+            np.negative(q, out=q)  # P(stale)
             q *= factor[sl]  # value × fresh days after the visit ÷ cost
         else:
             np.subtract(now, pages.last_fetch[sl], out=q)
@@ -1078,7 +1120,9 @@ def plan_cycle(
     index = np.concatenate([p for p, _ in parts]).astype(np.int64)
     reason = np.concatenate([np.full(p.size, r, dtype=np.int8) for p, r in parts])
     # expected gain of each chosen visit, times value
-    ds = np.where(pages.never_fetched[index], np.inf, (now - pages.last_fetch[index]) / DAY_S)
+    # a fetch reported after ``now`` (a clock ahead, a past ``--at``) is as recent as can be
+    since = np.maximum(now - pages.last_fetch[index], 0.0) / DAY_S
+    ds = np.where(pages.never_fetched[index], np.inf, since)
     if model is not None:
         lam = model.rate_per_day[index]
     else:
@@ -1094,7 +1138,10 @@ def plan_cycle(
             horizon = np.full(index.size, interval)
         gain = freshness_gain(lam, ds, horizon)
     else:
-        gain = -np.expm1(-lam * ds)
+        # a never-fetched page has ds = inf; with a baseline's raw rate 0 the
+        # product is NaN (0 × inf), reported as no gain below
+        with np.errstate(invalid="ignore"):
+            gain = -np.expm1(-lam * ds)
     gain = np.nan_to_num(np.asarray(gain) * pages.value[index])
     return Plan(
         index=index,

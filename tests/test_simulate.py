@@ -359,3 +359,132 @@ def test_a_trace_in_milliseconds_is_refused_naming_line_and_field(
     # 2200-01-01 itself is still a time
     (t,) = load_traces([line(start=0, end=7_258_118_400, changes=[7_258_118_400])])
     assert t.end == 7_258_118_400
+
+
+def test_traces_compare_by_value_and_hash_consistently() -> None:
+    a = Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0, 3.0]))
+    b = Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0, 3.0]))
+    assert a == b
+    assert hash(a) == hash(b)
+    assert len({a, b}) == 1
+    assert a != Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0, 4.0]))
+    assert a != Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0]))
+    assert a != Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0, 3.0]), cost=2.0)
+    assert a != "a"
+    # a trace round-tripped through JSON is the same trace
+    (again,) = load_traces([dump_trace(a)])
+    assert again == a
+    traces = generate_traces("bursts", pages=5, days=30, seed=1)
+    assert traces == generate_traces("bursts", pages=5, days=30, seed=1)
+    assert traces != generate_traces("bursts", pages=5, days=30, seed=2)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"days": 0}, "days"),
+        ({"days": -1.0}, "days"),
+        ({"days": float("nan")}, "days"),
+        ({"days": float("inf")}, "days"),
+        ({"days": 365.0 * 300}, "2200"),
+        ({"pages": 0}, "pages"),
+        ({"pages": 2.5}, "pages"),
+        ({"pages": True}, "pages"),
+        ({"sites": 0}, "sites"),
+        ({"sites": 1.5}, "sites"),
+        ({"min_rate": 0}, "min_rate"),
+        ({"min_rate": float("nan")}, "min_rate"),
+        ({"max_rate": float("inf")}, "max_rate"),
+        ({"min_rate": 2.0, "max_rate": 1.0}, "min_rate"),
+        ({"start": float("nan")}, "start"),
+        ({"pages": 1_000_000, "min_rate": 100.0, "max_rate": 100.0}, "36,500,000,000 changes"),
+        ({"pages": 10**12}, "pages"),
+    ],
+)
+def test_generate_traces_refuses_bad_arguments_with_one_value_error(
+    kw: dict[str, object], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        generate_traces("poisson", **kw)  # type: ignore[arg-type]
+
+
+def test_replay_refuses_a_trace_built_by_hand_that_the_parser_would_refuse() -> None:
+    ok = Trace("ok", "s", "t", 0.0, 10.0 * DAY, np.array([DAY]))
+    bad = [
+        Trace("flat", "s", "t", 5.0, 5.0, np.zeros(0)),
+        Trace("back", "s", "t", 5.0, 1.0, np.zeros(0)),
+        Trace("nan", "s", "t", 0.0, float("nan"), np.zeros(0)),
+        Trace("out", "s", "t", 0.0, DAY, np.array([2.0 * DAY])),
+        Trace("free", "s", "t", 0.0, DAY, np.zeros(0), cost=0.0),
+    ]
+    for t in bad:
+        with pytest.raises(InvalidTrace, match=repr(t.page)):
+            replay([ok, t], 0.5, policies=["uniform"])
+    assert replay([ok], 0.5, policies=["uniform"])["pages"] == 1
+
+
+@pytest.mark.parametrize("policy", ["uniform", "nutch", "recrawl", "oracle"])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"objective": "clicks"}, "objective"),
+        ({"reallocate_hours": 0}, "reallocate_hours"),
+        ({"reallocate_hours": -1.0}, "reallocate_hours"),
+        ({"reallocate_hours": float("nan")}, "reallocate_hours"),
+        ({"reallocate_hours": float("inf")}, "reallocate_hours"),
+        ({"seed": 1.5}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"seed": "0"}, "seed"),
+        ({"cycle_hours": float("nan")}, "cycle_hours"),
+        ({"budget": float("nan")}, "budget"),
+        ({"progress": 3}, "progress"),
+        ({"config": {"cycle_hours": 1}}, "config"),
+    ],
+)
+def test_replay_checks_every_argument_whatever_the_policy(
+    policy: str, kw: dict[str, object], match: str
+) -> None:
+    args: dict[str, object] = {"budget": 0.5, "policies": [policy], **kw}
+    with pytest.raises(ValueError, match=match):
+        replay([line(changes=[DAY])], **args)  # type: ignore[arg-type]
+
+
+def test_replay_refuses_a_bare_string_of_policies() -> None:
+    with pytest.raises(ValueError, match="policies"):
+        replay([line()], 0.5, policies="uniform")
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"page": "p", "start": ' + "9" * 400 + ', "end": 10, "changes": []}', "'start'"),
+        ('{"page": "p", "start": 0, "end": ' + "9" * 400 + ', "changes": []}', "'end'"),
+        ('{"page": "p", "start": 0, "end": 10, "changes": [' + "9" * 400 + "]}", "'changes'"),
+        (
+            '{"page": "p", "start": 0, "end": 10, "changes": [], "cost": ' + "9" * 400 + "}",
+            "'cost'",
+        ),
+        ('{"page": "p", "start": 1e400, "end": 10, "changes": []}', "'start'"),
+        ('{"page": "p", "start": 0, "end": 10, "changes": [' + "9" * 5000 + "]}", "JSON|'changes'"),
+        ("[" * 100_000, "JSON"),
+    ],
+)
+def test_numbers_too_large_for_a_float_raise_invalid_trace(text: str, field: str) -> None:
+    with pytest.raises(InvalidTrace, match=field) as err:
+        load_traces([line(page="ok"), text])
+    assert err.value.line == 2
+
+
+def test_a_leading_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    body = line(changes=[DAY]) + "\n" + line(page="q") + "\n"
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    from_file = load_traces(path)
+    from_str_path = load_traces(str(path))
+    from_lines = load_traces(["\ufeff" + body.splitlines()[0], body.splitlines()[1]])
+    assert [t.page for t in from_file] == ["p", "q"]
+    assert from_file == from_str_path == from_lines
+    # only at the very start: a mark later on is still an error, on its line
+    with pytest.raises(InvalidTrace) as err:
+        load_traces([line(), "\ufeff" + line()])
+    assert err.value.line == 2

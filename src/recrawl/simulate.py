@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,8 +45,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._exceptions import InvalidTrace
 from .estimate import update_evidence_arrays
 from .freshness import Objective, optimal_allocation
+from .observation import MAX_TIMESTAMP
 from .planner import (
     NUTCH_INITIAL_INTERVAL_S,
     POLICIES,
@@ -62,6 +65,8 @@ __all__ = [
     "ALL_POLICIES",
     "EXTRA_POLICIES",
     "GENERATED_KINDS",
+    "MAX_GENERATED_CHANGES",
+    "MAX_GENERATED_PAGES",
     "ProgressHook",
     "StateHook",
     "generate_traces",
@@ -80,11 +85,52 @@ ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
 EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates", "recrawl_known_rates")
 """Yardsticks :func:`replay` runs only when asked by name."""
 
+MAX_GENERATED_CHANGES = 20_000_000
+"""Most changes :func:`generate_traces` may expect to draw (about 160 MB)."""
+
+MAX_GENERATED_PAGES = 10_000_000
+"""Most pages :func:`generate_traces` makes."""
+
 ProgressHook = Callable[[str, int, int], None]
 """``progress(policy, cycles_done, cycles_total)``, called as a replay advances."""
 
 StateHook = Callable[[str, PageState], None]
 """``on_state(policy, pages)``, called with the page state a policy ended with."""
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _positive(name: str, x: object) -> float:
+    """``x`` as a float, if it is a finite number > 0; else ValueError."""
+    if not (_is_real(x) and math.isfinite(float(x)) and float(x) > 0):  # type: ignore[arg-type]
+        raise ValueError(f"{name} must be a positive number, got {x!r}")
+    return float(x)  # type: ignore[arg-type]
+
+
+def _check_trace(t: Trace) -> None:
+    """Refuse a :class:`Trace` built directly that :func:`parse_trace` would refuse."""
+    if not isinstance(t, Trace):
+        raise TypeError(f"expected Trace objects, got {type(t).__name__}")
+    where = f"trace {t.page!r}"
+    if not (math.isfinite(t.start) and math.isfinite(t.end)):
+        raise InvalidTrace(f"{where}: start and end must be finite, got {t.start} and {t.end}")
+    if not t.end > t.start:
+        raise InvalidTrace(f"{where}: end ({t.end}) must be after start ({t.start})")
+    c = t.changes
+    if c.ndim != 1:
+        raise InvalidTrace(f"{where}: changes must be a flat array of unix seconds")
+    if c.size and not (np.all(np.diff(c) >= 0) and bool(c[0] > t.start) and bool(c[-1] <= t.end)):
+        raise InvalidTrace(f"{where}: changes must be sorted and inside (start, end]")
+    if not (math.isfinite(t.value) and t.value >= 0):
+        raise InvalidTrace(f"{where}: value must be a finite number ≥ 0, got {t.value}")
+    if not (math.isfinite(t.cost) and t.cost > 0):
+        raise InvalidTrace(f"{where}: cost must be a finite number > 0, got {t.cost}")
 
 
 class _Pages:
@@ -333,14 +379,16 @@ def _run_policy(
         now = np.full(idx.size, t)
         changed = p.count_upto(idx, now) > p.count_upto(idx, prev)
         fresh[idx] += np.minimum(p.next_after(idx, prev), now) - prev
+        interval = (now - prev) / DAY_S
+        pos = interval > 0  # a fetch at the instant of the last one carries no rate evidence
         update_evidence_arrays(
             state.ev_nc,
             state.ev_tc,
             state.ev_nu,
             state.ev_tu,
-            idx,
-            (now - prev) / DAY_S,
-            changed,
+            idx[pos],
+            interval[pos],
+            changed[pos],
             half_life_days=config.half_life_days,
         )
         state.nutch_interval[idx] = nutch_next_interval(state.nutch_interval[idx], changed)
@@ -384,7 +432,7 @@ def replay(
     objective : {"freshness", "events"}
         What the policies maximise (freshness is measured either way).
     seed : int
-        Seed of the verification sample and the oracle's phases.
+        Seed of the verification sample and the oracle's phases (≥ 0).
     progress : callable, optional
         ``progress(policy, cycles_done, cycles_total)``, called about 200 times
         per policy.
@@ -393,7 +441,7 @@ def replay(
         ``config.cycle_hours``.
     reallocate_hours : float
         How often the model-driven policies re-estimate and re-allocate, hours
-        (also whenever pages start or end).
+        (also whenever pages start or end); a finite number > 0.
     on_state : callable, optional
         ``on_state(policy, pages)``, called when each policy but the
         yardsticks ends, with the :class:`~recrawl.planner.PageState` it
@@ -408,6 +456,13 @@ def replay(
         "cost_per_change"}}}``; ``cost_per_change`` is None when nothing
         changed.
 
+    Raises
+    ------
+    ValueError
+        On an argument out of range, or a trace that breaks the rules of
+        :mod:`recrawl.traces` (:class:`recrawl.InvalidTrace`, naming the
+        page, or the line when read from JSON).
+
     Examples
     --------
     >>> lines = [
@@ -418,17 +473,29 @@ def replay(
     >>> r["pages"], r["days"], r["policies"]["uniform"]["fetches"]
     (2, 10.0, 10)
     """
+    budget = _positive("budget", budget)
+    cycle_hours = _positive("cycle_hours", cycle_hours)
+    reallocate_hours = _positive("reallocate_hours", reallocate_hours)
+    if objective not in ("freshness", "events"):
+        raise ValueError(f"objective must be 'freshness' or 'events', got {objective!r}")
+    if not (_is_int(seed) and seed >= 0):
+        raise ValueError(f"seed must be an integer ≥ 0, got {seed!r}")
+    if isinstance(policies, str):
+        raise ValueError(f"policies must be a sequence of names, not the string {policies!r}")
+    if config is not None and not isinstance(config, PlannerConfig):
+        raise ValueError(f"config must be a PlannerConfig, got {type(config).__name__}")
+    for hook_name, hook in (("progress", progress), ("on_state", on_state)):
+        if hook is not None and not callable(hook):
+            raise ValueError(f"{hook_name} must be callable, got {hook!r}")
     if isinstance(traces, str) or not isinstance(traces, Sequence):
         traces = load_traces(traces)
     elif traces and not isinstance(traces[0], Trace):
         traces = load_traces(traces)  # type: ignore[arg-type]
     trace_list: list[Trace] = list(traces)  # type: ignore[arg-type]
-    if not (budget > 0 and math.isfinite(budget)):
-        raise ValueError(f"budget must be a positive number, got {budget}")
-    if not (cycle_hours > 0 and math.isfinite(cycle_hours)):
-        raise ValueError(f"cycle_hours must be a positive number, got {cycle_hours}")
     if not trace_list:
         raise ValueError("no traces to replay")
+    for t in trace_list:
+        _check_trace(t)
     # past one fetch of every page each cycle, more budget buys nothing
     ceiling = 24.0 / cycle_hours * max(t.cost for t in trace_list)
     if budget > ceiling:
@@ -512,17 +579,18 @@ def generate_traces(
     kind : str
         One of :data:`GENERATED_KINDS`.
     pages : int
-        Number of pages.
+        Number of pages (≥ 1, at most :data:`MAX_GENERATED_PAGES`).
     days : float
-        Length of every trace, days.
+        Length of every trace, days (> 0; the traces must end by the year
+        2200).
     seed : int
         Random seed.
     min_rate, max_rate : float
-        Range of average rates, changes per day.
+        Range of average rates, changes per day (``0 < min_rate <= max_rate``).
     start : float
         Start of every trace, unix seconds.
     sites : int
-        Number of sites (pages are spread evenly; two page types per site).
+        Number of sites, ≥ 1 (pages are spread evenly; two page types per site).
     rates : array_like, optional
         Rates to draw each page's average rate from, changes per day (for
         instance :func:`hindsight_rates` of real traces); replaces
@@ -531,18 +599,54 @@ def generate_traces(
     Returns
     -------
     list of Trace
+
+    Raises
+    ------
+    ValueError
+        On an argument out of range, or when the traces would hold more than
+        :data:`MAX_GENERATED_CHANGES` changes on average.
     """
     if kind not in GENERATED_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose from {', '.join(GENERATED_KINDS)}")
-    rng = np.random.default_rng(seed)
+    if not (_is_int(pages) and 1 <= pages <= MAX_GENERATED_PAGES):
+        raise ValueError(
+            f"pages must be an integer from 1 to {MAX_GENERATED_PAGES:,}, got {pages!r}"
+        )
+    if not (_is_int(sites) and sites >= 1):
+        raise ValueError(f"sites must be an integer ≥ 1, got {sites!r}")
+    days = _positive("days", days)
+    if not (_is_real(start) and math.isfinite(start)):
+        raise ValueError(f"start must be a finite number of unix seconds, got {start!r}")
+    end = start + days * DAY_S
+    if not (end <= MAX_TIMESTAMP and days <= MAX_TIMESTAMP / DAY_S):
+        raise ValueError(
+            f"the traces would end at unix {end:.0f}, after the year 2200: "
+            "give fewer days or an earlier start"
+        )
     if rates is None:
-        lams = np.exp(rng.uniform(math.log(min_rate), math.log(max_rate), pages))
+        min_rate = _positive("min_rate", min_rate)
+        max_rate = _positive("max_rate", max_rate)
+        if min_rate > max_rate:
+            raise ValueError(f"min_rate ({min_rate:g}) must be at most max_rate ({max_rate:g})")
+        ratio = math.log(max_rate / min_rate)
+        mean_rate = (max_rate - min_rate) / ratio if ratio > 0 else min_rate  # log-uniform
     else:
         pool = np.asarray(rates, dtype=np.float64).ravel()
         if pool.size == 0 or not np.all(np.isfinite(pool) & (pool >= 0)):
             raise ValueError("rates must be a non-empty array of finite rates ≥ 0")
+        mean_rate = float(pool.mean())
+    expected = mean_rate * days * pages
+    if not expected <= MAX_GENERATED_CHANGES:
+        raise ValueError(
+            f"{pages:,} pages over {days:g} days at {mean_rate:.3g} changes per day on average "
+            f"would make about {expected:,.0f} changes, more than {MAX_GENERATED_CHANGES:,}: "
+            "ask for fewer pages, fewer days or lower rates"
+        )
+    rng = np.random.default_rng(seed)
+    if rates is None:
+        lams = np.exp(rng.uniform(math.log(min_rate), math.log(max_rate), pages))
+    else:
         lams = rng.choice(pool, pages)
-    end = start + days * DAY_S
     out: list[Trace] = []
     for i, lam in enumerate(lams):
         if kind == "poisson":

@@ -9,7 +9,8 @@ One JSON object per line::
 ``start`` and ``end`` are unix seconds; ``changes`` are sorted unix seconds
 strictly after ``start`` and at most ``end``, none after the year 2200 (a
 trace in milliseconds is refused rather than simulated for ages); ``value``
-(default 1) and ``cost`` (default 1) are optional. Blank lines are skipped. A bad line raises
+(default 1) and ``cost`` (default 1) are optional. Blank lines are skipped, and
+so is a UTF-8 byte-order mark at the start of the input. A bad line raises
 :class:`recrawl.InvalidTrace` naming the line (counted from 1).
 """
 
@@ -32,9 +33,18 @@ from .observation import MAX_TIMESTAMP, TOO_LATE
 __all__ = ["Trace", "dump_trace", "load_traces", "parse_trace"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Trace:
     """The change history of one page.
+
+    Two traces are equal when every field is, ``changes`` element by element.
+    A trace is hashable: its hash leaves out the values of ``changes`` (only
+    their number counts), so it stays the same even if that array is edited
+    in place.
+
+    >>> a = Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0]))
+    >>> a == Trace("a", "s", "t", 0.0, 10.0, np.array([1.0, 2.0])), len({a, a})
+    (True, 1)
 
     Attributes
     ----------
@@ -61,6 +71,28 @@ class Trace:
     value: float = 1.0
     cost: float = 1.0
 
+    def _scalars(self) -> tuple[str, str, str, float, float, float, float]:
+        return (
+            self.page,
+            self.site,
+            self.page_type,
+            self.start,
+            self.end,
+            self.value,
+            self.cost,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Trace)
+        return self._scalars() == other._scalars() and bool(
+            np.array_equal(self.changes, other.changes)
+        )
+
+    def __hash__(self) -> int:
+        return hash((*self._scalars(), int(np.size(self.changes))))
+
     @property
     def days(self) -> float:
         """Length of the watched interval, days."""
@@ -73,9 +105,18 @@ def _number(obj: dict[str, Any], key: str, line: int | None, default: float | No
             raise InvalidTrace(f"missing field {key!r}", line=line)
         return default
     v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, int | float):
         raise InvalidTrace(f"field {key!r} must be a finite number, got {v!r}", line=line)
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an integer past the largest float (JSON allows any)
+        raise InvalidTrace(
+            f"field {key!r} must be a finite number, got an integer too large for a float",
+            line=line,
+        ) from None
+    if not math.isfinite(f):
+        raise InvalidTrace(f"field {key!r} must be a finite number, got {v!r}", line=line)
+    return f
 
 
 def _time(obj: dict[str, Any], key: str, line: int | None) -> float:
@@ -106,7 +147,12 @@ def parse_trace(obj: Any, *, line: int | None = None) -> Trace:
         raise InvalidTrace("field 'changes' must be a list of unix seconds", line=line)
     if any(isinstance(c, bool) or not isinstance(c, int | float) for c in raw):
         raise InvalidTrace("field 'changes' must hold only numbers", line=line)
-    changes = np.asarray(raw, dtype=np.float64)
+    try:
+        changes = np.asarray(raw, dtype=np.float64)
+    except OverflowError:  # an integer past the largest float
+        raise InvalidTrace(
+            "field 'changes' holds an integer too large for a float", line=line
+        ) from None
     if changes.size:
         if not np.all(np.isfinite(changes)):
             raise InvalidTrace("field 'changes' must hold finite numbers", line=line)
@@ -137,7 +183,8 @@ def load_traces(source: str | os.PathLike[str] | Iterable[str]) -> list[Trace]:
     Parameters
     ----------
     source : str, path-like or iterable of str
-        A file path (``str`` or ``Path``), or lines of JSON.
+        A file path (``str`` or ``Path``), or lines of JSON. A UTF-8
+        byte-order mark before the first line is skipped.
 
     Returns
     -------
@@ -155,7 +202,7 @@ def load_traces(source: str | os.PathLike[str] | Iterable[str]) -> list[Trace]:
     (1, 'a')
     """
     if isinstance(source, str | os.PathLike):
-        with Path(source).open(encoding="utf-8") as fh:
+        with Path(source).open(encoding="utf-8-sig") as fh:
             return _load_lines(fh)
     return _load_lines(source)
 
@@ -163,6 +210,8 @@ def load_traces(source: str | os.PathLike[str] | Iterable[str]) -> list[Trace]:
 def _load_lines(lines: Iterable[str]) -> list[Trace]:
     out: list[Trace] = []
     for n, text in enumerate(lines, start=1):
+        if n == 1 and text.startswith("\ufeff"):
+            text = text[1:]  # a byte-order mark, as some editors write
         text = text.strip()
         if not text:
             continue
@@ -170,6 +219,10 @@ def _load_lines(lines: Iterable[str]) -> list[Trace]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidTrace(f"not valid JSON: {exc.msg}", line=n) from None
+        except RecursionError:
+            raise InvalidTrace("not valid JSON: nested too deeply", line=n) from None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            raise InvalidTrace(f"not valid JSON: {exc}", line=n) from None
         out.append(parse_trace(obj, line=n))
     return out
 

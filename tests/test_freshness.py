@@ -307,3 +307,9 @@ def test_formula_edges() -> None:
         assert freshness_gain(0.0, 1.0, math.inf) == 0.0
         assert captured_change_rate(1.0, math.inf) == 1.0
         assert time_averaged_freshness(1.0, math.inf) == 1.0
+
+
+def test_freshness_gain_broadcasts_its_inputs() -> None:
+    got = freshness_gain(np.array([1.0]), np.array([1.0]), np.array([1.0, 2.0]))
+    want = [freshness_gain(1.0, 1.0, 1.0), freshness_gain(1.0, 1.0, 2.0)]
+    assert np.allclose(got, want)

@@ -158,9 +158,7 @@ def freshness_gain(
     if np.any(lam < 0) or np.any(t < 0) or np.any(interval < 0):
         raise ValueError("rates, days since the visit and intervals must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.expm1(-lam * t)
-        out *= np.expm1(-lam * interval)
-        out /= lam
+        out = np.expm1(-lam * t) * np.expm1(-lam * interval) / lam  # inputs broadcast
     # a page that never changes (λ = 0) is never stale, so a visit gains nothing
     # (NaN stays NaN: only λ == 0 is replaced)
     out = np.where(lam == 0, 0.0, out)

@@ -33,7 +33,7 @@ from .ingest import (
     ingest_lines,
     ingest_observations,
 )
-from .observation import parse_timestamp
+from .observation import not_utf8, parse_timestamp
 from .stats import compute_stats
 from .store import SQLStore, default_db, open_store
 
@@ -141,6 +141,11 @@ def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
         yield opened
 
 
+def _is_csv(name: str) -> bool:
+    """A file named as CSV (gzipped or not)."""
+    return name.lower().removesuffix(".gz").endswith(".csv")
+
+
 class _Counting:
     """Wraps a text stream, counting characters read (for the progress bar)."""
 
@@ -181,9 +186,7 @@ def ingest(
         )  # fmt: skip
         with progress:
             for name, f, size in inputs:
-                kind = fmt or (
-                    "csv" if name.lower().removesuffix(".gz").endswith(".csv") else "jsonl"
-                )
+                kind = fmt or ("csv" if _is_csv(name) else "jsonl")
                 if kind not in ("jsonl", "csv"):
                     raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
                 task = progress.add_task(name, total=size or None, stored=0)
@@ -320,8 +323,6 @@ def urls_add(
     with _open_inputs([file]) as inputs:
         name, f, _ = inputs[0]
         lines = list(f)
-    if lines:
-        lines[0] = lines[0].removeprefix("\ufeff")
 
     def reject(n: int, why: str) -> None:
         nonlocal bad
@@ -330,15 +331,16 @@ def urls_add(
             err.print(f"[red]rejected[/] {escape(name)}: line {n}: {escape(why)}")
 
     header: list[str] | None = None
-    csv_default = name.lower().endswith(".csv")
+    csv_default = _is_csv(name)
     seen: set[str] = set()
     repeated = 0
     for n, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
-        if any("\udc80" <= ch <= "\udcff" for ch in text):
-            reject(n, "not valid UTF-8 text")
+        why = not_utf8(text)
+        if why is not None:
+            reject(n, why)
             continue
         row: dict[str, Any]
         if text.startswith("{"):
@@ -654,7 +656,7 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay real or generated change traces under each policy and compare freshness and cost."""
-    from .simulate import replay
+    from .simulate import max_budget, replay
     from .traces import load_traces
 
     if objective not in ("freshness", "events"):
@@ -666,7 +668,7 @@ def simulate(
     traces = load_traces(trace)
     if not traces:
         raise typer.BadParameter(f"{trace} holds no traces", param_hint="--trace")
-    ceiling = 24.0 / cycle_hours * max(t.cost for t in traces)
+    ceiling = max_budget(traces, cycle_hours)
     if budget > ceiling:
         raise typer.BadParameter(
             f"{budget:g} is more than fetching every page every cycle costs ({ceiling:g})",
@@ -1148,9 +1150,8 @@ def init(
     )
     config.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(
-        fd, 0o600
-    )  # a file that was there keeps its mode through O_CREAT: the token is secret
+    # a file that was there keeps its mode through O_CREAT: the token is secret
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     load_settings(config, env={})  # what init writes must load

@@ -38,6 +38,7 @@ __all__ = [
     "Observation",
     "host_of",
     "normalize_url",
+    "not_utf8",
     "parse_observation",
     "parse_timestamp",
     "read_observations",
@@ -494,7 +495,7 @@ def _canary(raw: Mapping[str, Any]) -> str | None:
 Parsed = tuple[int, "Observation | InvalidObservation"]
 
 
-def _not_utf8(text: str, *, column: bool = True) -> str | None:
+def not_utf8(text: str, *, column: bool = True) -> str | None:
     """Why ``text`` is not valid UTF-8 text (it holds a surrogate), or None.
 
     A byte that is not UTF-8, read with ``errors="surrogateescape"``, arrives as
@@ -514,7 +515,7 @@ def _not_utf8(text: str, *, column: bool = True) -> str | None:
 def _bad_utf8_row(row: Mapping[str | None, Any], n: int) -> InvalidObservation:
     """The error for a CSV row holding text that is not UTF-8, naming its field."""
     for k, v in row.items():
-        why = _not_utf8(v, column=False) if isinstance(v, str) else None
+        why = not_utf8(v, column=False) if isinstance(v, str) else None
         if why is not None:
             return InvalidObservation(why, field=k, line=n)
     return InvalidObservation("not valid UTF-8 text", line=n)
@@ -549,7 +550,7 @@ def read_observations(
         except orjson.JSONDecodeError as exc:
             # orjson refuses a str that is not valid UTF-8 (a byte the caller
             # decoded with errors="surrogateescape" is a lone surrogate in it)
-            why = _not_utf8(line) or f"not JSON ({exc.msg} at column {exc.colno})"
+            why = not_utf8(line) or f"not JSON ({exc.msg} at column {exc.colno})"
             yield n, InvalidObservation(why, line=n)
             continue
         try:

@@ -72,6 +72,7 @@ __all__ = [
     "generate_traces",
     "hindsight_rates",
     "load_traces",
+    "max_budget",
     "replay",
 ]
 
@@ -401,6 +402,12 @@ def _run_policy(
     return tally.result(_final_freshness(p, state.last_fetch, fresh))
 
 
+def max_budget(traces: Sequence[Trace], cycle_hours: float = 1.0) -> float:
+    """The largest useful replay budget, per page per day: one fetch of every
+    page each cycle at the dearest page's cost (more buys nothing)."""
+    return 24.0 / cycle_hours * max(t.cost for t in traces)
+
+
 def replay(
     traces: Sequence[Trace] | str | Iterable[str],
     budget: float,
@@ -496,8 +503,7 @@ def replay(
         raise ValueError("no traces to replay")
     for t in trace_list:
         _check_trace(t)
-    # past one fetch of every page each cycle, more budget buys nothing
-    ceiling = 24.0 / cycle_hours * max(t.cost for t in trace_list)
+    ceiling = max_budget(trace_list, cycle_hours)
     if budget > ceiling:
         raise ValueError(
             f"budget {budget:g} is more than fetching every page every cycle costs "

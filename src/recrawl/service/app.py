@@ -39,11 +39,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMap
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 from urllib.parse import unquote
 
 import orjson
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
@@ -69,7 +69,6 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _MAX_LEASE = 1000
-_F = TypeVar("_F", bound=Callable[..., Any])
 _Candidate = tuple[str, str, str]  # (url, site, reason)
 
 
@@ -907,24 +906,10 @@ def create_app(
 
     # -- writes ----------------------------------------------------------------------------
 
-    def json_post(path: str, response_model: Any) -> Callable[[_F], _F]:
-        """Register a POST route whose body is JSON whatever the Content-Type."""
+    # bodies read as JSON whatever the Content-Type (``curl -d`` sends a form's)
+    json_writes = APIRouter(route_class=JSONBodyRoute, dependencies=[Write], tags=["write"])
 
-        def register(endpoint: _F) -> _F:
-            app.router.add_api_route(
-                path,
-                endpoint,
-                methods=["POST"],
-                response_model=response_model,
-                dependencies=[Write],
-                tags=["write"],
-                route_class_override=JSONBodyRoute,
-            )
-            return endpoint
-
-        return register
-
-    @json_post("/v1/urls", response_model=UrlsAdded)
+    @json_writes.post("/v1/urls", response_model=UrlsAdded)
     def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
         """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
         rows = body.urls if isinstance(body, UrlBatch) else body
@@ -936,7 +921,7 @@ def create_app(
             svc.invalidate()
         return {"received": len(rows), "added": added}
 
-    @json_post("/v1/leases", response_model=Leases)
+    @json_writes.post("/v1/leases", response_model=Leases)
     async def post_leases(body: LeaseRequest) -> Any:
         """Lease up to ``max`` fetch tasks from the current plan to ``worker``.
 
@@ -951,6 +936,8 @@ def create_app(
             return JSONResponse({"tasks": tasks})
         except ValueError as exc:
             raise HTTPException(409, str(exc)) from None
+
+    app.include_router(json_writes)
 
     @app.post(
         "/v1/observations",

@@ -106,18 +106,25 @@ def _real_rates(trace_dir: str) -> Any:
     return np.concatenate([hindsight_rates(load_traces(Path(trace_dir) / n)) for n in REAL])
 
 
+def _label(name: str) -> str:
+    """A trace's name in the tables: the kind of a generated one."""
+    return name.split(":", 1)[-1]
+
+
+def _key(name: str) -> str:
+    """A trace's name in ``spread`` and ``recrawl_to_oracle`` (the log-uniform
+    generated ones by their kind, as before the real-rates suite)."""
+    return name.removeprefix("generated:")
+
+
 def _traces(name: str, trace_dir: str, gen_seed: int = GEN_SEED) -> Any:
-    kind = name.split(":", 1)[-1]
+    kind = _label(name)
     if name.startswith("generated:"):
         return generate_traces(kind, pages=300, days=365.0, seed=gen_seed)
     if name.startswith("real-rates:"):
         rates = _real_rates(trace_dir)
         return generate_traces(kind, pages=300, days=365.0, seed=gen_seed, rates=rates)
     return load_traces(Path(trace_dir) / name)
-
-
-def _label(name: str) -> str:
-    return name.split(":", 1)[-1]
 
 
 def _run(args: tuple[Any, ...]) -> tuple[str, float, str, dict[str, Any], float, int]:
@@ -334,18 +341,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         **{name: model_budget_to_95(name, args.traces) for name in REAL},
     }
     if args.seeds > 1:
-        out["spread"] = {
-            f"{n.removeprefix('generated:')}@{b}": _spread(by_seed[(n, b)])
-            for n in names
-            for b in BUDGETS
-        }
+        out["spread"] = {f"{_key(n)}@{b}": _spread(by_seed[(n, b)]) for n in names for b in BUDGETS}
     ratios = {
-        f"{n}@{b}" if group != "generated_real_rates" else f"real-rates:{n}@{b}": (
-            s["ratio_to_oracle"]["recrawl"]
-        )
-        for group in groups
-        for n, by_b in out[group].items()
-        for b, s in by_b.items()
+        f"{_key(n)}@{b}": out[group][_label(n)][str(b)]["ratio_to_oracle"]["recrawl"]
+        for group, group_names in groups.items()
+        for n in group_names
+        for b in BUDGETS
     }
     out["recrawl_to_oracle"] = ratios
     out["seconds"] = {"total": round(time.perf_counter() - t0, 1), "runs": seconds}

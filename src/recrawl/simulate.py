@@ -494,15 +494,19 @@ def replay(
     for hook_name, hook in (("progress", progress), ("on_state", on_state)):
         if hook is not None and not callable(hook):
             raise ValueError(f"{hook_name} must be callable, got {hook!r}")
-    if isinstance(traces, str) or not isinstance(traces, Sequence):
-        traces = load_traces(traces)
-    elif traces and not isinstance(traces[0], Trace):
-        traces = load_traces(traces)  # type: ignore[arg-type]
-    trace_list: list[Trace] = list(traces)  # type: ignore[arg-type]
+    built = (
+        isinstance(traces, Sequence)
+        and not isinstance(traces, str)
+        and len(traces) > 0
+        and isinstance(traces[0], Trace)
+    )
+    # what load_traces returns is checked already; Trace objects built by hand are not
+    trace_list: list[Trace] = list(traces) if built else load_traces(traces)  # type: ignore[arg-type]
     if not trace_list:
         raise ValueError("no traces to replay")
-    for t in trace_list:
-        _check_trace(t)
+    if built:
+        for t in trace_list:
+            _check_trace(t)
     ceiling = max_budget(trace_list, cycle_hours)
     if budget > ceiling:
         raise ValueError(

@@ -202,7 +202,7 @@ def load_traces(source: str | os.PathLike[str] | Iterable[str]) -> list[Trace]:
     (1, 'a')
     """
     if isinstance(source, str | os.PathLike):
-        with Path(source).open(encoding="utf-8-sig") as fh:
+        with Path(source).open(encoding="utf-8") as fh:  # _load_lines drops a byte-order mark
             return _load_lines(fh)
     return _load_lines(source)
 

@@ -479,7 +479,9 @@ class Service:
         enforced at lease time), so leases never wait for the planner.
         """
         t = self.now() if now is None else now
-        outside = self.engine.store.outside_writes()
+        # another process's writes matter only once a replan may start: poll then
+        may_replan = t - self._plan_at >= self.replan_min_s
+        outside = self.engine.store.outside_writes() if may_replan else self._outside
         with self._lock:
             if outside != self._outside:
                 # another process wrote to the store (recrawl ingest, urls add, site
@@ -521,6 +523,7 @@ class Service:
         self._plan_cycle = cycle
         self._plan_at = t
         self._dirty = False
+        self._outside_changed = False
         self._obs_since_plan = 0
         self._done = done
         self._generation += 1
@@ -1032,10 +1035,12 @@ def create_app(
         """What each mean freshness would cost a day at the learned rates, and what
         ``per_day`` (default: the configured budget) buys: as ``recrawl budget --json``.
         Repeat ``freshness`` for several targets (default 0.8, 0.9, 0.95)."""
-        targets = freshness or [0.8, 0.9, 0.95]
-        if not all(0.0 < x < 1.0 for x in targets):
-            raise HTTPException(422, "every freshness must be between 0 and 1")
-        outlook = svc.engine.budget_outlook(targets, budget_per_day=per_day, now=svc.now())
+        try:
+            outlook = svc.engine.budget_outlook(
+                *([freshness] if freshness else []), budget_per_day=per_day, now=svc.now()
+            )
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
         return JSONResponse({**outlook.as_dict(), "unit": svc.settings.billing_unit})
 
     @app.get("/v1/stats", dependencies=[Read], tags=["read"])

@@ -299,24 +299,43 @@ def _chunks(n: int) -> list[slice]:
     return [slice(i, min(n, i + _CHUNK)) for i in range(0, n, _CHUNK)]
 
 
-def _usable(
-    nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``(nc, tc, tu)`` of a chunk, zero where a page's evidence is bad.
+def _bad_pages(nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray) -> IntArray | None:
+    """Indices of a chunk's pages whose evidence is bad; ``None`` if none is.
 
     Bad: any of the four numbers NaN, infinite or negative (see the module
-    docstring); such a page counts as one without evidence. The chunk's own
-    arrays are returned when every page is sound.
+    docstring); such a page counts as one without evidence.
     """
     arrays = (nc, tc, nu, tu)
     # fast path, reductions only (no temporaries): a NaN fails ``>= 0``
     if all(float(a.min(initial=0.0)) >= 0.0 and float(a.max(initial=0.0)) < np.inf for a in arrays):
-        return nc, tc, tu
+        return None
     ok = (nc >= 0.0) & (nc < np.inf)
     for a in arrays[1:]:
         ok &= a >= 0.0
         ok &= a < np.inf
-    return np.where(ok, nc, 0.0), np.where(ok, tc, 0.0), np.where(ok, tu, 0.0)
+    return np.flatnonzero(~ok)
+
+
+def _bad_chunks(
+    nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray
+) -> list[IntArray | None]:
+    """:func:`_bad_pages` of every chunk (:func:`_chunks`), checked once."""
+    return [_bad_pages(nc[sl], tc[sl], nu[sl], tu[sl]) for sl in _chunks(nc.shape[0])]
+
+
+def _usable(
+    bad: IntArray | None, nc: FloatArray, tc: FloatArray, tu: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(nc, tc, tu)`` of a chunk, zero at its ``bad`` pages (:func:`_bad_pages`).
+
+    The chunk's own arrays are returned when every page is sound.
+    """
+    if bad is None:
+        return nc, tc, tu
+    out = (nc.copy(), tc.copy(), tu.copy())
+    for a in out:
+        a[bad] = 0.0
+    return out
 
 
 def _evidence_arrays(
@@ -475,6 +494,7 @@ def fit_group_priors(
     True
     """
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
+    bad = _bad_chunks(ncf, tcf, nuf, tuf)  # once, for every pass below
     g = None if groups is None else np.asarray(groups)
     msk = None if mask is None else np.asarray(mask, dtype=bool)
     if g is None:
@@ -484,8 +504,9 @@ def fit_group_priors(
         ng = max(ng, 1)
     # per group: pages with exposure, Σe, Σe·x, Σe·x²
     sums = np.zeros((4, ng))
-    for sl in _chunks(ncf.shape[0]):
-        c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
+    chunks = _chunks(ncf.shape[0])
+    for sl, bad_sl in zip(chunks, bad, strict=True):
+        c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
         x = raw_rates(c_n, c_t, 0.0, u_t)
         e = c_t + u_t
         if msk is not None:
@@ -519,8 +540,10 @@ def fit_group_priors(
         cap = _sample_cap(size, sample_pages)
         gz = np.zeros(_CHUNK, dtype=np.intp)
 
-        def evidence(sl: slice, thin: bool) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
-            c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
+        def evidence(
+            sl: slice, bad_sl: IntArray | None, thin: bool
+        ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+            c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
             ok = (c_t + u_t) > 0
             if msk is not None:
                 ok &= msk[sl]
@@ -530,7 +553,8 @@ def fit_group_priors(
             return c_n[ok], c_t[ok], u_t[ok], gc[ok]
 
         none = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp))
-        parts = [evidence(sl, np.isfinite(cap)) for sl in _chunks(ncf.shape[0])] or [none]
+        thin = bool(np.isfinite(cap))
+        parts = [evidence(sl, b, thin) for sl, b in zip(chunks, bad, strict=True)] or [none]
         s_nc, s_tc, s_tu = (np.concatenate([p[i] for p in parts]) for i in range(3))
         s_g = np.concatenate([p[3] for p in parts])
         del parts
@@ -547,8 +571,8 @@ def fit_group_priors(
             if cap < 1.0:
                 # some groups had no page in the sample: one more step on every page
                 step = np.zeros((3, ng))
-                for sl in _chunks(ncf.shape[0]):
-                    step += np.array(_e_step(alpha, beta, *evidence(sl, False)))
+                for sl, bad_sl in zip(chunks, bad, strict=True):
+                    step += np.array(_e_step(alpha, beta, *evidence(sl, bad_sl, False)))
                 alpha, beta = m_step(step[0], step[1], step[2])
     return GroupPriors(alpha=alpha, beta=beta)
 
@@ -692,6 +716,7 @@ def estimate_rates(
     """
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     g = None if groups is None else np.asarray(groups)
+    bad = _bad_chunks(ncf, tcf, nuf, tuf)
     if priors is None:
         priors = fit_group_priors(ncf, tcf, nuf, tuf, g)
     el = None
@@ -700,11 +725,11 @@ def estimate_rates(
     n = ncf.shape[0]
     rate = np.empty(n)
     sd = np.empty(n)
-    for sl in _chunks(n):
+    for sl, bad_sl in zip(_chunks(n), bad, strict=True):
         m = sl.stop - sl.start
         a = np.full(m, priors.alpha[0]) if g is None else priors.alpha[g[sl]]
         b = np.full(m, priors.beta[0]) if g is None else priors.beta[g[sl]]
-        c_n, c_t, u_t = _usable(ncf[sl], tcf[sl], nuf[sl], tuf[sl])
+        c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
         if el is not None:
             d = _decay_factor(el[sl], half_life_days)
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d

@@ -167,6 +167,13 @@ def freshness_gain(
     return out
 
 
+def _time_averaged_freshness_of_r(r: FloatArray) -> FloatArray:
+    """``F`` as a function of ``r = λ/f`` alone, unchecked: ``(1 − e^(−r))/r``, 0 at ∞."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
+    return out
+
+
 @overload
 def time_averaged_freshness(rate_per_day: float, visits_per_day: float) -> float: ...
 @overload
@@ -210,7 +217,7 @@ def time_averaged_freshness(
         raise ValueError("rates and visit frequencies must be ≥ 0")
     with np.errstate(divide="ignore", invalid="ignore"):
         r = lam / f
-        out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
+    out = _time_averaged_freshness_of_r(r)
     out = np.where(lam <= 0, 1.0, np.where(f <= 0, 0.0, out))
     if out.ndim == 0:
         return float(out)
@@ -439,6 +446,21 @@ _SENSITIVE_X = 0.95
 _WINDOW = 0.01  # how far (in ln μ) the exact solve may move from the histogram's
 
 
+def _log_histogram(
+    log_key: FloatArray, w: FloatArray, lo: float, hi: float, *, span: float | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Summed weights and edges of a histogram of ``log_key`` over ``[lo, hi + 1e-9)``.
+
+    Bins are about 0.05 % wide: ``span / 5e-4`` of them, 1 to 200,000, where
+    ``span`` is the range's width unless given (:func:`_solve_log_mu_many`
+    sizes its bins on ``hi − lo``).
+    """
+    top = hi + 1e-9
+    width = top - lo if span is None else span
+    nbins = int(min(max(width / 5e-4, 1), 200_000))
+    return np.histogram(log_key, bins=nbins, range=(lo, top), weights=w)
+
+
 def _solve_log_mu_many(
     a: FloatArray, log_a: FloatArray, b: FloatArray, budget: float, lo_a: float, hi_a: float
 ) -> float:
@@ -446,8 +468,8 @@ def _solve_log_mu_many(
     (bins 0.05 % wide), then again with the pages near and past the cut-off
     taken one by one (and the rest still binned); on every page if the root
     moves too far for that split to hold."""
-    nbins = int(min(max((hi_a - lo_a) / 5e-4, 1), 200_000))
-    hist, edges = np.histogram(log_a, bins=nbins, range=(lo_a, hi_a + 1e-9), weights=b)
+    hist, edges = _log_histogram(log_a, b, lo_a, hi_a, span=hi_a - lo_a)
+    nbins = hist.size
     centres = np.exp(0.5 * (edges[:-1] + edges[1:]))
     keep = hist > 0
     m0 = _solve_log_mu(centres[keep], hist[keep], budget, lo_a, hi_a)
@@ -715,29 +737,25 @@ def budget_for_freshness(
     return _solve_budget(np.log(b / w_u), w_u, b, need)
 
 
-def _time_averaged_freshness_of_r(r: FloatArray) -> FloatArray:
-    """``F`` as a function of ``r = λ/f`` alone, unchecked: ``(1 − e^(−r))/r``, 0 at ∞."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(r > 1e-8, -np.expm1(-r) / r, 1.0 - r / 2.0)
-    return out
-
-
 def _fresh_sum(
     log_key: FloatArray,
     w: FloatArray,
     s: float,
     optimal: bool,
     b: FloatArray | None = None,
+    slope: bool = True,
 ) -> tuple[float, float, float]:
-    """``Σ wᵢ F``, its derivative in ``s`` and ``Σ bᵢ/rᵢ`` (0 without ``b``), with
-    ``r = g⁻¹(eˢ kᵢ)`` (``optimal``) or ``r = eˢ kᵢ`` (one interval for all),
-    ``k = e^log_key``; in cache-sized blocks, so ten million pages need no
-    full-size temporaries."""
+    """``Σ wᵢ F``, its derivative in ``s`` (0 unless ``slope``) and ``Σ bᵢ/rᵢ``
+    (0 without ``b``), with ``r = g⁻¹(eˢ kᵢ)`` (``optimal``) or ``r = eˢ kᵢ``
+    (one interval for all), ``k = e^log_key``; in cache-sized blocks, so ten
+    million pages need no full-size temporaries."""
     if log_key.size > _BLOCK:
         total, d_total, spend = 0.0, 0.0, 0.0
         for i in range(0, log_key.size, _BLOCK):
             sl = slice(i, i + _BLOCK)
-            f, d, sp = _fresh_sum(log_key[sl], w[sl], s, optimal, None if b is None else b[sl])
+            f, d, sp = _fresh_sum(
+                log_key[sl], w[sl], s, optimal, None if b is None else b[sl], slope
+            )
             total += f
             d_total += d
             spend += sp
@@ -745,21 +763,21 @@ def _fresh_sum(
     x = np.exp(log_key + s)
     r = inverse_marginal(x, polish=True) if optimal else x
     fresh = _time_averaged_freshness_of_r(r)  # F depends on λ/f = r alone; 0 at r = ∞
+    d_total = 0.0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        g = marginal(r)
-        dfdr = np.where(r > 1e-8, -g / (r * r), -0.5)  # dF/dr = −g(r)/r²
-        # dr/ds: r itself for a fixed interval; g(r)/g′(r) = g(r)/(r e⁻ʳ) for the optimum
-        drds = g / (r * np.exp(-r)) if optimal else r
-        slope = np.where(np.isfinite(r) & (r > 0), dfdr * drds, 0.0)
+        if slope:
+            g = marginal(r)
+            dfdr = np.where(r > 1e-8, -g / (r * r), -0.5)  # dF/dr = −g(r)/r²
+            # dr/ds: r itself for a fixed interval; g(r)/g′(r) = g(r)/(r e⁻ʳ) for the optimum
+            drds = g / (r * np.exp(-r)) if optimal else r
+            d_total = float(np.dot(w, np.where(np.isfinite(r) & (r > 0), dfdr * drds, 0.0)))
         spend = 0.0 if b is None else float(np.sum(b / r))
-    return float(np.dot(w, fresh)), float(np.dot(w, slope)), spend
+    return float(np.dot(w, fresh)), d_total, spend
 
 
 def _histogram(log_key: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Bin centres (in ``log_key``) and summed weights of a log-histogram 0.05 % wide."""
-    edges_lo, edges_hi = float(log_key.min()), float(log_key.max()) + 1e-9
-    nbins = int(min(max((edges_hi - edges_lo) / 5e-4, 1), 200_000))
-    hist, edges = np.histogram(log_key, bins=nbins, range=(edges_lo, edges_hi), weights=w)
+    hist, edges = _log_histogram(log_key, w, float(log_key.min()), float(log_key.max()))
     keep = hist > 0
     return 0.5 * (edges[:-1] + edges[1:])[keep], hist[keep]
 
@@ -781,7 +799,7 @@ def _bisect_fresh(
     f_lo, f_hi, b_lo, b_hi = math.inf, 0.0, math.inf, 0.0
     while hi - lo > 1e-12 * max(1.0, abs(lo), abs(hi)):
         mid = 0.5 * (lo + hi)
-        got, _, spend = _fresh_sum(keys, weights, mid, optimal, b)
+        got, _, spend = _fresh_sum(keys, weights, mid, optimal, b, slope=False)
         if got >= need:
             lo, f_lo, b_lo = mid, got, spend
         else:

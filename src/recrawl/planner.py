@@ -653,8 +653,9 @@ def _learning_floor(
 
     def weak(sl: slice, out: BoolArray) -> None:
         np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=out)
+        out &= _joined(pages, sl, cfg.half_life_days) > since  # counted from the first fetch
 
-    learning = _new_pages(pages, live, since, weak, half_life_days=cfg.half_life_days)
+    learning = _new_pages(pages, live, weak)
     if learning is not None:
         np.maximum(visits, floor, out=visits, where=learning)
 
@@ -671,33 +672,27 @@ def _probe_floor(
     ``probe_days``.
     """
     floor = 1.0 / cfg.probe_days
+    since = now - cfg.probe_window_days * DAY_S
 
     def changed_so_far(sl: slice, out: BoolArray) -> None:
         np.less(pages.ev_nu[sl], 0.5, out=out)
         out &= pages.ev_nc[sl] < cfg.probe_revisits - 0.5
+        out &= pages.first_seen[sl] > since
 
-    probe = _new_pages(pages, live, now - cfg.probe_window_days * DAY_S, changed_so_far)
+    probe = _new_pages(pages, live, changed_so_far)
     if probe is not None:
         probe &= visits < floor / PROBE_GAP
         np.maximum(visits, floor, out=visits, where=probe)
 
 
 def _new_pages(
-    pages: PageState,
-    live: BoolArray,
-    since: float,
-    test: Callable[[slice, BoolArray], None],
-    *,
-    half_life_days: float | None = None,
+    pages: PageState, live: BoolArray, test: Callable[[slice, BoolArray], None]
 ) -> BoolArray | None:
-    """Mask of the live pages with a value first seen after ``since`` for which
-    ``test(slice, out)`` sets ``out`` True; None when they are not a minority
-    of the live pages (a crawl that has just started: every page is new, and
-    the allocation's own guesses stand). Built in chunks, so ten million
-    pages need no full-size float temporary.
-
-    With ``half_life_days``, a page counts from its first fetch instead, when
-    that came later (:func:`_joined`).
+    """Mask of the live pages with a value for which ``test(slice, out)`` (which
+    says whether each page is new enough) sets ``out`` True; None when they are
+    not a minority of the live pages (a crawl that has just started: every page
+    is new, and the allocation's own guesses stand). Built in chunks, so ten
+    million pages need no full-size float temporary.
     """
     mask = np.empty(len(pages), dtype=bool)
 
@@ -705,10 +700,6 @@ def _new_pages(
         sl = slice(start, start + _PRIORITY_CHUNK)
         out = mask[sl]
         test(sl, out)
-        if half_life_days is None:
-            out &= pages.first_seen[sl] > since
-        else:
-            out &= _joined(pages, sl, half_life_days) > since
         out &= live[sl]
         out &= pages.value[sl] > 0
 

@@ -416,6 +416,7 @@ def test_replay_refuses_a_trace_built_by_hand_that_the_parser_would_refuse() -> 
         Trace("nan", "s", "t", 0.0, float("nan"), np.zeros(0)),
         Trace("out", "s", "t", 0.0, DAY, np.array([2.0 * DAY])),
         Trace("free", "s", "t", 0.0, DAY, np.zeros(0), cost=0.0),
+        Trace("millis", "s", "t", 1.7e12, 1.7e12 + DAY * 1000, np.zeros(0)),
     ]
     for t in bad:
         with pytest.raises(InvalidTrace, match=repr(t.page)):

@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._exceptions import InvalidTrace
 from .estimate import update_evidence_arrays
 from .freshness import Objective, optimal_allocation
-from .observation import MAX_TIMESTAMP
+from .observation import MAX_TIMESTAMP, TOO_LATE
 from .planner import (
     NUTCH_INITIAL_INTERVAL_S,
     POLICIES,
@@ -123,6 +123,8 @@ def _check_trace(t: Trace) -> None:
         raise InvalidTrace(f"{where}: start and end must be finite, got {t.start} and {t.end}")
     if not t.end > t.start:
         raise InvalidTrace(f"{where}: end ({t.end}) must be after start ({t.start})")
+    if t.end > MAX_TIMESTAMP:  # changes lie before the end
+        raise InvalidTrace(f"{where}: end {t.end:.0f} {TOO_LATE}")
     c = t.changes
     if c.ndim != 1:
         raise InvalidTrace(f"{where}: changes must be a flat array of unix seconds")

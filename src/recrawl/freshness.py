@@ -490,7 +490,8 @@ def _solve_log_mu_many(
         sample = a[:: max(1, a.size // 4096)]
         if np.unique(sample).size <= sample.size // 8:
             ua, inv = np.unique(a, return_inverse=True)
-            return _solve_log_mu(ua, np.bincount(inv, weights=b), budget, lo_a, hi_a, start=m0)
+            ub = np.bincount(inv, weights=b).astype(np.float64, copy=False)
+            return _solve_log_mu(ua, ub, budget, lo_a, hi_a, start=m0)
         return _solve_log_mu(a, b, budget, lo_a, hi_a, start=m0)
     low = keep[:k_lo]
     m = _solve_log_mu(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -17,6 +21,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from conftest import _pg_schema
 from typer.testing import CliRunner
 
 from recrawl.cli import app as cli_app
@@ -24,7 +29,7 @@ from recrawl.config import Settings, load_settings
 from recrawl.engine import Engine
 from recrawl.service import create_app
 from recrawl.service.testing import ManualClock, free_port, serve_in_thread
-from recrawl.store import SQLiteStore
+from recrawl.store import SQLiteStore, SQLStore, open_store
 
 TOKEN = "write-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -35,14 +40,19 @@ Serve = Callable[..., AbstractContextManager[tuple[httpx.Client, Engine]]]
 @pytest.fixture
 def serve(db_path: str) -> Iterator[Serve]:
     """Start the service on a free port: ``with serve(**settings) as (client, engine)``."""
-    stores: list[SQLiteStore] = []
+    stores: list[SQLStore] = []
 
     @contextmanager
     def start(
-        *, clock: ManualClock | None = None, app_kw: dict[str, Any] | None = None, **kw: Any
+        *,
+        clock: ManualClock | None = None,
+        app_kw: dict[str, Any] | None = None,
+        db: str | None = None,
+        **kw: Any,
     ) -> Iterator[tuple[httpx.Client, Engine]]:
+        """``db``: a store path or URL other than ``db_path``."""
         settings = Settings(**{"token": TOKEN, "budget_per_day": 10_000.0, **kw})
-        store = SQLiteStore(db_path)
+        store = open_store(db or db_path)
         stores.append(store)
         engine = Engine(store, settings, clock=clock or ManualClock())
         app = create_app(engine, settings, **{"replan_min_s": 0.0, **(app_kw or {})})
@@ -430,6 +440,109 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         assert engine.store.observation_count() == 24
 
 
+# -- compressed bodies, the docs offline -------------------------------------------------------
+
+GZ = {"Content-Encoding": "gzip"}
+
+
+def test_gzip_and_deflate_bodies_are_read_like_plain_ones(serve: Serve) -> None:
+    """A fetcher that compresses its reports gets the answers of plain ones (the
+    service read the compressed bytes as they were: 200 with every line rejected
+    as "not JSON (str is not valid UTF-8: surrogates not allowed)", or 400
+    "There was an error parsing the body")."""
+    with serve() as (client, engine):
+        now = time.time()
+        r = client.post("/v1/urls", content=gzip.compress(b'[{"url": "https://a.example/x"}]'), headers=GZ)  # fmt: skip
+        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1}, r.text
+        r = client.post(
+            "/v1/leases",
+            content=zlib.compress(b'{"worker": "w1", "max": 5}'),
+            headers={"Content-Encoding": "deflate"},
+        )
+        assert r.status_code == 200, r.text
+        assert [t["url"] for t in r.json()["tasks"]] == ["https://a.example/x"]
+        lines = ndjson([obs(f"https://a.example/{i}", now) for i in range(2000)])
+        r = client.post("/v1/observations", content=gzip.compress(lines), headers=GZ)
+        assert r.json() == {"accepted": 2000, "stored": 2000, "duplicates": 0, "rejected": []}
+        # a JSON array as two gzip members (``cat a.gz b.gz``), chunked: no Content-Length
+        array = orjson.dumps([obs(f"https://b.example/{i}", now) for i in range(1000)])
+        packed = gzip.compress(array[:5000]) + gzip.compress(array[5000:])
+
+        def chunks() -> Iterator[bytes]:
+            for i in range(0, len(packed), 1000):
+                yield packed[i : i + 1000]
+
+        r = client.post("/v1/observations", content=chunks(), headers=GZ)
+        assert r.status_code == 200 and r.json()["stored"] == 1000, r.text
+        assert engine.store.observation_count() == 3000
+
+
+def test_a_gzip_bomb_gets_413_without_filling_memory(serve: Serve) -> None:
+    limit = 4 << 20
+    member = gzip.compress(bytes(16 << 20), compresslevel=9)  # 16 MiB of zeros in ~16 KiB
+    bomb = member * 64  # about 1 MiB sent, 1 GiB once decompressed
+    assert len(bomb) < limit
+    with serve(max_body_bytes=limit) as (client, engine):
+        tracemalloc.start()
+        try:
+            r = client.post("/v1/observations", content=bomb, headers=GZ)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert r.status_code == 413
+        assert r.json() == {"detail": f"request body larger than {limit} bytes once decompressed"}
+        assert peak < 8 * limit  # the body so far, one piece and the bomb itself
+        assert engine.store.observation_count() == 0
+
+
+def test_an_unknown_or_broken_encoding_is_one_clear_sentence(serve: Serve) -> None:
+    with serve() as (client, engine):
+        now = time.time()
+        r = client.post(
+            "/v1/urls",
+            content=b'[{"url": "https://a.example/y"}]',
+            headers={"Content-Encoding": "br"},
+        )
+        assert r.status_code == 415
+        assert r.json() == {
+            "detail": "Content-Encoding br is not supported: send gzip, deflate or identity"
+        }
+        assert r.headers["accept-encoding"] == "gzip, deflate"
+        r = client.post("/v1/observations", content=b'{"url": "x"}\n', headers=GZ)
+        assert r.status_code == 400
+        assert r.json()["detail"].startswith("the body is not valid gzip data (")
+        cut = gzip.compress(ndjson([obs(f"https://a.example/{i}", now) for i in range(100)]))
+        r = client.post("/v1/observations", content=cut[: len(cut) // 2], headers=GZ)
+        assert r.status_code == 400
+        assert r.json() == {"detail": "the gzip body ends before its end of stream"}
+        assert engine.store.observation_count() == 0
+        assert engine.store.page_columns()["url"] == []
+        # identity is no encoding at all
+        r = client.post(
+            "/v1/urls",
+            content=b'[{"url": "https://a.example/z"}]',
+            headers={"Content-Encoding": "identity"},
+        )
+        assert r.status_code == 200 and r.json()["added"] == 1
+
+
+def test_the_docs_load_on_a_host_without_the_internet(serve: Serve) -> None:
+    """/docs and /redoc use only scripts, styles and icons the service itself serves
+    (they came from a CDN: a blank page on an offline crawl host)."""
+    with serve() as (client, _):
+        for page in ("/docs", "/redoc"):
+            r = client.get(page)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+            assert "http://" not in r.text and "https://" not in r.text
+            assets = re.findall(r'(?:src|href)="([^"]+)"', r.text)
+            assert any(a.endswith(".js") for a in assets), r.text
+            for asset in assets:
+                assert asset.startswith("/"), asset
+                got = client.get(asset)
+                assert got.status_code == 200 and len(got.content) > 1000, asset
+        assert client.get("/openapi.json").status_code == 200
+
+
 # -- the command line and a crash --------------------------------------------------------------
 
 
@@ -534,7 +647,6 @@ def test_acknowledged_observations_survive_a_sigkill_of_the_server(tmp_path: Pat
 def test_reported_block_pages_are_classified_like_the_cli(tmp_path):
     """A 200 carrying a challenge page, reported over HTTP without an outcome, is a challenge."""
     from recrawl.service.testing import serve_in_thread
-    from recrawl.store import SQLiteStore
 
     db = tmp_path / "svc.db"
     settings = Settings(token="t0k", budget_per_day=100)
@@ -657,14 +769,25 @@ def test_the_openapi_description_keeps_the_json_bodies(serve: Serve) -> None:
             assert schema.encode() in body
 
 
-def test_urls_registered_by_the_cli_reach_a_running_service(serve: Serve, db_path: str) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db(request: pytest.FixtureRequest, db_path: str) -> Iterator[str]:
+    """A store path, then a fresh PostgreSQL schema's URL."""
+    if request.param == "sqlite":
+        yield db_path
+    else:
+        yield from _pg_schema()
+
+
+def test_urls_registered_by_the_cli_reach_a_running_service(
+    serve: Serve, any_db: str, tmp_path: Path
+) -> None:
     # another process writes to the store the service runs on: the plan catches up
     clock = ManualClock()
-    with serve(clock=clock) as (client, _):
+    with serve(clock=clock, db=any_db) as (client, _):
         assert lease(client, "w1") == []  # an empty store: an empty plan, cached
-        urls = Path(db_path).with_suffix(".txt")
+        urls = tmp_path / "urls.txt"
         urls.write_text("https://cli.example/1\nhttps://cli.example/2\n")
-        res = CliRunner().invoke(cli_app, ["urls", "add", str(urls), "--db", db_path])
+        res = CliRunner().invoke(cli_app, ["urls", "add", str(urls), "--db", any_db])
         assert res.exit_code == 0, res.output
         got: list[dict[str, Any]] = []
         for _ in range(100):  # the plan is recomputed in the background

@@ -9,8 +9,9 @@ The planner runs in the loop:
 
 * observations re-estimate pages as they are stored (the store folds them in);
 * the plan is recomputed when a cycle (``cycle_hours``) begins, after
-  ``replan_after`` new observations or a write by another process to a SQLite
-  store (the CLI's ingest, URLs, resume; at most every ``replan_min_s`` seconds),
+  ``replan_after`` new observations or a write by another process to the
+  store (the CLI's ingest, URLs, resume: :meth:`~recrawl.store.SQLStore.outside_writes`,
+  on SQLite and PostgreSQL; at most every ``replan_min_s`` seconds),
   and at once when a site's controls change (band action, resume) or URLs are
   registered; a recomputation inside a cycle spends only what the cycle has
   not yet handed out;
@@ -18,6 +19,10 @@ The planner runs in the loop:
   observations arrived; the band's actions (concurrency cap, effective cost,
   pause with canaries only) are applied by the engine to the site controls,
   which both the plan and :meth:`~recrawl.store.SQLStore.claim` obey.
+
+Request bodies may come compressed (``Content-Encoding: gzip`` or ``deflate``,
+:class:`DecodeBody`); ``/docs`` and ``/redoc`` serve their scripts themselves
+(no CDN), so they work on an offline crawl host.
 
 Writes from fetchers go through one writer thread (:mod:`.writer`): bodies are
 parsed in worker threads, concurrent reports are committed together in one
@@ -34,6 +39,7 @@ import math
 import secrets
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMapping, Sequence
 from concurrent.futures import Future
@@ -49,6 +55,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
 from .. import __version__
@@ -281,19 +288,123 @@ class BodyLimit:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = orjson.dumps({"detail": f"request body larger than {limit} bytes"})
+    await _refuse(send, 413, f"request body larger than {limit} bytes")
+
+
+async def _refuse(
+    send: Send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer ``{"detail": detail}`` with ``status`` without reading the request body
+    (so the connection is closed after it)."""
+    body = orjson.dumps({"detail": detail})
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
+                *headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+# -- compressed request bodies ---------------------------------------------------------------
+
+# Content-Encoding → zlib's ``wbits``: gzip (RFC 1952), deflate (the zlib format, RFC 1950)
+_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class _Inflate:
+    """One request body being decompressed, to at most ``limit`` bytes."""
+
+    def __init__(self, coding: str, limit: int) -> None:
+        self.coding = coding
+        self.limit = limit
+        self.size = 0  # bytes out so far
+        self.fed = False
+        self._z = zlib.decompressobj(_CODINGS[coding])
+
+    def feed(self, data: bytes, final: bool) -> bytes:
+        """The decompressed bytes of the next piece ``data`` of the body.
+
+        Never produces more than one byte past the limit, however much ``data``
+        expands. Raises HTTPException 413 past the limit, 400 on bytes that
+        are not of the coding or a body that ends early.
+        """
+        out: list[bytes] = []
+        self.fed = self.fed or bool(data)
+        try:
+            while data:
+                piece = self._z.decompress(data, self.limit - self.size + 1)
+                self.size += len(piece)
+                if self.size > self.limit:
+                    raise HTTPException(
+                        413, f"request body larger than {self.limit} bytes once decompressed"
+                    )
+                out.append(piece)
+                data = b""
+                if self._z.eof and self._z.unused_data:  # gzip: the next member (``cat a.gz b.gz``)
+                    data = self._z.unused_data
+                    self._z = zlib.decompressobj(_CODINGS[self.coding])
+        except zlib.error as exc:
+            raise HTTPException(400, f"the body is not valid {self.coding} data ({exc})") from None
+        if final and self.fed and not self._z.eof:
+            raise HTTPException(400, f"the {self.coding} body ends before its end of stream")
+        return b"".join(out)
+
+
+class DecodeBody:
+    """ASGI middleware: decompress request bodies sent with ``Content-Encoding``
+    ``gzip`` or ``deflate``, as they arrive and to at most ``limit`` bytes.
+
+    A body that would decompress past ``limit`` gets 413 once the limit is
+    passed (a small "zip bomb" costs at most ``limit`` bytes of memory); one in
+    another coding gets 415 and is not read. The application sees the
+    decompressed body, without ``Content-Encoding`` and ``Content-Length``.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        coding = ""
+        headers = []
+        for name, value in scope.get("headers", ()):
+            if name == b"content-encoding":
+                coding = value.decode("latin-1").strip().lower()
+            elif name != b"content-length":
+                headers.append((name, value))
+        if coding in ("", "identity"):
+            await self.app(scope, receive, send)
+            return
+        if coding not in _CODINGS:
+            await _refuse(
+                send,
+                415,
+                f"Content-Encoding {coding} is not supported: send gzip, deflate or identity",
+                [(b"accept-encoding", b"gzip, deflate")],
+            )
+            return
+        body = _Inflate(coding, self.limit)
+
+        async def decoded() -> Message:
+            msg = await receive()
+            if msg["type"] == "http.request":
+                data = msg.get("body", b"")
+                final = not msg.get("more_body", False)
+                # off the event loop: zlib lets go of the interpreter lock
+                msg = {**msg, "body": await run_in_threadpool(body.feed, data, final)}
+            return msg
+
+        await self.app({**scope, "headers": headers}, decoded, send)
 
 
 # -- the service state -----------------------------------------------------------------------
@@ -860,7 +971,9 @@ def create_app(
     write_token = settings.token or ""
     read_token = settings.read_token
 
-    app = FastAPI(
+    # /docs and /redoc with their scripts and styles served by the app (no CDN:
+    # crawl hosts are often offline or firewalled)
+    app = FastAPIOffline(
         title="recrawl",
         version=__version__,
         summary="Lease fetch work under a budget, report observations, watch site health.",
@@ -868,6 +981,9 @@ def create_app(
         "when one is configured. Times are unix seconds; costs are in the billing unit.",
     )
     app.state.service = svc
+    # the last added runs first: BodyLimit counts the bytes on the wire, then
+    # DecodeBody bounds them decompressed
+    app.add_middleware(DecodeBody, limit=settings.max_body_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     def _matches(given: str, token: str | None) -> bool:

@@ -399,3 +399,34 @@ def test_a_compressed_log_is_ingested_as_it_is(tmp_path: Path):
     assert f"{n:,} observations stored" in res.output and "0 rejected" in res.output
     again = runner.invoke(app, ["ingest", str(plain), "--db", db, "-q"])
     assert f"{n:,} already known" in again.output  # the same observations, not new ones
+
+
+def test_an_operator_pauses_a_site_by_hand_and_resumes_it(tmp_path: Path):
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db]).exit_code == 0
+
+    def planned_sites() -> set[str]:
+        res = runner.invoke(app, ["plan", "--db", db, "--budget", "10", "--at", "400000", "--json"])
+        assert res.exit_code == 0, res.output
+        return {t["site"] for t in json.loads(res.output)["tasks"]}
+
+    assert planned_sites() == {"shop.example", "news.example"}
+    res = runner.invoke(
+        app, ["site", "pause", "shop.example", "--db", db, "--reason", "owner asked", "--by", "ana"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "paused" in res.output
+    assert planned_sites() == {"news.example"}
+    again = runner.invoke(app, ["site", "pause", "shop.example", "--db", db])
+    assert "already paused" in again.output
+    hist = json.loads(
+        runner.invoke(app, ["site", "history", "shop.example", "--db", db, "--json"]).output
+    )
+    assert [(e["kind"], e["detail"]) for e in hist] == [("pause", "by ana: owner asked")]
+    health = runner.invoke(app, ["health", "--db", db, "--json"])
+    assert "shop.example" in json.dumps(json.loads(health.output).get("paused"))
+    typo = recrawl("site", "pause", "shop.exmaple", "--db", db)
+    assert typo.returncode != 0 and "no site 'shop.exmaple'" in typo.stderr
+    assert "Traceback" not in typo.stderr
+    assert runner.invoke(app, ["site", "resume", "shop.example", "--db", db]).exit_code == 0
+    assert planned_sites() == {"shop.example", "news.example"}

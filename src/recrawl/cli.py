@@ -896,6 +896,27 @@ site_app = typer.Typer(help="A human's controls over a site.", no_args_is_help=T
 app.add_typer(site_app, name="site")
 
 
+@site_app.command("pause")
+def site_pause(
+    site: Annotated[str, typer.Argument(help="The site to pause.")],
+    db: DbOpt = None,
+    reason: Annotated[str, typer.Option(help="Why (kept in the site's history).")] = "",
+    by: Annotated[
+        str, typer.Option(help="Who decided (kept in the site's history).")
+    ] = os.environ.get("USER", "operator"),
+) -> None:
+    """Pause a site by hand: nothing of it is planned or leased until a human resumes it."""
+    with _store(db, existing=True) as store:
+        done = Engine(store).pause(site, by=by, reason=reason)
+    if done:
+        out.print(
+            f"{escape(site)} paused (recorded, by {escape(by)}); "
+            f"recrawl site resume {escape(site)} lifts it"
+        )
+    else:
+        out.print(f"{escape(site)} was already paused: nothing recorded")
+
+
 @site_app.command("resume")
 def site_resume(
     site: Annotated[str, typer.Argument(help="The site to resume.")],

@@ -598,6 +598,34 @@ class Engine:
         events = [e for e in self.store.site_events(site) if e["kind"] == "resume"]
         return bool(events) and now - events[-1]["at"] < 3600.0
 
+    def pause(
+        self, site: str, *, by: str = "operator", reason: str = "", now: float | None = None
+    ) -> bool:
+        """A human's pause: the planner leaves the site out and leases give none of
+        its pages until a human resumes it (:meth:`resume`); health never lifts it.
+
+        Returns False, recording nothing, when the site is already paused. Raises
+        :class:`~recrawl.NotFound` for a site the store does not know (a typo
+        would otherwise pause nothing).
+        """
+        t = self.clock() if now is None else now
+        controls = self.store.site_controls()
+        if site not in controls and site not in self.store.sites():
+            from ._exceptions import NotFound
+
+            raise NotFound(f"no site {site!r} in the store")
+        if controls.get(site, {}).get("paused"):
+            return False
+        self.store.set_site_controls(
+            site,
+            now=t,
+            paused=True,
+            concurrency_cap=0,
+            event="pause",
+            detail=f"by {by}" + (f": {reason}" if reason else ""),
+        )
+        return True
+
     def resume(self, site: str, *, by: str = "operator", now: float | None = None) -> None:
         """A human's way back from a pause: recorded, and the site runs again at
         its normal concurrency (the next critical band an hour on pauses it again)."""

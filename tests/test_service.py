@@ -796,3 +796,48 @@ def test_urls_registered_by_the_cli_reach_a_running_service(
                 break
             time.sleep(0.05)
         assert sorted(t["url"] for t in got) == ["https://cli.example/1", "https://cli.example/2"]
+
+
+def test_a_write_by_another_process_during_a_replan_is_not_forgotten(any_db: str) -> None:
+    """URLs another process registers while the service recomputes its plan get a
+    plan of their own: the recomputation that was already running did not see
+    them, and its end used to clear the news (they waited for the next cycle)."""
+    from recrawl.service import Service
+
+    settings = Settings(token=TOKEN, budget_per_day=10_000.0)
+    store, cli = open_store(any_db), open_store(any_db)
+    try:
+        svc = Service(Engine(store, settings, clock=ManualClock()), replan_min_s=0.0)
+        assert svc.lease("w1", 10) == []  # an empty plan, cached
+        computed, release = threading.Event(), threading.Event()
+        compute = svc._compute
+
+        def held(t: float, cycle: int) -> Any:
+            plan = compute(t, cycle)  # read before the second URL is written
+            computed.set()
+            release.wait(10.0)
+            return plan
+
+        svc._compute = held  # type: ignore[method-assign]
+        cli.add_urls([("https://cli.example/1", "cli.example", "page", 1.0)], now=1.0)
+        deadline = time.monotonic() + 10.0
+        while not computed.is_set() and time.monotonic() < deadline:
+            svc.plan()  # notices the write: a recomputation starts in the background
+            time.sleep(0.01)
+        assert computed.is_set()
+        seen = store.outside_writes()
+        cli.add_urls([("https://cli.example/2", "cli.example", "page", 1.0)], now=1.0)
+        while store.outside_writes() == seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        svc.plan()  # notices the second write while the first recomputation runs
+        release.set()
+        got: list[str] = []
+        for _ in range(100):
+            got += [t["url"] for t in svc.lease("w1", 10)]
+            if len(got) == 2:
+                break
+            time.sleep(0.05)
+        assert sorted(got) == ["https://cli.example/1", "https://cli.example/2"]
+    finally:
+        store.close()
+        cli.close()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from conftest import PG_URL, _pg_schema
@@ -152,3 +156,94 @@ def test_a_lost_listening_connection_counts_as_a_write_and_comes_back(
         while listeners() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert listeners() == []
+
+
+@contextmanager
+def pooler() -> Iterator[int]:
+    """A TCP proxy to the test server that, like PgBouncer, tells each client a
+    process id of its own at connection (BackendKeyData), not the server's; yields
+    its port. Clients must connect with ``sslmode=disable&gssencmode=disable``."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    sockets = [listener]
+
+    def pump(src: socket.socket, dst: socket.socket, rewrite: bool) -> None:
+        buf = b""
+        try:
+            while data := src.recv(65536):
+                if rewrite:  # the server's messages up to BackendKeyData, one by one
+                    buf += data
+                    data = b""
+                    while len(buf) >= 5 and len(buf) >= 1 + struct.unpack("!I", buf[1:5])[0]:
+                        size = 1 + struct.unpack("!I", buf[1:5])[0]
+                        msg, buf = buf[:size], buf[size:]
+                        if msg[:1] == b"K":
+                            pid = struct.unpack("!i", msg[5:9])[0]
+                            msg = msg[:5] + struct.pack("!i", pid ^ 0x5A5A5A) + msg[9:]
+                            rewrite, data, buf = False, buf, b""
+                        dst.sendall(msg)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", 5432))
+            sockets.extend((client, server))
+            threading.Thread(target=pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=pump, args=(server, client, True), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def test_own_writes_do_not_count_behind_a_pooler(
+    pg_url: str, open_pg: Callable[[str], PostgresStore]
+) -> None:
+    """Behind a connection pooler in session mode the process id a client is told
+    at connection is the pooler's own; the store's writes are still its own (they
+    counted as another's: a running service replanned after each of its ingests)."""
+    with pooler() as port:
+        pooled = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{port}")
+        a = open_pg(f"{pooled}&sslmode=disable&gssencmode=disable")
+        b = open_pg(pg_url)  # direct: the control
+        a0, b0 = a.outside_writes(), b.outside_writes()
+        a.add_urls([("https://a.example/1", "a.example", "page", 1.0)], now=1.0)
+        assert quiet(a, a0, b, b0)
+        b.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=2.0)
+        assert moved(a, a0)
+
+
+def test_a_write_right_after_the_listening_connection_is_lost_counts(
+    pg_url: str, open_pg: Callable[[str], PostgresStore]
+) -> None:
+    """The call that finds the listening connection gone listens again at once: a
+    write committed after it (after the replan it set off has read the store)
+    moves the count. It was seen only from the next call on, so a write in
+    between was missed for good (idle_session_timeout, a DBA's pg_terminate_backend)."""
+    app = f"recrawl-test-{uuid.uuid4().hex[:8]}"
+    a, b, c = open_pg(f"{pg_url}&application_name={app}"), open_pg(pg_url), open_pg(pg_url)
+    a0 = a.outside_writes()
+    with psycopg.connect(PG_URL, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND query LIKE 'LISTEN %%'",
+            (app,),
+        )
+    c1 = c.outside_writes()
+    deadline = time.monotonic() + 5.0
+    while (a1 := a.outside_writes()) == a0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert a1 != a0  # the loss: writes may have gone unseen
+    b.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=1.0)
+    assert moved(c, c1)  # announced
+    assert moved(a, a1)

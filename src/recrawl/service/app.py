@@ -647,8 +647,12 @@ class Service:
                 if self._generation == generation:  # no recomputation overtook this one
                     pending = self._done_pending or set()
                     left = self._obs_since_plan - seen
+                    # a write by another process noticed while ``plan`` was computed
+                    # may be missing from it: it still asks for a recomputation
+                    outside_changed = self._outside_changed
                     self._install(plan, t, cycle, pending)
                     self._obs_since_plan = max(left, 0)
+                    self._outside_changed = outside_changed
         except Exception:  # the previous plan keeps serving; the next trigger retries
             _log.exception("recomputing the plan failed")
         finally:

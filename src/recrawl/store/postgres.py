@@ -11,7 +11,11 @@ tables a plan reads (pages, through the ``meta`` counter every write to pages
 bumps; site controls; canaries) sends a ``NOTIFY`` on
 :data:`CHANNEL` carrying the schema's name, and
 :meth:`PostgresStore.outside_writes` counts those that came from another
-connection (what SQLite's ``data_version`` tells).
+connection (what SQLite's ``data_version`` tells). The first open of a store
+creates those triggers; like the rest of the schema's DDL, that needs the owner
+of the tables. A pooler in session mode (PgBouncer ``pool_mode = session``) is
+fine; one that pools transactions cannot carry ``LISTEN``: give a service that
+must see other processes' writes a direct connection.
 """
 
 from __future__ import annotations
@@ -156,7 +160,13 @@ class PostgresStore(SQLStore):
 
     def _connect(self) -> Any:
         conn = self._psycopg_connect()
-        self._own_pid = conn.info.backend_pid
+        try:
+            # the server process, which notifications name: behind a pooler, the
+            # id told at connection (``conn.info.backend_pid``) is the pooler's own
+            self._own_pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        except Exception as exc:
+            conn.close()
+            raise StoreError(f"cannot connect to {self.path}: {exc}".strip()) from None
         return _Conn(conn)
 
     def _psycopg_connect(self) -> Any:
@@ -201,30 +211,35 @@ class PostgresStore(SQLStore):
         listens on :data:`CHANNEL`, without waiting for the database (but for
         opening that connection, at the first call). When that connection
         breaks, the count moves by one (writes may have gone unseen) and the
-        next call opens it again.
+        connection is opened again at once (when that fails, at the next call).
         """
         import psycopg
 
         with self._listen_lock:
-            try:
-                if self._listen is None:
-                    conn = self._psycopg_connect()
-                    try:
-                        self._schema = conn.execute("SELECT current_schema()").fetchone()[0]
-                        conn.execute(f"LISTEN {CHANNEL}")
-                    except BaseException:
-                        conn.close()
-                        raise
-                    self._listen = conn
-                while True:  # each call yields what one read from the socket brought
-                    got = list(self._listen.notifies(timeout=0))
-                    if not got:
+            for _ in range(2):  # a connection found lost is opened again at once
+                try:
+                    if self._listen is None:
+                        conn = self._psycopg_connect()
+                        try:
+                            self._schema = conn.execute("SELECT current_schema()").fetchone()[0]
+                            conn.execute(f"LISTEN {CHANNEL}")
+                        except BaseException:
+                            conn.close()
+                            raise
+                        self._listen = conn
+                    while True:  # each call yields what one read from the socket brought
+                        got = list(self._listen.notifies(timeout=0))
+                        if not got:
+                            break
+                        self._foreign += sum(
+                            n.pid != self._own_pid and n.payload == self._schema for n in got
+                        )
+                    break
+                except (psycopg.Error, StoreError):
+                    if self._listen is None:  # cannot open it: the next call tries again
                         break
-                    self._foreign += sum(
-                        n.pid != self._own_pid and n.payload == self._schema for n in got
-                    )
-            except (psycopg.Error, StoreError):
-                if self._listen is not None:  # lost: what came meanwhile is unknown
+                    # lost: what came meanwhile is unknown. Listening again before
+                    # returning covers the writes after the caller reads the store.
                     self._listen.close()
                     self._listen = None
                     self._foreign += 1

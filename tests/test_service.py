@@ -97,7 +97,7 @@ def test_openapi_describes_the_versioned_api_and_healthz_answers(serve: Serve) -
         spec = client.get("/openapi.json").json()
         for path in (
             "/v1/urls", "/v1/leases", "/v1/observations", "/v1/sites", "/v1/sites/{site}",
-            "/v1/sites/{site}/resume", "/v1/pages/{url}", "/v1/plan", "/v1/budget", "/v1/stats", "/metrics",
+            "/v1/sites/{site}/resume", "/v1/sites/{site}/pause", "/v1/pages/{url}", "/v1/plan", "/v1/budget", "/v1/stats", "/metrics",
             "/healthz",
         ):  # fmt: skip
             assert path in spec["paths"], path
@@ -310,6 +310,29 @@ def test_a_paused_site_hands_out_only_its_canaries_and_a_cap_holds(serve: Serve)
         tasks = lease(client, "w2", 100)
         assert any(t["site"] == "hostile.example" for t in tasks)
         assert client.post("/v1/sites/nowhere.example/resume").status_code == 404
+
+
+def test_an_operator_pauses_a_site_over_the_api(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock) as (client, engine):
+        register(client, [f"https://calm.example/{i}" for i in range(5)])
+        register(client, [f"https://owner.example/{i}" for i in range(5)])
+        r = client.post(
+            "/v1/sites/owner.example/pause", json={"reason": "owner asked", "by": "ana"}
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["recorded"] is True and r.json()["controls"]["paused"] is True
+        tasks = lease(client, "w1", 100)
+        assert {t["site"] for t in tasks} == {"calm.example"}
+        again = client.post("/v1/sites/owner.example/pause")  # no body: fine
+        assert again.status_code == 200 and again.json()["recorded"] is False
+        events = engine.store.site_events("owner.example")
+        assert [(e["kind"], e["detail"]) for e in events] == [("pause", "by ana: owner asked")]
+        assert client.post("/v1/sites/nowhere.example/pause").status_code == 404
+        assert client.post("/v1/sites/owner.example/resume").status_code == 200
+        clock.advance(3600)
+        tasks = lease(client, "w2", 100)
+        assert any(t["site"] == "owner.example" for t in tasks)
 
 
 def _history(site: str, t0: float, days: int, per_day: int, status: int) -> list[dict[str, Any]]:

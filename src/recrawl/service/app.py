@@ -122,6 +122,13 @@ class UrlBatch(BaseModel):
     urls: list[UrlIn]
 
 
+class PauseRequest(BaseModel):
+    """Why a human pauses a site (kept in its history)."""
+
+    reason: str = Field("", max_length=500)
+    by: str = Field("api", min_length=1, max_length=200)
+
+
 class UrlsAdded(BaseModel):
     """How many of the posted URLs were new."""
 
@@ -885,6 +892,18 @@ class Service:
                 return s
         return None
 
+    def pause(self, site: str, by: str, reason: str) -> dict[str, Any]:
+        """Pause a site by hand (a human decision) and recompute the plan."""
+        done = self.engine.pause(site, by=by, reason=reason, now=self.now())
+        if done:
+            self.invalidate()
+        return {
+            "site": site,
+            "paused": True,
+            "recorded": done,
+            "controls": self.store.site_controls().get(site),
+        }
+
     def resume(self, site: str, by: str) -> dict[str, Any]:
         """Lift a site's pause (a human decision) and recompute the plan."""
         self.engine.resume(site, by=by, now=self.now())
@@ -1059,6 +1078,16 @@ def create_app(
             return JSONResponse({"tasks": tasks})
         except ValueError as exc:
             raise HTTPException(409, str(exc)) from None
+
+    @json_writes.post("/v1/sites/{site}/pause")
+    def pause_site(site: str, body: PauseRequest | None = None) -> Any:
+        """Pause a site by hand: none of its pages is planned or leased (its
+        canaries still run) until a human resumes it; health never lifts it.
+        ``recorded`` is false when it was paused already."""
+        if site not in set(svc.store.sites()) | set(svc.store.site_controls()):
+            raise HTTPException(404, "unknown site")
+        body = body or PauseRequest()
+        return JSONResponse(svc.pause(site, by=body.by, reason=body.reason))
 
     app.include_router(json_writes)
 

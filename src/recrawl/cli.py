@@ -905,7 +905,8 @@ def site_pause(
         str, typer.Option(help="Who decided (kept in the site's history).")
     ] = os.environ.get("USER", "operator"),
 ) -> None:
-    """Pause a site by hand: nothing of it is planned or leased until a human resumes it."""
+    """Pause a site by hand: none of its pages is planned or leased (its canaries
+    still run) until a human resumes it."""
     with _store(db, existing=True) as store:
         done = Engine(store).pause(site, by=by, reason=reason)
     if done:

@@ -255,12 +255,9 @@ def page_target(scope: Scope, url: str) -> str:
 # -- body size limit -------------------------------------------------------------------------
 
 
-class BodyLimit:
-    """ASGI middleware: refuse request bodies larger than ``limit`` bytes with 413.
-
-    A declared ``Content-Length`` over the limit is refused before reading; a
-    chunked body is counted as it arrives and refused once it passes the limit.
-    """
+class _BodyMiddleware:
+    """An ASGI middleware over HTTP request bodies of at most ``limit`` bytes;
+    other traffic (lifespan) passes through to :meth:`http`'s caller untouched."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -270,6 +267,20 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(_BodyMiddleware):
+    """ASGI middleware: refuse request bodies larger than ``limit`` bytes with 413.
+
+    A declared ``Content-Length`` over the limit is refused before reading; a
+    chunked body is counted as it arrives and refused once it passes the limit.
+    """
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
@@ -364,7 +375,7 @@ class _Inflate:
         return b"".join(out)
 
 
-class DecodeBody:
+class DecodeBody(_BodyMiddleware):
     """ASGI middleware: decompress request bodies sent with ``Content-Encoding``
     ``gzip`` or ``deflate``, as they arrive and to at most ``limit`` bytes.
 
@@ -374,14 +385,7 @@ class DecodeBody:
     decompressed body, without ``Content-Encoding`` and ``Content-Length``.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         coding = ""
         headers = []
         for name, value in scope.get("headers", ()):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from recrawl.ingest import ContentClassifier
 from recrawl.observation import Observation
-from recrawl.pagestate import PageState, apply_observation, fixed_outcome
+from recrawl.pagestate import CONTENT_OUTCOMES, PageState, apply_observation, fixed_outcome
 from recrawl.store import SQLiteStore
 
 
@@ -143,6 +143,15 @@ def test_batched_out_of_order_ingest_equals_sequential_fold(
         assert [o for _, o in store.outcomes(url)] == ref_outcomes[url]
     total = store.execute("SELECT sum(n) FROM buckets")[0][0]
     assert total == len(observations)
+    # fetches that failed before their page's first success, per site (not revisits)
+    want: dict[str, int] = {}
+    for url, outs in ref_outcomes.items():
+        reached = [o in CONTENT_OUTCOMES for o in outs]
+        before = reached.index(True) if True in reached else len(outs)
+        site = ref_pages[url].site
+        want[site] = want.get(site, 0) + before
+    got = {g.site: g.outcomes["failed_first"] for g in store.group_totals()}
+    assert got == want
     store.close()
 
 

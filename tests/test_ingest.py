@@ -256,6 +256,45 @@ def _bucket_rows(b: Any) -> dict[tuple[Any, ...], list[float]]:
     }
 
 
+def _old_vectors(s: Any, mat: Any, *, sparse: bool) -> list[Any]:
+    """Rows of ``mat`` as ``s`` stored bucket vectors of any width."""
+    from recrawl.store._sql import pack_sparse
+
+    if isinstance(s, SQLiteStore):
+        return pack_sparse(mat) if sparse else [r.astype("<f8").tobytes() for r in mat]
+    return list(mat.tolist())
+
+
+def _old_unvectors(s: Any, values: list[Any], width: int, *, sparse: bool) -> Any:
+    """The inverse of :func:`_old_vectors`."""
+    import numpy as np
+
+    from recrawl.store._sql import unpack_sparse
+
+    if isinstance(s, SQLiteStore):
+        if sparse:
+            return unpack_sparse(values, width)
+        return np.frombuffer(b"".join(values), dtype="<f8").reshape(len(values), width)
+    return np.array(values, dtype=np.float64).reshape(len(values), width)
+
+
+def _as_schema_4(s: Any) -> None:
+    """Rewrite the bucket vectors of ``s`` as schema 4 kept them: without their
+    last figure, the fetches that failed before their page's first success."""
+    from recrawl.store._sql import _SPARSE_TABLES
+
+    db = s._db
+    for table in ("buckets", "buckets_daily"):
+        sparse = table in _SPARSE_TABLES
+        rows = db.execute(f"SELECT k, v FROM {table}").fetchall()
+        old = s._unvectors([r[1] for r in rows], sparse=sparse)[:, :-1]
+        db.executemany(
+            f"UPDATE {table} SET v = ? WHERE k = ?",
+            list(zip(_old_vectors(s, old, sparse=sparse), [r[0] for r in rows], strict=True)),
+        )
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
 def _as_schema_3(s: Any) -> None:
     """Rewrite the observation log of ``s`` as schema 3 kept it: one column per field."""
     from recrawl.batch import LOG_FIELDS
@@ -282,18 +321,19 @@ def _as_schema_3(s: Any) -> None:
 
 def _as_schema_2(s: Any) -> None:
     """Also rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors."""
-    from recrawl.store._sql import _SPARSE_TABLES
+    from recrawl.store._sql import _SPARSE_TABLES, _WIDTH
 
     db = s._db
     for table in ("buckets", "buckets_daily"):
         rows = db.execute(f"SELECT k, n, v FROM {table}").fetchall()
-        dense = s._unvectors([r[2] for r in rows], sparse=table in _SPARSE_TABLES)
+        sparse = table in _SPARSE_TABLES
+        dense = _old_unvectors(s, [r[2] for r in rows], _WIDTH - 1, sparse=sparse)
         db.execute(f"DROP TABLE {table}")
         db.execute(
             f"CREATE TABLE {table} (start BIGINT NOT NULL, series BIGINT NOT NULL, "
             f"n BIGINT NOT NULL, v {s.dialect['VEC']} NOT NULL, PRIMARY KEY (start, series))"
         )
-        old = s._vectors(dense, sparse=False)
+        old = _old_vectors(s, dense, sparse=False)
         db.executemany(
             f"INSERT INTO {table} VALUES (?, ?, ?, ?)",
             [
@@ -304,12 +344,13 @@ def _as_schema_2(s: Any) -> None:
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_an_older_store_is_migrated_with_its_log_and_buckets(
     make_store, tmp_path: Path, version: int
 ):
-    """A schema 2 or 3 store is brought to the current schema when opened: its
-    buckets, totals and page states are unchanged, and its migrated log still
+    """A schema 2, 3 or 4 store is brought to the current schema when opened: its
+    buckets, totals and page states are unchanged (the failed first fetches
+    schema 4 did not count are counted from the log), and its migrated log still
     re-folds a page when a late report arrives (the same result as a store that
     was never migrated)."""
     from recrawl.store import PostgresStore
@@ -330,10 +371,13 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
     ingest_lines(s, lines[:600])
     fifteen, daily = s.buckets(0, 2e9), s.buckets(0, 2e9, daily=True)
     totals = s.group_totals()
+    assert sum(g.outcomes["failed_first"] for g in totals) > 0
     urls = sorted({json.loads(x)["url"] for x in lines})
     before = s.outcomes_many(urls)
     s._db.execute("BEGIN IMMEDIATE")
-    _as_schema_3(s)
+    _as_schema_4(s)
+    if version <= 3:
+        _as_schema_3(s)
     if version == 2:
         _as_schema_2(s)
     s._db.execute("COMMIT")
@@ -354,6 +398,7 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
         assert s.outcomes_many(urls) == ref.outcomes_many(urls)
         assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(ref.buckets(0, 2e9))
         assert s.observation_count() == 651
+        assert s.group_totals() == ref.group_totals()
         assert ingest_lines(s, lines).stored == 0  # the keys came through too
     finally:
         s.close()
@@ -379,8 +424,10 @@ def test_sparse_bucket_vectors_round_trip(rows: list[list[float]]) -> None:
     m = np.array(rows, dtype=np.float64).reshape(len(rows), 49)
     packed = pack_sparse(m)
     assert all(len(b) == 8 * (1 + np.count_nonzero(r)) for b, r in zip(packed, m, strict=True))
-    assert np.array_equal(unpack_sparse(packed), m, equal_nan=True)
-    assert np.array_equal(unpack_sparse(packed[::-1])[::-1], m, equal_nan=True)
+    assert np.array_equal(unpack_sparse(packed, 49), m, equal_nan=True)
+    assert np.array_equal(unpack_sparse(packed[::-1], 49)[::-1], m, equal_nan=True)
+    wider = unpack_sparse(packed, 50)  # a vector of schema 4 read as schema 5: a 0 appended
+    assert np.array_equal(wider[:, :49], m, equal_nan=True) and not wider[:, 49].any()
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
@@ -405,6 +452,7 @@ def test_buckets_add_up_across_batches_and_connections(tmp_path: Path, shuffled:
         assert got.keys() == want.keys()
         for k, v in want.items():
             assert np.allclose(got[k], v), k
+    assert [g.outcomes for g in a.group_totals()] == [g.outcomes for g in ref.group_totals()]
     for s in (ref, a, b):
         s.close()
 

@@ -3,8 +3,10 @@
 Every stored observation adds to one bucket keyed by
 ``(site, page_type, route, bucket_start)`` where ``bucket_start`` is the
 observation's unix time floored to :data:`BUCKET_SECONDS`. A bucket holds counts
-per outcome, wire bytes, credits, and a latency histogram, so a site's window
-of any length is a sum of buckets and never a scan of the raw log.
+per outcome, wire bytes, credits, a latency histogram and the count of fetches
+that failed before their page's first success (a 404 on a URL never reached is
+a first fetch, not a revisit), so a site's window of any length is a sum of
+buckets and never a scan of the raw log.
 
 Latency is kept as a histogram over :data:`LATENCY_EDGES_MS` (half-octave bins
 from 10 ms to about 116 s, plus an overflow bin), from which percentiles are

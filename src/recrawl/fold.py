@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Final
 
 import numpy as np
@@ -57,6 +58,7 @@ _HARD: Final = CODE["hard_block"]
 _ERROR: Final = CODE["error"]
 _NOT_MODIFIED: Final = CODE["not_modified"]
 _DAY: Final = 86400.0
+_outcome_of: Final = attrgetter("outcome")
 _CONTENT_PENDING: Final = -1  # a 2xx whose outcome depends on the previous fetch
 _ASK_CLASSIFIER: Final = -2  # decided by the classifier, in the page's time order
 
@@ -190,29 +192,30 @@ def _objects(values: list[Any]) -> NDArray[Any]:
     return a
 
 
-def _static_codes(obs: Sequence[Observation], classifier: Classifier | None) -> NDArray[np.int64]:
-    """What :func:`~recrawl.pagestate.fixed_outcome` decides without the page (codes)."""
-    out = np.empty(len(obs), dtype=np.int64)
-    code = CODE
-    for i, o in enumerate(obs):
-        if o.outcome is not None:
-            out[i] = code[o.outcome]
-            continue
-        s = o.status
-        if s is None:
+def _static_codes(
+    obs: Sequence[Observation], status: NDArray[np.int64], classifier: Classifier | None
+) -> NDArray[np.int64]:
+    """What :func:`~recrawl.pagestate.fixed_outcome` decides without the page (codes);
+    ``status`` is :attr:`~recrawl.batch.ObservationColumns.status` of ``obs``."""
+    n = len(obs)
+    out = np.full(n, _ERROR, dtype=np.int64)
+    out[status == 304] = _NOT_MODIFIED
+    out[(status == 403) | (status == 429)] = _HARD
+    out[(status == 404) | (status == 410)] = _GONE
+    ok = (status >= 200) & (status < 300)
+    out[ok] = _CONTENT_PENDING
+    if classifier is not None:  # a 2xx, or any response with a title or body to check
+        text = np.fromiter((bool(o.title or o.body_excerpt) for o in obs), dtype=bool, count=n)
+        out[ok | text] = _ASK_CLASSIFIER
+    for i in np.flatnonzero(status == 0).tolist():  # no status (or a caller's 0)
+        o = obs[i]
+        if o.status is None:
             out[i] = _HARD if o.error == "connection_reset" else _ERROR
-        elif classifier is not None and (o.title or o.body_excerpt or 200 <= s < 300):
-            out[i] = _ASK_CLASSIFIER
-        elif s == 304:
-            out[i] = _NOT_MODIFIED
-        elif s == 403 or s == 429:
-            out[i] = _HARD
-        elif s == 404 or s == 410:
-            out[i] = _GONE
-        elif 200 <= s < 300:
-            out[i] = _CONTENT_PENDING
-        else:
-            out[i] = _ERROR
+    reported = list(map(_outcome_of, obs))
+    if reported.count(None) < n:  # the reporter's own outcome wins
+        for i, given in enumerate(reported):
+            if given is not None:
+                out[i] = CODE[given]
     return out
 
 
@@ -236,11 +239,11 @@ def fold_batch(
     """
     n = len(obs)
     hl = DEFAULT_HALF_LIFE_DAYS if half_life_days is None else half_life_days
-    fixed = _static_codes(obs, classifier)
     outcome = np.empty(n, dtype=np.int64)
     if n == 0:
         return outcome, []
     cols = observation_columns(obs) if columns is None else columns
+    fixed = _static_codes(obs, cols.status, classifier)
     t_all = cols.fetched_at
     status = cols.status
     br_all = cols.bytes_received.astype(np.float64)

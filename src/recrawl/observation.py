@@ -66,6 +66,7 @@ CSV_FIELD_LIMIT: Final = 64 << 20
 _OUTCOME_SET: Final = frozenset(OUTCOMES)
 _NOT_STATUS: Final = "is not an HTTP status"
 _RARE_STRINGS: Final = ("etag", "last_modified", "title", "body_excerpt", "lease_id")
+_RARE_SET: Final = frozenset(_RARE_STRINGS)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _KNOWN_FIELDS: Final = frozenset(
     {
@@ -424,9 +425,11 @@ def parse_observation(
     conditional = g("conditional", False)
     if not (conditional is False or conditional is True):
         conditional = _opt_bool(raw, "conditional")
-    etag, last_modified, title, body_excerpt, lease_id = (
-        _opt_str(raw, name) if name in raw else None for name in _RARE_STRINGS
-    )
+    etag = last_modified = title = body_excerpt = lease_id = None
+    if not _RARE_SET.isdisjoint(raw):  # (most observations carry none of them)
+        etag, last_modified, title, body_excerpt, lease_id = (
+            _opt_str(raw, name) if name in raw else None for name in _RARE_STRINGS
+        )
     canary = g("canary")
     if canary is not None:
         canary = _canary(raw)

@@ -15,7 +15,7 @@ import json
 import math
 import secrets
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -42,10 +42,14 @@ from ._protocol import BatchResult, GroupTotals
 
 __all__ = ["SQLStore"]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
+_REACHED: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])  # by outcome code
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
-# Layout of one bucket delta: n, outcome counts, then the scalar sums, then the histogram.
+# Layout of one bucket delta: n, outcome counts, then the scalar sums, then the
+# histogram, then the fetches that failed before their page's first success (a
+# failed first fetch is not a revisit; last, since schema 5, so that the sparse
+# vectors of older stores read the same).
 _SCALARS: Final = (
     "bytes_sent", "bytes_received", "credits", "rendered", "conditional",
     "canary_ok", "canary_mismatch", "lat_count", "lat_sum",
@@ -53,9 +57,14 @@ _SCALARS: Final = (
 _O0: Final = 1
 _S0: Final = _O0 + len(OUTCOMES)
 _H0: Final = _S0 + len(_SCALARS)
-_WIDTH: Final = _H0 + LATENCY_BINS
+_F0: Final = _H0 + LATENCY_BINS
+_WIDTH: Final = _F0 + 1
 _BUCKET_COLS: Final = (
-    ["n"] + [f"o_{o}" for o in OUTCOMES] + list(_SCALARS) + [f"h{i}" for i in range(LATENCY_BINS)]
+    ["n"]
+    + [f"o_{o}" for o in OUTCOMES]
+    + list(_SCALARS)
+    + [f"h{i}" for i in range(LATENCY_BINS)]
+    + ["failed_first"]
 )
 
 _OBS_COLS: Final = ("key", "page", "fetched_at", "outcome", "fixed", "rest")
@@ -158,6 +167,26 @@ _OBS_INSERT: Final = (
 )
 _CHUNK: Final = 500
 _DAY_S: Final = 86400
+
+
+def _failed_first(
+    codes: np.ndarray[Any, np.dtype[np.int64]],
+    pidx: np.ndarray[Any, np.dtype[np.intp]],
+    first: np.ndarray[Any, np.dtype[np.intp]],
+    unreached: np.ndarray[Any, np.dtype[np.bool_]],
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which fetches of a batch failed before their page's first success.
+
+    ``codes`` are the outcome codes of a batch sorted by page (``pidx``, each
+    page's rows starting at ``first[page]``) then time; ``unreached[page]``:
+    the page had no successful fetch before the batch. A failed fetch is one
+    whose outcome is not a content outcome (the fetch never reached the page).
+    """
+    reached = _REACHED[codes]
+    before = np.cumsum(reached) - reached  # successes earlier in the batch
+    before -= before[first][pidx]  # ... earlier in the same page
+    out: np.ndarray[Any, np.dtype[np.bool_]] = ~reached & unreached[pidx] & (before == 0)
+    return out
 
 
 def _bkey(key: int) -> bytes:
@@ -281,7 +310,7 @@ class SQLStore:
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
-            if found in (2, 3):
+            if found in (2, 3, 4):
                 self._migrate(found)
                 found = SCHEMA_VERSION
             if found is not None and found != SCHEMA_VERSION:
@@ -304,7 +333,7 @@ class SQLStore:
         raise NotImplementedError
 
     def _migrate(self, found: int) -> None:
-        """Bring a store of schema ``found`` (2 or 3) to :data:`SCHEMA_VERSION`.
+        """Bring a store of schema ``found`` (2, 3 or 4) to :data:`SCHEMA_VERSION`.
         One transaction: a crash leaves the store as it was."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -314,6 +343,8 @@ class SQLStore:
                 self._buckets_from_2(db)
             if found in (2, 3):
                 self._observations_from_3(db)
+            if found in (2, 3, 4):
+                self._failed_first_from_4(db)
             db.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -358,6 +389,62 @@ class SQLStore:
 
     def _after_copy(self, db: Any, table: str, column: str) -> None:
         """What a backend must do after rows with explicit ids were copied into ``table``."""
+
+    def _failed_first_from_4(self, db: Any) -> None:
+        """Schema 4 to 5: every bucket vector gains its last figure, the fetches
+        that failed before their page's first success, counted from the log
+        (into the buckets that exist: a store kept without buckets stays so)."""
+        for table in ("buckets", "buckets_daily"):
+            if self.dialect["VEC"].endswith("[]"):  # an SQL array: widened in place
+                db.execute(f"UPDATE {table} SET v = array_append(v, 0::{self.dialect['REAL']})")
+            elif table not in _SPARSE_TABLES:  # a sparse vector reads its missing last figure as 0
+                rows = db.execute(f"SELECT k, v FROM {table}").fetchall()
+                old = np.frombuffer(b"".join(v for _, v in rows), dtype="<f8")
+                mat = np.zeros((len(rows), _WIDTH))
+                mat[:, :-1] = old.reshape(len(rows), _WIDTH - 1)
+                db.executemany(
+                    f"UPDATE {table} SET v = ? WHERE k = ?",
+                    zip(self._vectors(mat, sparse=False), [k for k, _ in rows], strict=True),
+                )
+        content = ", ".join(f"'{o}'" for o in sorted(CONTENT_OUTCOMES))
+        rows = db.execute(
+            "SELECT p.site, p.page_type, o.fetched_at, o.rest FROM observations o "
+            f"JOIN pages p ON p.id = o.page WHERE o.outcome NOT IN ({content}) "
+            "AND NOT EXISTS (SELECT 1 FROM observations c WHERE c.page = o.page "
+            f"AND c.outcome IN ({content}) AND (c.fetched_at < o.fetched_at "
+            "OR (c.fetched_at = o.fetched_at AND c.seq < o.seq)))"
+        ).fetchall()
+        if not rows:
+            return
+        series = {
+            (site, ptype, route): i
+            for i, site, ptype, route in db.execute("SELECT id, site, page_type, route FROM series")
+        }
+        route_at = LOG_FIELDS.index("route")
+        fifteen: dict[int, int] = {}
+        daily: dict[int, int] = {}
+        for site, ptype, t, rest in rows:
+            sid = series.get((site, ptype, orjson.loads(rest)[route_at]))
+            if sid is None:
+                continue
+            start = int(t // _BW) * _BW
+            k = bucket_key(start, sid)
+            fifteen[k] = fifteen.get(k, 0) + 1
+            k = bucket_key(start - start % _DAY_S, sid)
+            daily[k] = daily.get(k, 0) + 1
+        for table, add in (("buckets", fifteen), ("buckets_daily", daily)):
+            sparse = table in _SPARSE_TABLES
+            for chunk in _chunks(sorted(add)):
+                q = f"SELECT k, v FROM {table} WHERE k IN ({','.join('?' * len(chunk))})"
+                found = db.execute(q, chunk).fetchall()
+                if not found:
+                    continue
+                mat = self._unvectors([v for _, v in found], sparse=sparse).copy()
+                mat[:, _F0] += [add[k] for k, _ in found]
+                db.executemany(
+                    f"UPDATE {table} SET v = ? WHERE k = ?",
+                    zip(self._vectors(mat, sparse=sparse), [k for k, _ in found], strict=True),
+                )
 
     def _schema_version(self) -> int | None:
         try:
@@ -421,33 +508,38 @@ class SQLStore:
             self._ids.clear()  # bounded memory: start again from the store
         self._ids.update(new_ids)
 
-    def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
-        """Record ``keys`` as stored; returns those that were not already there."""
-        fresh: set[int] = set()
+    def _claim_keys(self, db: Any, keys: list[int]) -> Collection[int]:
+        """Record ``keys`` (distinct) as stored; returns those that were not already
+        there: ``keys`` itself when none was (the common case builds no set)."""
+        rows: list[tuple[int]] = []
         for chunk in _chunks(keys, 20_000):
-            rows = db.execute(
+            rows += db.execute(
                 "INSERT INTO observation_keys SELECT value FROM json_each(?) WHERE true "
                 "ON CONFLICT (key) DO NOTHING RETURNING key",
                 (orjson.dumps(list(chunk)).decode(),),
             ).fetchall()
-            fresh.update(k for (k,) in rows)
-        return fresh
+        if len(rows) == len(keys):
+            return keys
+        return {k for (k,) in rows}
+
+    def _known_ids(self, db: Any, urls: Sequence[str]) -> list[int | None]:
+        """The id of each of ``urls`` (None: not a page yet), from the cache, then the store."""
+        found: list[int | None] = list(map(self._ids.get, urls))
+        missing = [u for u, i in zip(urls, found, strict=True) if i is None]
+        if missing:
+            stored: dict[str, int] = {}
+            for chunk in _chunks(missing):
+                q = f"SELECT url, id FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+                stored.update(db.execute(q, chunk).fetchall())
+            if stored:
+                found = [
+                    stored.get(u) if i is None else i for u, i in zip(urls, found, strict=True)
+                ]
+        return found
 
     def _page_ids(self, db: Any, urls: Sequence[str]) -> dict[str, int]:
         """Ids of the known pages among ``urls`` (from the cache, then the store)."""
-        ids = self._ids
-        out: dict[str, int] = {}
-        missing: list[str] = []
-        for u in urls:
-            i = ids.get(u)
-            if i is None:
-                missing.append(u)
-            else:
-                out[u] = i
-        for chunk in _chunks(missing):
-            q = f"SELECT url, id FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
-            out.update(db.execute(q, chunk).fetchall())
-        return out
+        return {u: i for u, i in zip(urls, self._known_ids(db, urls), strict=True) if i is not None}
 
     def _next_page_id(self, db: Any) -> int:
         return int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM pages").fetchone()[0])
@@ -470,21 +562,25 @@ class SQLStore:
         result.duplicates += len(observations) - len(ukeys)
         fresh = self._claim_keys(db, ukeys.tolist())
         result.duplicates += len(ukeys) - len(fresh)
-        is_fresh = np.isin(ukeys, np.fromiter(fresh, np.int64, len(fresh)))
-        if len(fresh) < len(ukeys):
-            result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
         if not fresh:
+            result.known.update(_bkey(k) for k in ukeys.tolist())
             return
-        sel = np.sort(first_at[is_fresh])  # the new reports, in arrival order
+        if len(fresh) < len(ukeys):
+            is_fresh = np.isin(ukeys, np.fromiter(fresh, np.int64, len(fresh)))
+            result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
+            first_at = first_at[is_fresh]
+        sel = np.sort(first_at)  # the new reports, in arrival order
         n = len(sel)
         result.stored = n
 
-        # sort by page, then time (ties keep their arrival order)
-        slot: dict[str, int] = {}
-        sl = sel.tolist()
-        pidx = np.fromiter(
-            (slot.setdefault(observations[i].url, len(slot)) for i in sl), dtype=np.intp, count=n
-        )
+        # each page's slot: the order of its first report; then sort by page and
+        # time (ties keep their arrival order)
+        if n == len(observations):  # (then sel is every index, in order)
+            url_of = [o.url for o in observations]
+        else:
+            url_of = [observations[i].url for i in sel.tolist()]
+        slot = dict(zip(dict.fromkeys(url_of), range(n), strict=False))  # (fewer pages than n)
+        pidx = np.fromiter(map(slot.__getitem__, url_of), dtype=np.intp, count=n)
         order = np.lexsort((columns.fetched_at[sel], pidx))
         at = sel[order]
         todo = [observations[i] for i in at.tolist()]
@@ -494,16 +590,16 @@ class SQLStore:
         urls = list(slot)
         first = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])  # each page's earliest
 
-        ids = self._page_ids(db, urls)
-        next_id = self._next_page_id(db) if len(ids) < len(urls) else 0
-        created: list[int] = []
-        for j, u in enumerate(urls):  # slot j's observations start at first[j]
-            if u not in ids:
-                ids[u] = new_ids[u] = next_id
+        known = self._known_ids(db, urls)
+        created = [j for j, i in enumerate(known) if i is None]  # slot j starts at first[j]
+        if created:
+            next_id = self._next_page_id(db)
+            for j in created:
+                known[j] = new_ids[urls[j]] = next_id
                 next_id += 1
-                created.append(j)
-        page_id = np.array([ids[u] for u in urls], dtype=np.int64)
+        page_id = np.array(known, dtype=np.int64)
         pages = self._load_pages(db, urls, page_id, created, [todo[i] for i in first.tolist()])
+        unreached = np.isnan(pages.last_ok)  # never fetched successfully before this batch
 
         # A report older than its page's last fetch: the page is re-folded from its log.
         late = ~np.isnan(pages.last_fetch) & (t[first] < pages.last_fetch)
@@ -531,7 +627,10 @@ class SQLStore:
                 pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days,
                 columns=cols,
             )  # fmt: skip
-        names = [OUTCOMES[c] for c in codes.tolist()]
+        failed_first = _failed_first(codes, pidx, first, unreached)
+        if len(rebuild):  # a re-folded page's are counted by _rebuild_page
+            failed_first[late[pidx]] = False
+        names = list(map(OUTCOMES.__getitem__, codes.tolist()))
         counts = result.outcomes
         for c, k in zip(*np.unique(codes, return_counts=True), strict=True):
             counts[OUTCOMES[int(c)]] = counts.get(OUTCOMES[int(c)], 0) + int(k)
@@ -548,12 +647,15 @@ class SQLStore:
         bucket_rows: tuple[Any, Any, Any] | None = None
         if self.maintain_buckets:
             groups = self._page_groups(page_id, pages)
-            bucket_rows = self._bucket_deltas(db, todo, cols, pidx, codes, names, groups)
+            bucket_rows = self._bucket_deltas(
+                db, todo, cols, pidx, codes, names, groups, failed_first
+            )
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
         for j in rebuild.tolist():
             state = states[j]
-            self._rebuild_page(db, state, ids[state.url], adjust, counts)
-            db.execute(_PAGE_UPDATE, (*page_row(state)[4:], ids[state.url]))
+            batch_keys = set(cols.key[pidx == j].tolist())
+            self._rebuild_page(db, state, int(page_id[j]), batch_keys, adjust, counts)
+            db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
         result.reordered_pages = len(rebuild)
         if created:
             db.executemany(
@@ -561,11 +663,10 @@ class SQLStore:
                 [(int(page_id[j]), *r) for j, r in zip(created, pages.rows(created), strict=True)],
             )
         self._keep_pages(page_id, pages, rebuild.tolist())
-        made = set(created)
-        late_set = set(rebuild.tolist())
-        upd = np.array(
-            [j for j in range(len(urls)) if j not in made and j not in late_set], dtype=np.intp
-        )
+        written = np.zeros(len(urls), dtype=bool)
+        written[created] = True
+        written[rebuild] = True
+        upd = np.flatnonzero(~written)
         if len(upd):
             upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
             db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
@@ -719,6 +820,8 @@ class SQLStore:
                 o = earliest[j]
                 row = new_page_row(urls[j], o.site, o.page_type, o.fetched_at)
             rows.append(row)
+        if cache is not None and not len(miss):  # every page in the cache (the common case)
+            return cache.take(page_id)
         fresh = PageArrays.from_rows(rows)
         if cache is None or not hit.any():
             return fresh
@@ -744,7 +847,7 @@ class SQLStore:
                 loaded[:have] = self._loaded
                 self._loaded = loaded
             assert self._cache is not None
-            self._cache.put(ids, pages.take(rows))
+            self._cache.put(ids, pages if len(rows) == len(page_id) else pages.take(rows))
             self._loaded[ids] = True
         gone = page_id[stale]
         self._loaded[gone[gone < len(self._loaded)]] = False
@@ -790,10 +893,12 @@ class SQLStore:
         codes: np.ndarray[Any, np.dtype[np.int64]],
         names: Sequence[str],
         gp: np.ndarray[Any, np.dtype[np.int64]],
+        failed_first: np.ndarray[Any, np.dtype[np.bool_]],
     ) -> tuple[Any, Any, Any]:
         """One batch's bucket deltas as ``(series, start, matrix)`` (layout: ``_BUCKET_COLS``).
 
-        ``gp`` is the group of each page of the batch (:meth:`_page_groups`).
+        ``gp`` is the group of each page of the batch (:meth:`_page_groups`);
+        ``failed_first`` marks the fetches that failed before their page's first success.
         """
         # routes by the hash the parsing processes computed: no loop over the batch
         _, first, ro = np.unique(cols.route_hash, return_index=True, return_inverse=True)
@@ -828,7 +933,7 @@ class SQLStore:
             mat[:, _S0 + 7] = np.bincount(lr, minlength=r)
             mat[:, _S0 + 8] = np.bincount(lr, weights=la, minlength=r)
             bins = np.searchsorted(LATENCY_EDGES_MS, la, side="left")
-            mat[:, _H0:] = np.bincount(
+            mat[:, _H0:_F0] = np.bincount(
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
         reported = cols.canary  # the reporter's own canary check, when it sent one
@@ -842,6 +947,7 @@ class SQLStore:
                 if o.record is not None and o.url in canaries and names[i] in CONTENT_OUTCOMES:
                     bad = canary_mismatches(o.record, canaries[o.url])
                     mat[rows[i], _S0 + (6 if bad else 5)] += 1
+        mat[:, _F0] = np.bincount(rows, weights=failed_first, minlength=r)
         return keys % ns, (keys // ns + t0) * _BW, mat
 
     def _rebuild_page(
@@ -849,23 +955,28 @@ class SQLStore:
         db: Any,
         page: PageState,
         page_id: int,
+        batch_keys: set[int],
         adjust: dict[tuple[str, str, str, int], list[float]],
         counts: dict[str, int],
     ) -> None:
         """Re-fold a page's whole log in time order, fixing outcomes that depended on order.
 
-        The bucket corrections go to ``adjust``, keyed by (site, page_type, route, start).
+        The bucket corrections go to ``adjust``, keyed by (site, page_type, route, start),
+        and so do those of the failed first fetches: the log's earlier rows were
+        counted by the order of their stored outcomes, this batch's rows
+        (``batch_keys``) not yet.
         """
         page.reset_history()  # first_seen becomes the earliest fetch if that is earlier
         rows = db.execute(
-            "SELECT seq, fetched_at, fixed, outcome, rest "
+            "SELECT key, seq, fetched_at, fixed, outcome, rest "
             "FROM observations WHERE page = ? ORDER BY fetched_at, seq",
             (page_id,),
         ).fetchall()
         fixes: list[tuple[str, int]] = []
         if rows:
-            page.first_seen = min(page.first_seen, rows[0][1])
-        for seq, t, fixed, old, rest in rows:
+            page.first_seen = min(page.first_seen, rows[0][2])
+        reached_before = False  # by the stored outcomes of the earlier rows
+        for key, seq, t, fixed, old, rest in rows:
             o = Observation(
                 url=page.url,
                 fetched_at=t,
@@ -873,13 +984,22 @@ class SQLStore:
                 page_type=page.page_type,
                 **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
             )
+            unreached = page.last_ok is None
             new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
+            was_failed_first = False
+            if key not in batch_keys:
+                was_failed_first = not reached_before and old not in CONTENT_OUTCOMES
+                reached_before = reached_before or old in CONTENT_OUTCOMES
+            failed_first = unreached and new not in CONTENT_OUTCOMES
+            if new == old and failed_first == was_failed_first:
+                continue
+            bk = (page.site, page.page_type, o.route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)
+            d = adjust.get(bk)
+            if d is None:
+                d = adjust[bk] = [0.0] * _WIDTH
+            d[_F0] += int(failed_first) - int(was_failed_first)
             if new != old:
                 fixes.append((new, seq))
-                bk = (page.site, page.page_type, o.route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)
-                d = adjust.get(bk)
-                if d is None:
-                    d = adjust[bk] = [0.0] * _WIDTH
                 d[_O0 + _OUT_IDX[old]] -= 1
                 d[_O0 + _OUT_IDX[new]] += 1
                 counts[old] = counts.get(old, 0) - 1
@@ -993,7 +1113,9 @@ class SQLStore:
                     site=site,
                     page_type=ptype,
                     fetches=round(row[0]),
-                    outcomes={o: round(row[_O0 + i]) for i, o in enumerate(OUTCOMES)},
+                    # and, under their own key, the fetches that failed before their page's first success
+                    outcomes={o: round(row[_O0 + i]) for i, o in enumerate(OUTCOMES)}
+                    | {"failed_first": round(row[_F0])},
                     bytes_sent=round(row[_S0]),
                     bytes_received=round(row[_S0 + 1]),
                     credits=row[_S0 + 2],
@@ -1035,7 +1157,7 @@ class SQLStore:
             rendered=arr[:, s + 3],
             canary_ok=arr[:, s + 5],
             canary_mismatch=arr[:, s + 6],
-            latency=arr[:, 1 + _H0 :],
+            latency=arr[:, 1 + _H0 : 1 + _F0],
         )
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -430,3 +430,65 @@ def test_an_operator_pauses_a_site_by_hand_and_resumes_it(tmp_path: Path):
     assert "Traceback" not in typo.stderr
     assert runner.invoke(app, ["site", "resume", "shop.example", "--db", db]).exit_code == 0
     assert planned_sites() == {"shop.example", "news.example"}
+
+
+def test_an_operator_re_tiers_known_urls_and_removes_others(tmp_path: Path):
+    from recrawl.store import open_store
+
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db]).exit_code == 0
+    tiers = tmp_path / "tiers.csv"
+    tiers.write_text(
+        "url,value\nhttps://shop.example/p/1,8\nhttps://news.example/a,\nhttps://new.example/x,2\n"
+    )
+    plain = runner.invoke(app, ["urls", "add", str(tiers), "--db", db])
+    assert "1 new URLs registered, 2 already known, 0 rejected" in plain.output
+    with open_store(db) as store:
+        assert store.page("https://shop.example/p/1").value == 1.0  # type: ignore[union-attr]
+    res = runner.invoke(app, ["urls", "add", str(tiers), "--db", db, "--update"])
+    assert res.exit_code == 0, res.output
+    assert "0 new URLs registered, 3 already known (1 re-tiered)" in res.output
+    with open_store(db) as store:
+        values = {
+            u: store.page(u).value
+            for u in ("https://shop.example/p/1", "https://news.example/a", "https://new.example/x")
+        }  # type: ignore[union-attr]
+    assert values == {
+        "https://shop.example/p/1": 8.0,
+        "https://news.example/a": 1.0,
+        "https://new.example/x": 2.0,
+    }
+
+    before = json.loads(runner.invoke(app, ["stats", "--db", db, "--json"]).output)
+    gone = tmp_path / "gone.txt"
+    gone.write_text("https://SHOP.example/p/1\nhttps://never.example/1\nnot a url\n")
+    res = runner.invoke(app, ["urls", "remove", str(gone), "--db", db])
+    assert res.exit_code == 1  # one line rejected: named, the rest done
+    assert "1 URLs removed, 1 not in the store, 1 rejected" in res.output
+    with open_store(db) as store:
+        assert store.page("https://shop.example/p/1") is None
+        assert store.outcomes("https://shop.example/p/1") == []
+    # what was fetched stays counted
+    assert json.loads(runner.invoke(app, ["stats", "--db", db, "--json"]).output) == before
+    plan = json.loads(
+        runner.invoke(
+            app, ["plan", "--db", db, "--budget", "10", "--at", "400000", "--json"]
+        ).output
+    )
+    assert "https://shop.example/p/1" not in {t["url"] for t in plan["tasks"]}
+    # reported again later: a new page
+    again = tmp_path / "again.jsonl"
+    again.write_text(
+        json.dumps(
+            {
+                "url": "https://shop.example/p/1",
+                "fetched_at": 500000,
+                "status": 200,
+                "record": {"p": 3},
+            }
+        )
+        + "\n"
+    )
+    assert runner.invoke(app, ["ingest", str(again), "--db", db]).exit_code == 0
+    with open_store(db) as store:
+        assert [o for _, o in store.outcomes("https://shop.example/p/1")] == ["new"]

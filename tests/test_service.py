@@ -197,7 +197,7 @@ def test_observations_take_the_good_items_and_name_the_bad_ones(serve: Serve) ->
 def test_urls_are_validated(serve: Serve) -> None:
     with serve() as (client, _):
         r = client.post("/v1/urls", json={"urls": [{"url": "https://a.example/x", "value": 3}]})
-        assert r.json() == {"received": 1, "added": 1}
+        assert r.json() == {"received": 1, "added": 1, "updated": 0}
         assert client.post("/v1/urls", json=[{"url": "mailto:x@y"}]).status_code == 422
         r = client.post("/v1/urls", json=[{"url": "https://a.example/y", "value": -1}])
         assert r.status_code == 422
@@ -476,7 +476,9 @@ def test_gzip_and_deflate_bodies_are_read_like_plain_ones(serve: Serve) -> None:
     with serve() as (client, engine):
         now = time.time()
         r = client.post("/v1/urls", content=gzip.compress(b'[{"url": "https://a.example/x"}]'), headers=GZ)  # fmt: skip
-        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1}, r.text
+        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1, "updated": 0}, (
+            r.text
+        )
         r = client.post(
             "/v1/leases",
             content=zlib.compress(b'{"worker": "w1", "max": 5}'),
@@ -755,7 +757,9 @@ def test_json_bodies_are_read_whatever_the_content_type(
     headers = {"Content-Type": content_type} if content_type else {}
     with serve() as (client, engine):
         r = client.post("/v1/urls", content=b'[{"url": "https://a.example/x"}]', headers=headers)
-        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1}, r.text
+        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1, "updated": 0}, (
+            r.text
+        )
         r = client.post("/v1/urls", content=b'{"urls": [{"url": "https://a.example/y"}]}', headers=headers)  # fmt: skip
         assert r.status_code == 200 and r.json()["added"] == 1, r.text
         r = client.post("/v1/leases", content=b'{"worker": "w1", "max": 50}', headers=headers)
@@ -864,3 +868,25 @@ def test_a_write_by_another_process_during_a_replan_is_not_forgotten(any_db: str
     finally:
         store.close()
         cli.close()
+
+
+def test_an_operator_re_tiers_and_removes_urls_over_the_api(serve: Serve) -> None:
+    clock = ManualClock()
+    with serve(clock=clock) as (client, engine):
+        urls = [f"https://shop.example/{i}" for i in range(4)]
+        register(client, urls, value=2)
+        leased = {t["url"] for t in lease(client, "w1", 1)}
+        gone = next(iter(leased))
+        r = client.post("/v1/urls/remove", json={"urls": [gone, "https://shop.example/none"]})
+        assert r.status_code == 200 and r.json() == {"received": 2, "removed": 1}
+        assert engine.store.page(gone) is None
+        assert gone not in {t["url"] for t in lease(client, "w2", 100)}
+        keep = [u for u in urls if u != gone]
+        r = client.post(
+            "/v1/urls",
+            json={"urls": [{"url": keep[0], "value": 8}, {"url": keep[1]}], "update": True},
+        )
+        assert r.status_code == 200 and r.json() == {"received": 2, "added": 0, "updated": 1}
+        assert engine.store.page(keep[0]).value == 8.0  # type: ignore[union-attr]
+        assert engine.store.page(keep[1]).value == 2.0  # type: ignore[union-attr]
+        assert client.post("/v1/urls/remove", json={"urls": ["not a url"]}).status_code == 422

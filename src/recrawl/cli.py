@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
@@ -286,38 +287,25 @@ urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True
 app.add_typer(urls_app, name="urls")
 
 
-@urls_app.command("add")
-def urls_add(
-    file: Annotated[
-        str,
-        typer.Argument(
-            help="One URL per line, or JSONL/CSV with url[,site,page_type,value]; '-' reads stdin."
-        ),
-    ],
-    db: DbOpt = None,
-    site: Annotated[
-        str | None, typer.Option(help="Site for every URL (default: its host).")
-    ] = None,
-    page_type: Annotated[
-        str | None, typer.Option("--page-type", help="Page type for every URL.")
-    ] = None,
-    value: Annotated[
-        float | None, typer.Option(help="Value tier for every URL (default 1).")
-    ] = None,
-) -> None:
-    """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
+@dataclass
+class _UrlRows:
+    """URL rows read from a file: the good ones (first of each URL), how many
+    lines were rejected and how many repeated an earlier URL."""
 
-    A plain file holds one URL per line (commas and all). A CSV needs a header
-    naming its columns (url and any of site, page_type, value), or a name
-    ending in .csv for the columns in that order; lines starting with { are
-    JSON objects with those keys. Blank lines and # comments are skipped.
-    """
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise typer.BadParameter("must be a number ≥ 0", param_hint="--value")
-    if page_type == "canary":
-        raise typer.BadParameter(
-            "'canary' is reserved for canaries (recrawl canary add)", param_hint="--page-type"
-        )
+    rows: list[dict[str, Any]]
+    bad: int
+    repeated: int
+
+
+def _read_url_rows(
+    file: str,
+    *,
+    site: str | None = None,
+    page_type: str | None = None,
+    value: float | None = None,
+) -> _UrlRows:
+    """The rows of a URL file (see ``urls add``), each checked with
+    :func:`url_registration`; the first 20 rejected lines are printed."""
     rows: list[dict[str, Any]] = []
     bad = 0
     with _open_inputs([file]) as inputs:
@@ -385,17 +373,95 @@ def urls_add(
             repeated += 1
             continue
         seen.add(url)
+        row["url"] = url
         rows.append(row)
     if bad > 20:
         err.print(f"… and {bad - 20} more rejected lines")
+    return _UrlRows(rows, bad, repeated)
+
+
+@urls_app.command("add")
+def urls_add(
+    file: Annotated[
+        str,
+        typer.Argument(
+            help="One URL per line, or JSONL/CSV with url[,site,page_type,value]; '-' reads stdin."
+        ),
+    ],
+    db: DbOpt = None,
+    site: Annotated[
+        str | None, typer.Option(help="Site for every URL (default: its host).")
+    ] = None,
+    page_type: Annotated[
+        str | None, typer.Option("--page-type", help="Page type for every URL.")
+    ] = None,
+    value: Annotated[
+        float | None, typer.Option(help="Value tier for every URL (default 1).")
+    ] = None,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Also re-tier URLs already known: set their value to the file's (or --value).",
+        ),
+    ] = False,
+) -> None:
+    """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
+
+    A plain file holds one URL per line (commas and all). A CSV needs a header
+    naming its columns (url and any of site, page_type, value), or a name
+    ending in .csv for the columns in that order; lines starting with { are
+    JSON objects with those keys. Blank lines and # comments are skipped.
+    With --update, the URLs already known take the value given (their site,
+    page type and history stay); a URL given no value keeps its own.
+    """
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter("must be a number ≥ 0", param_hint="--value")
+    if page_type == "canary":
+        raise typer.BadParameter(
+            "'canary' is reserved for canaries (recrawl canary add)", param_hint="--page-type"
+        )
+    got = _read_url_rows(file, site=site, page_type=page_type, value=value)
+    rows = got.rows
+    retiered = 0
     with _store(db) as store:
-        added = Engine(store).add_urls(rows)
+        engine = Engine(store)
+        added = engine.add_urls(rows)
+        if update:
+            retiered = engine.update_values([r for r in rows if "value" in r])
     out.print(
-        f"{added:,} new URLs registered, {len(rows) - added:,} already known, "
-        + (f"{repeated:,} repeated in the input, " if repeated else "")
-        + f"{bad:,} rejected"
+        f"{added:,} new URLs registered, {len(rows) - added:,} already known"
+        + (f" ({retiered:,} re-tiered)" if update else "")
+        + ", "
+        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
+        + f"{got.bad:,} rejected"
     )
-    if bad:
+    if got.bad:
+        raise typer.Exit(1)
+
+
+@urls_app.command("remove")
+def urls_remove(
+    file: Annotated[
+        str,
+        typer.Argument(help="The URLs, in any form `urls add` reads; '-' reads stdin."),
+    ],
+    db: DbOpt = None,
+) -> None:
+    """Forget URLs: their pages, fetch logs, leases and canaries leave the store.
+
+    Stats and health keep the counts they hold. A URL that a fetcher reports,
+    or that is registered, again later starts over as a new page.
+    """
+    got = _read_url_rows(file)
+    with _store(db, existing=True) as store:
+        removed = Engine(store).remove_urls([r["url"] for r in got.rows])
+    out.print(
+        f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, "
+        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
+        + f"{got.bad:,} rejected"
+    )
+    if got.bad:
         raise typer.Exit(1)
 
 

@@ -163,6 +163,27 @@ class Engine:
         t = self.clock() if now is None else now
         return self.store.add_urls([url_registration(r) for r in rows], t)
 
+    def update_values(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Re-tier known URLs: dicts with ``url`` and ``value`` (≥ 0). The planner
+        splits the budget by the new values from its next plan; a page's history
+        stays. URLs the store does not know are skipped. Returns how many pages'
+        values changed. Raises ValueError naming a bad URL or value (nothing is
+        changed then)."""
+        changes = []
+        for r in rows:
+            if "value" not in r:
+                raise ValueError(f"no value to set for {r.get('url')!r}")
+            url, _, _, value = url_registration({"url": r["url"], "value": r["value"]})
+            changes.append((url, value))
+        return self.store.set_values(changes)
+
+    def remove_urls(self, urls: Iterable[str]) -> int:
+        """Forget URLs: their pages, fetch logs, leases and canary declarations
+        leave the store; stats and health keep the counts they already hold. A
+        URL reported or registered again later starts over as a new page.
+        Returns how many were known. Raises ValueError naming a bad URL."""
+        return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
+
     # -- planning --------------------------------------------------------------------------
 
     def _unit_costs(self) -> dict[tuple[str, str], float]:

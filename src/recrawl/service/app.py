@@ -117,9 +117,11 @@ class UrlIn(BaseModel):
 
 
 class UrlBatch(BaseModel):
-    """URLs to register, as an object."""
+    """URLs to register, as an object; with ``update``, the known ones among
+    them that carry a ``value`` take it (a re-tiering)."""
 
     urls: list[UrlIn]
+    update: bool = False
 
 
 class PauseRequest(BaseModel):
@@ -130,10 +132,25 @@ class PauseRequest(BaseModel):
 
 
 class UrlsAdded(BaseModel):
-    """How many of the posted URLs were new."""
+    """How many of the posted URLs were new, and (with ``update``) how many known
+    ones changed value."""
 
     received: int
     added: int
+    updated: int = 0
+
+
+class UrlList(BaseModel):
+    """URLs to forget."""
+
+    urls: list[str] = Field(..., max_length=100_000)
+
+
+class UrlsRemoved(BaseModel):
+    """How many of the posted URLs were pages (and are gone now)."""
+
+    received: int
+    removed: int
 
 
 class LeaseRequest(BaseModel):
@@ -1059,13 +1076,30 @@ def create_app(
     def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
         """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
         rows = body.urls if isinstance(body, UrlBatch) else body
+        updated = 0
         try:
             added = svc.engine.add_urls([r.model_dump() for r in rows], now=svc.now())
+            if isinstance(body, UrlBatch) and body.update:
+                given = [r.model_dump(exclude_unset=True) for r in rows]
+                updated = svc.engine.update_values([r for r in given if "value" in r])
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        if added:
+        if added or updated:
             svc.invalidate()
-        return {"received": len(rows), "added": added}
+        return {"received": len(rows), "added": added, "updated": updated}
+
+    @json_writes.post("/v1/urls/remove", response_model=UrlsRemoved)
+    def remove_urls(body: UrlList) -> Any:
+        """Forget URLs: their pages, fetch logs, leases and canaries leave the
+        store (stats and health keep their counts); one reported again later
+        starts over as a new page."""
+        try:
+            removed = svc.engine.remove_urls(body.urls)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        if removed:
+            svc.invalidate()
+        return {"received": len(body.urls), "removed": removed}
 
     @json_writes.post("/v1/leases", response_model=Leases)
     async def post_leases(body: LeaseRequest) -> Any:

@@ -60,6 +60,14 @@ class Store(Protocol):
         """Register ``(url, site, page_type, value)`` for discovery; returns how many were new."""
         ...
 
+    def set_values(self, rows: Iterable[tuple[str, float]]) -> int:
+        """Set the value of known pages ``(url, value)``; returns how many changed."""
+        ...
+
+    def remove_urls(self, urls: Sequence[str]) -> int:
+        """Delete pages with their logs, leases and canaries; returns how many were pages."""
+        ...
+
     def group_totals(self) -> list[GroupTotals]:
         """Bucket sums per (site, page_type), sorted by site then page type."""
         ...

@@ -288,10 +288,13 @@ class SQLStore:
         # Off only to measure what bucket maintenance costs ingest (benchmarks/health_speed.py).
         self.maintain_buckets = maintain_buckets
         self._lock = threading.RLock()
-        # url -> page id. Ids never change and pages are never deleted, so the
-        # cache stays right when other processes write; entries are added only
-        # after the transaction that created them has committed.
+        # url -> page id. Ids never change and are never reused (``remove_urls``
+        # keeps a floor under new ones), so the cache stays right when other
+        # processes write, but for removals, which the ``urls_removed`` counter in
+        # ``meta`` announces; entries are added only after the transaction that
+        # created them has committed.
         self._ids: dict[str, int] = {}
+        self._removals_seen = 0
         # The state of recently written pages, by id, valid while no other
         # connection has written pages (the ``pages_gen`` counter in ``meta``).
         self._cache: PageArrays | None = None
@@ -524,6 +527,10 @@ class SQLStore:
 
     def _known_ids(self, db: Any, urls: Sequence[str]) -> list[int | None]:
         """The id of each of ``urls`` (None: not a page yet), from the cache, then the store."""
+        removals = self._meta_int(db, "urls_removed")
+        if removals != self._removals_seen:  # pages were removed: cached ids may be gone
+            self._ids.clear()
+            self._removals_seen = removals
         found: list[int | None] = list(map(self._ids.get, urls))
         missing = [u for u, i in zip(urls, found, strict=True) if i is None]
         if missing:
@@ -542,7 +549,22 @@ class SQLStore:
         return {u: i for u, i in zip(urls, self._known_ids(db, urls), strict=True) if i is not None}
 
     def _next_page_id(self, db: Any) -> int:
-        return int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM pages").fetchone()[0])
+        """One above every id a page ever had (removed pages' ids are not reused)."""
+        top = int(db.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0])
+        return max(top, self._meta_int(db, "page_id_floor")) + 1
+
+    def _meta_int(self, db: Any, key: str) -> int:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _count_in_meta(self, db: Any, key: str, value: int | None = None) -> None:
+        """Add one to the counter ``key`` in ``meta`` (or set it to ``value``)."""
+        if value is None:
+            value = self._meta_int(db, key) + 1
+        db.execute(
+            "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, str(value)),
+        )
 
     def _ingest_locked(
         self,
@@ -1035,6 +1057,69 @@ class SQLStore:
                 raise
             self._remember_ids(ids)
             return len(new)
+
+    def set_values(self, rows: Iterable[tuple[str, float]]) -> int:
+        """Set the value of known pages: ``(url, value)``, URLs as normalised;
+        unknown URLs are skipped. Returns how many pages' values changed."""
+        want = dict(rows)
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                have: dict[str, float] = {}
+                for chunk in _chunks(list(want)):
+                    q = f"SELECT url, value FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+                    have.update(db.execute(q, chunk).fetchall())
+                changed = [(want[u], u) for u, v in have.items() if v != want[u]]
+                if changed:
+                    # ingest never writes a value back, so no page cache goes stale;
+                    # the URLs' version tells planners to plan again
+                    db.executemany("UPDATE pages SET value = ? WHERE url = ?", changed)
+                    self._count_in_meta(db, "urls_version")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return len(changed)
+
+    def remove_urls(self, urls: Sequence[str]) -> int:
+        """Delete pages (URLs as normalised) with their observations, leases and
+        canary declarations; returns how many were pages. The buckets keep what
+        they counted, and the observations' keys stay claimed, so a log sent
+        again does not bring a removed page back; a new observation does, as a
+        new page (ids are never reused)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                ids: dict[str, int] = {}
+                for chunk in _chunks(list(dict.fromkeys(urls))):
+                    q = f"SELECT url, id FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
+                    ids.update(db.execute(q, chunk).fetchall())
+                if ids:
+                    top = self._next_page_id(db) - 1
+                    for chunk in _chunks(list(ids)):
+                        marks = ",".join("?" * len(chunk))
+                        pids = [ids[u] for u in chunk]
+                        db.execute(f"DELETE FROM observations WHERE page IN ({marks})", pids)
+                        db.execute(f"DELETE FROM pages WHERE id IN ({marks})", pids)
+                        db.execute(f"DELETE FROM leases WHERE url IN ({marks})", chunk)
+                        db.execute(f"DELETE FROM canaries WHERE url IN ({marks})", chunk)
+                    self._count_in_meta(db, "page_id_floor", top)
+                    self._count_in_meta(db, "urls_removed")
+                    self._count_in_meta(db, "urls_version")
+                    gen = self._pages_gen(db)
+                    self._bump_pages_gen(db, gen)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if ids:
+                self._ids.clear()  # this store's own removals: no cached id may outlive them
+                self._removals_seen = -1
+                if self._gen == gen:
+                    self._gen = gen + 1
+            return len(ids)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -1291,6 +1291,75 @@ def report(
     out.print(f"report written to {out_path} ({len(html) / 1e6:.1f} MB)")
 
 
+@app.command()
+def prune(
+    before: Annotated[
+        str | None,
+        typer.Option(
+            "--before",
+            help="Delete the observations fetched before this time (RFC 3339 or unix seconds).",
+        ),
+    ] = None,
+    keep_days: Annotated[
+        float | None,
+        typer.Option("--keep-days", help="... or keep only the last N days of the log.", min=0),
+    ] = None,
+    vacuum: Annotated[
+        bool,
+        typer.Option(
+            "--vacuum",
+            help="Then give the space back: a SQLite file is rewritten (takes a while, "
+            "needs about its size free on disk).",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Delete old fetch observations from the log, keeping what they taught.
+
+    Each page keeps a checkpoint of its state after them, so a late report
+    still ends as if the whole log were there; stats and health do not change;
+    a report fetched before its page's last pruned fetch is refused. Safe to
+    interrupt and run again."""
+    import time
+
+    from .store.sqlite import SQLiteStore
+
+    if (before is None) == (keep_days is None):
+        raise typer.BadParameter("give one of --before or --keep-days", param_hint="--before")
+    until = _at_required(before) if before is not None else time.time() - (keep_days or 0) * 86400
+    settings = load_settings(config)
+    with _store(db, settings, existing=True) as store:
+        size0 = store.size_bytes() if isinstance(store, SQLiteStore) else None
+        progress = Progress(
+            TextColumn("pruning"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+            console=err, disable=quiet or not err.is_terminal, transient=True,
+        )  # fmt: skip
+        with progress:
+            task = progress.add_task("prune", total=None)
+            rep = store.prune(
+                until,
+                on_progress=lambda r: progress.update(
+                    task, total=r.to_remove, completed=r.observations_removed
+                ),
+            )
+        if vacuum:
+            store.vacuum()
+        size = ""
+        if isinstance(store, SQLiteStore) and size0 is not None:
+            size = f"; file {size0 / 1e6:,.2f} MB before, {store.size_bytes() / 1e6:,.2f} MB after"
+            if not vacuum:
+                size += (
+                    f", {store.free_bytes() / 1e6:,.2f} MB of it free for new observations "
+                    "(--vacuum gives it back to the disk)"
+                )
+    out.print(
+        f"{rep.observations_removed:,} observations fetched before {_iso(until)} removed, "
+        f"{rep.pages_checkpointed:,} pages checkpointed{size}"
+    )
+
+
 def main() -> None:
     """Entry point: one clear sentence on error, never a traceback."""
     try:

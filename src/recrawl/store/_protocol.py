@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -11,7 +11,7 @@ from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import Classifier
 
-__all__ = ["BatchResult", "GroupTotals", "Store"]
+__all__ = ["BatchResult", "GroupTotals", "PruneReport", "Store"]
 
 
 @dataclass(slots=True)
@@ -24,6 +24,25 @@ class BatchResult:
     outcomes: dict[str, int] = field(default_factory=dict)
     #: Keys (first 8 bytes of ``Observation.key``) that were already stored before this batch.
     known: set[bytes] = field(default_factory=set)
+    #: Observations not stored because they are older than the pruned part of
+    #: their page's log (see :meth:`Store.prune`): ``(index in the batch, reason)``.
+    #: They are neither stored nor duplicates, and their keys stay unclaimed.
+    refused: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PruneReport:
+    """What :meth:`Store.prune` did (so far, when passed to its progress callback).
+
+    ``to_remove`` is what the log held before ``before`` (unix seconds) when
+    the prune started; ``observations_removed`` the rows deleted;
+    ``pages_checkpointed`` the pages whose checkpoint was written or moved on.
+    """
+
+    before: float
+    to_remove: int = 0
+    observations_removed: int = 0
+    pages_checkpointed: int = 0
 
 
 @dataclass(slots=True)
@@ -66,6 +85,14 @@ class Store(Protocol):
 
     def remove_urls(self, urls: Sequence[str]) -> int:
         """Delete pages with their logs, leases and canaries; returns how many were pages."""
+        ...
+
+    def prune(
+        self, before: float, *, on_progress: Callable[[PruneReport], None] | None = None
+    ) -> PruneReport:
+        """Delete the log's observations fetched before ``before`` (unix seconds),
+        keeping each page's state after them as a checkpoint that re-folds start
+        from; a report older than its page's checkpoint is then refused."""
         ...
 
     def group_totals(self) -> list[GroupTotals]:

@@ -15,7 +15,10 @@ import json
 import math
 import secrets
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from datetime import UTC, datetime
+from itertools import groupby
+from operator import attrgetter, itemgetter
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -38,7 +41,7 @@ from ..fold import (
 from ..health import BucketArrays
 from ..observation import Observation
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
-from ._protocol import BatchResult, GroupTotals
+from ._protocol import BatchResult, GroupTotals, PruneReport
 
 __all__ = ["SQLStore"]
 
@@ -147,7 +150,25 @@ CREATE TABLE IF NOT EXISTS canaries (
     url TEXT PRIMARY KEY, site TEXT NOT NULL, expect TEXT NOT NULL,
     every_s {REAL} NOT NULL, added_at {REAL} NOT NULL
 );
+CREATE TABLE IF NOT EXISTS page_checkpoints (
+    page {PAGEID},
+    until {REAL} NOT NULL,
+    reached INTEGER NOT NULL,
+    first_seen {REAL} NOT NULL,
+    last_fetch {REAL}, last_ok {REAL}, last_change {REAL},
+    fingerprint TEXT, etag TEXT, last_modified TEXT,
+    fetches {BIGINT} NOT NULL, changes {BIGINT} NOT NULL, bytes_total {BIGINT} NOT NULL,
+    credits_total {REAL} NOT NULL, avg_bytes {REAL} NOT NULL,
+    ev_nc {REAL} NOT NULL, ev_tc {REAL} NOT NULL, ev_nu {REAL} NOT NULL, ev_tu {REAL} NOT NULL,
+    nutch_interval {REAL} NOT NULL, gone INTEGER NOT NULL
+);
 """
+# A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
+# after the observations that were deleted from its log, all fetched at or
+# before ``until`` (unix seconds: the last of them), folded in the log's order
+# from a reset page, and whether one of them reached the page (``reached``:
+# the failed-first counting of a re-fold needs it). Columns: MUTABLE_FIELDS.
+# Stores of schema 5 gain the (empty) table when opened: no migration.
 
 _VEC_UPSERT: Final = (
     "INSERT INTO {table} (k, n, v) VALUES (?, ?, ?) "
@@ -167,6 +188,37 @@ _OBS_INSERT: Final = (
 )
 _CHUNK: Final = 500
 _DAY_S: Final = 86400
+_CP_COLS: Final = ("until", "reached", *MUTABLE_FIELDS)
+_CP_UPSERT: Final = (
+    f"INSERT INTO page_checkpoints (page, {', '.join(_CP_COLS)}) "
+    f"VALUES ({', '.join('?' * (len(_CP_COLS) + 1))}) ON CONFLICT (page) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _CP_COLS)
+)
+_mutable: Final = attrgetter(*MUTABLE_FIELDS)  # a page's MUTABLE_FIELDS (gone as a bool)
+PRUNE_CHUNK_ROWS: Final = 50_000
+"""Observations a prune folds and deletes per transaction (whole pages: a
+page with more is one transaction of its own)."""
+
+
+def _iso(t: float) -> str:
+    """Unix seconds as an ISO-8601 UTC time (to the second), for messages."""
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _from_checkpoint(page: PageState, cp: Sequence[Any] | None) -> bool:
+    """Put ``page`` in the state its log's first row must be folded onto: its
+    checkpoint ``cp`` (a ``page_checkpoints`` row from ``reached`` on), else a
+    reset page; identity, value and the earliest ``first_seen`` are kept.
+    Returns whether the page had been reached before its log's first row."""
+    if cp is None:
+        page.reset_history()
+        return False
+    first_seen = page.first_seen
+    for name, v in zip(MUTABLE_FIELDS, cp[1:], strict=True):
+        setattr(page, name, v)
+    page.first_seen = min(first_seen, page.first_seen)
+    page.gone = bool(page.gone)
+    return bool(cp[0])
 
 
 def _failed_first(
@@ -396,7 +448,8 @@ class SQLStore:
     def _failed_first_from_4(self, db: Any) -> None:
         """Schema 4 to 5: every bucket vector gains its last figure, the fetches
         that failed before their page's first success, counted from the log
-        (into the buckets that exist: a store kept without buckets stays so)."""
+        (into the buckets that exist: a store kept without buckets stays so;
+        the log of a schema-4 store is whole: ``prune`` came with schema 5)."""
         for table in ("buckets", "buckets_daily"):
             if self.dialect["VEC"].endswith("[]"):  # an SQL array: widened in place
                 db.execute(f"UPDATE {table} SET v = array_append(v, 0::{self.dialect['REAL']})")
@@ -566,6 +619,55 @@ class SQLStore:
             (key, str(value)),
         )
 
+    def _meta_float(self, db: Any, key: str) -> float | None:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else float(row[0])
+
+    def _refuse_pruned(
+        self,
+        db: Any,
+        observations: Sequence[Observation],
+        columns: ObservationColumns,
+        sel: np.ndarray[Any, np.dtype[np.intp]],
+        horizon: float,
+        result: BatchResult,
+    ) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """``sel`` (indexes of new reports) without those fetched before the last
+        pruned fetch of their page: putting one in time order would need the
+        deleted rows. They go to ``result.refused`` and their keys are given
+        back, so that the same report is refused again rather than taken for a
+        duplicate. Only reports older than ``meta.pruned_until`` (the latest
+        checkpoint of any page) are looked at."""
+        t = columns.fetched_at
+        old = sel[t[sel] < horizon].tolist()
+        urls = list(dict.fromkeys(observations[i].url for i in old))
+        ids = dict(zip(urls, self._known_ids(db, urls), strict=True))
+        until: dict[int, float] = {}
+        for chunk in _chunks([i for i in ids.values() if i is not None]):
+            q = f"SELECT page, until FROM page_checkpoints WHERE page IN ({','.join('?' * len(chunk))})"
+            until.update(db.execute(q, chunk).fetchall())
+        refused: list[int] = []
+        for i in old:
+            pid = ids[observations[i].url]
+            limit = None if pid is None else until.get(pid)
+            if limit is not None and t[i] < limit:
+                refused.append(i)
+                result.refused.append(
+                    (
+                        i,
+                        f"fetched at {_iso(float(t[i]))}, before {_iso(limit)}, the last of "
+                        "its page's fetches whose log was pruned (recrawl prune): it can no "
+                        "longer be put in time order",
+                    )
+                )
+        if not refused:
+            return sel
+        db.executemany(
+            "DELETE FROM observation_keys WHERE key = ?",
+            [(k,) for k in columns.key[refused].tolist()],
+        )
+        return sel[~np.isin(sel, refused)]
+
     def _ingest_locked(
         self,
         db: Any,
@@ -592,6 +694,11 @@ class SQLStore:
             result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
             first_at = first_at[is_fresh]
         sel = np.sort(first_at)  # the new reports, in arrival order
+        horizon = self._meta_float(db, "pruned_until")
+        if horizon is not None and float(columns.fetched_at[sel].min()) < horizon:
+            sel = self._refuse_pruned(db, observations, columns, sel, horizon, result)
+            if not len(sel):
+                return
         n = len(sel)
         result.stored = n
 
@@ -983,21 +1090,26 @@ class SQLStore:
     ) -> None:
         """Re-fold a page's whole log in time order, fixing outcomes that depended on order.
 
-        The bucket corrections go to ``adjust``, keyed by (site, page_type, route, start),
+        The fold starts from the page's checkpoint when its log was pruned (the
+        state the deleted rows left), else from a reset page. The bucket
+        corrections go to ``adjust``, keyed by (site, page_type, route, start),
         and so do those of the failed first fetches: the log's earlier rows were
         counted by the order of their stored outcomes, this batch's rows
         (``batch_keys``) not yet.
         """
-        page.reset_history()  # first_seen becomes the earliest fetch if that is earlier
+        cp = db.execute(
+            f"SELECT {', '.join(_CP_COLS[1:])} FROM page_checkpoints WHERE page = ?", (page_id,)
+        ).fetchone()
+        # by the stored outcomes of the earlier rows (those pruned included)
+        reached_before = _from_checkpoint(page, cp)
         rows = db.execute(
             "SELECT key, seq, fetched_at, fixed, outcome, rest "
             "FROM observations WHERE page = ? ORDER BY fetched_at, seq",
             (page_id,),
         ).fetchall()
         fixes: list[tuple[str, int]] = []
-        if rows:
+        if rows:  # first_seen becomes the earliest fetch if that is earlier
             page.first_seen = min(page.first_seen, rows[0][2])
-        reached_before = False  # by the stored outcomes of the earlier rows
         for key, seq, t, fixed, old, rest in rows:
             o = Observation(
                 url=page.url,
@@ -1098,13 +1210,16 @@ class SQLStore:
                     ids.update(db.execute(q, chunk).fetchall())
                 if ids:
                     top = self._next_page_id(db) - 1
+                    seq_top = self._max_seq(db)
                     for chunk in _chunks(list(ids)):
                         marks = ",".join("?" * len(chunk))
                         pids = [ids[u] for u in chunk]
                         db.execute(f"DELETE FROM observations WHERE page IN ({marks})", pids)
+                        db.execute(f"DELETE FROM page_checkpoints WHERE page IN ({marks})", pids)
                         db.execute(f"DELETE FROM pages WHERE id IN ({marks})", pids)
                         db.execute(f"DELETE FROM leases WHERE url IN ({marks})", chunk)
                         db.execute(f"DELETE FROM canaries WHERE url IN ({marks})", chunk)
+                    self._keep_seq_high(db, seq_top)
                     self._count_in_meta(db, "page_id_floor", top)
                     self._count_in_meta(db, "urls_removed")
                     self._count_in_meta(db, "urls_version")
@@ -1121,18 +1236,159 @@ class SQLStore:
                     self._gen = gen + 1
             return len(ids)
 
+    def prune(
+        self,
+        before: float,
+        *,
+        on_progress: Callable[[PruneReport], None] | None = None,
+        chunk_rows: int = PRUNE_CHUNK_ROWS,
+    ) -> PruneReport:
+        """Delete the log's observations fetched before ``before`` (unix seconds).
+
+        Each page that had some gets a checkpoint: its state after them,
+        folded in the log's order from its previous checkpoint (else from a
+        reset page), which later re-folds start from, so a late report leaves
+        the page as the whole log would have. The pages, the buckets (stats,
+        health) and the observations' keys (deduplication) stay; a report
+        fetched before its page's last pruned fetch is refused at ingest
+        (:attr:`BatchResult.refused`). One transaction per about ``chunk_rows``
+        observations (whole pages): a crash leaves every page either pruned or
+        untouched, and running it again finishes the work. ``on_progress`` is
+        called after each transaction.
+        """
+        report = PruneReport(before=before)
+        with self._lock:
+            counts = self._db.execute(
+                "SELECT page, count(*) FROM observations WHERE fetched_at < ? "
+                "GROUP BY page ORDER BY page",
+                (before,),
+            ).fetchall()
+        report.to_remove = sum(c for _, c in counts)
+        chunk: list[int] = []
+        rows = 0
+        for i, (page, c) in enumerate(counts):
+            chunk.append(page)
+            rows += c
+            if rows >= chunk_rows or i == len(counts) - 1:
+                self._prune_pages(chunk, before, report)
+                chunk, rows = [], 0
+                if on_progress is not None:
+                    on_progress(report)
+        return report
+
+    def _prune_pages(self, pages: list[int], before: float, report: PruneReport) -> None:
+        """One transaction of :meth:`prune`: checkpoint ``pages`` and delete their old rows."""
+        gen = None
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                seq_top = self._max_seq(db)
+                done, removed, until = self._checkpoint_pages(db, pages, before)
+                if done:
+                    self._keep_seq_high(db, seq_top)
+                    if until > (self._meta_float(db, "pruned_until") or -math.inf):
+                        db.execute(
+                            "INSERT INTO meta VALUES ('pruned_until', ?) ON CONFLICT (key) "
+                            "DO UPDATE SET value = excluded.value",
+                            (repr(until),),
+                        )
+                    gen = self._pages_gen(db)
+                    self._bump_pages_gen(db, gen)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            if gen is not None and self._gen == gen:  # the pages themselves did not change
+                self._gen = gen + 1
+        report.pages_checkpointed += done
+        report.observations_removed += removed
+
+    def _checkpoint_pages(self, db: Any, pages: list[int], before: float) -> tuple[int, int, float]:
+        """Fold the log rows of ``pages`` fetched before ``before`` onto their
+        checkpoints, write those and delete the rows (in the caller's
+        transaction). Returns the pages checkpointed, the rows deleted and the
+        latest ``until`` written."""
+        cps: dict[int, tuple[Any, ...]] = {}
+        state: dict[int, tuple[Any, ...]] = {}
+        rows: list[tuple[Any, ...]] = []
+        for chunk in _chunks(pages):
+            marks = ",".join("?" * len(chunk))
+            q = f"SELECT page, {', '.join(_CP_COLS)} FROM page_checkpoints WHERE page IN ({marks})"
+            cps.update((r[0], r[1:]) for r in db.execute(q, chunk))
+            q = f"SELECT id, {', '.join(ROW_FIELDS)} FROM pages WHERE id IN ({marks})"
+            state.update((r[0], r[1:]) for r in db.execute(q, chunk))
+            rows += db.execute(
+                "SELECT page, fetched_at, fixed, outcome, rest FROM observations "
+                f"WHERE page IN ({marks}) AND fetched_at < ? ORDER BY page, fetched_at, seq",
+                [*chunk, before],
+            ).fetchall()
+        out = []
+        latest = -math.inf
+        hl = self.half_life_days
+        for pid, group in groupby(rows, key=itemgetter(0)):
+            row = state.get(pid)
+            if row is None:  # a row of no page (never written by recrawl): left alone
+                continue
+            page = page_from_row(row)
+            cp = cps.get(pid)
+            reached = _from_checkpoint(page, None if cp is None else cp[1:])
+            t = -math.inf
+            for _, t, fixed, old, rest in group:
+                if t < page.first_seen:
+                    page.first_seen = t
+                o = Observation(
+                    url=page.url,
+                    fetched_at=t,
+                    site=page.site,
+                    page_type=page.page_type,
+                    **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
+                )
+                apply_observation(page, o, fixed, half_life_days=hl)
+                reached = reached or old in CONTENT_OUTCOMES
+            until = max(t, -math.inf if cp is None else cp[0])
+            out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))
+            latest = max(latest, until)
+        db.executemany(_CP_UPSERT, out)
+        removed = 0
+        for chunk in _chunks([r[0] for r in out]):
+            cur = db.execute(
+                f"DELETE FROM observations WHERE page IN ({','.join('?' * len(chunk))}) "
+                "AND fetched_at < ?",
+                [*chunk, before],
+            )
+            removed += cur.rowcount
+        return len(out), removed, latest
+
     # -- reading ---------------------------------------------------------------------------
 
     def version(self) -> int:
-        """A number that grows whenever observations or pages are added (cheap to read)."""
+        """A number that grows whenever observations or pages are added (cheap to read).
+
+        It never goes down: when deleting rows (a prune, a removal) lowers the
+        log's largest ``seq``, ``meta.seq_offset`` makes up the difference."""
         with self._lock:
             row = self._db.execute(
-                "SELECT coalesce((SELECT max(seq) FROM observations), 0), "
+                "SELECT coalesce((SELECT max(seq) FROM observations), 0) "
+                "+ coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'seq_offset'), 0), "
                 "coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'urls_version'), 0)"
             ).fetchone()
         return int(row[0]) * 1_000_003 + int(row[1])
 
+    def _max_seq(self, db: Any) -> int:
+        return int(db.execute("SELECT coalesce(max(seq), 0) FROM observations").fetchone()[0])
+
+    def _keep_seq_high(self, db: Any, top_before: int) -> None:
+        """After rows were deleted from the log (``top_before``: its largest ``seq``
+        before): keep :meth:`version` from going down, and from standing still
+        when SQLite hands the deleted ``seq`` values out again."""
+        drop = top_before - self._max_seq(db)
+        if drop > 0:
+            self._count_in_meta(db, "seq_offset", self._meta_int(db, "seq_offset") + drop)
+
     def observation_count(self) -> int:
+        """Observations in the log (those pruned from it no longer count)."""
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM observations").fetchone()[0])
 
@@ -1145,7 +1401,11 @@ class SQLStore:
         return None if row is None else page_from_row(row)
 
     def outcomes(self, url: str) -> list[tuple[float, str]]:
-        """``(fetched_at, outcome)`` of every stored fetch of ``url``, in time order."""
+        """``(fetched_at, outcome)`` of every fetch of ``url`` in the log, in time order.
+
+        Fetches pruned from the log (:meth:`prune`) are not listed: the page's
+        state (:meth:`page`: its fetch count, last success, change evidence)
+        and the buckets still count them."""
         with self._lock:
             return [
                 (t, o)
@@ -1546,6 +1806,13 @@ class SQLStore:
         CLI, a second service) commits to the store; None when the store cannot
         tell. Writes through this store object do not change it."""
         return None
+
+    def vacuum(self) -> None:
+        """Give the space of deleted rows back: SQLite rewrites the whole file
+        (``VACUUM``: it needs about the file's size free on disk and holds the
+        store while it runs); PostgreSQL marks the log's for reuse (plain ``VACUUM``)."""
+        with self._lock:
+            self._db.execute("VACUUM observations")
 
     def close(self) -> None:
         with self._lock:

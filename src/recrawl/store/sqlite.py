@@ -44,6 +44,27 @@ class SQLiteStore(SQLStore):
         with self._lock:
             return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
+    def vacuum(self) -> None:
+        """Rewrite the file without the space of deleted rows (``VACUUM``, then the
+        write-ahead log emptied), so it shrinks; needs about its size free on disk."""
+        with self._lock:
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def size_bytes(self) -> int:
+        """The database's size in bytes: the file's, once the write-ahead log is
+        copied back into it (free pages included)."""
+        return self._pragma("page_count") * self._pragma("page_size")
+
+    def free_bytes(self) -> int:
+        """Bytes of the database's free pages: space deleted rows left, reused by
+        new rows (``VACUUM`` gives it back to the disk)."""
+        return self._pragma("freelist_count") * self._pragma("page_size")
+
+    def _pragma(self, name: str) -> int:
+        with self._lock:
+            return int(self._db.execute(f"PRAGMA {name}").fetchone()[0])
+
     def _connect(self) -> Any:
         try:
             if self.path != ":memory:":

@@ -615,3 +615,25 @@ def test_csv_without_url_column_is_rejected_not_silently_empty(store: SQLStore):
     assert (rep.stored, rep.rejected) == (0, 1)
     (e,) = rep.errors
     assert e.line == 1 and "no 'url' column" in str(e) and "no header row" in str(e)
+
+
+def test_a_classifier_of_ones_own_keeps_the_usual_garbage_collection(store: SQLStore):
+    """Bulk ingest collects cyclic garbage rarely (its batches make none), but a
+    caller's classifier may leave cycles on every call (a parsed HTML tree with
+    parent links): with one, the collector runs as often as usual."""
+    import gc
+
+    from recrawl.ingest import GC_GEN0, GC_GEN0_BULK
+
+    seen: list[int] = []
+
+    def mine(o, page):  # type: ignore[no-untyped-def]
+        seen.append(gc.get_threshold()[0])
+        return None
+
+    lines = [obs(U, 100 + i, status=200, record={"p": i}) for i in range(3)]
+    ingest_lines(store, lines, classifier=mine)
+    assert seen and set(seen) == {GC_GEN0}
+    inside: list[int] = []
+    ingest_lines(store, lines, on_batch=lambda rep: inside.append(gc.get_threshold()[0]))
+    assert set(inside) == {GC_GEN0_BULK}

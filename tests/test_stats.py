@@ -108,3 +108,48 @@ def test_stats_of_a_store_read_after_each_batch(store: SQLStore) -> None:
         ingest_lines(store, [line])
         seen.append(compute_stats(store.group_totals())["total"]["revisits"])
     assert seen == [0, 0, 1, 1, 1, 1, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("lines", "revisits"),
+    [
+        # a crawler that already kept validators: its first fetch of a page is a 304
+        ([obs(A, 10, status=304)], 0),
+        ([obs(A, 10, status=503), obs(A, 20, status=304), obs(A, 30, status=304)], 1),
+        # a reporter's own outcome on a page the store never reached
+        (
+            [
+                obs(A, 10, status=200, outcome="unchanged"),
+                obs(A, 20, status=200, outcome="changed"),
+            ],
+            1,
+        ),
+    ],
+)
+def test_a_first_success_that_is_not_new_is_not_a_revisit(
+    make_store, lines: list[str], revisits: int
+) -> None:
+    store = make_store()
+    ingest_lines(store, lines)
+    assert compute_stats(store.group_totals())["total"]["revisits"] == revisits
+    late = make_store()  # the same log arriving newest first: re-folded, same count
+    for line in reversed(lines):
+        ingest_lines(late, [line])
+    assert compute_stats(late.group_totals())["total"]["revisits"] == revisits
+
+
+def test_bucket_rows_of_an_older_layout_read_with_zeros(store: SQLStore) -> None:
+    """A recrawl of the previous layout still running beside an upgraded store
+    writes bucket vectors one figure short: they read, the missing figure as 0."""
+    from recrawl.store._sql import _WIDTH
+
+    ingest_lines(store, [obs(A, 86400 * 3, status=200, record={"p": 1})])
+    before = compute_stats(store.group_totals())
+    (k, v), *_ = store._db.execute("SELECT k, v FROM buckets_daily").fetchall()
+    short = store._unvectors([v], sparse=False)[:, : _WIDTH - 1]
+    store._db.execute(
+        "INSERT INTO buckets_daily (k, n, v) VALUES (?, ?, ?)",
+        (k + (1 << 40), 1, store._vectors(short, sparse=False)[0]),
+    )
+    got = compute_stats(store.group_totals())
+    assert got["total"]["observations"] == 2 * before["total"]["observations"]

@@ -7,6 +7,7 @@ same input again stores every observation exactly once (idempotency keys).
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import os
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from itertools import chain, islice, starmap
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from ._exceptions import InvalidObservation
 from .batch import ObservationColumns, observation_columns
@@ -304,7 +305,27 @@ def _serial_parse(
         yield ok, bad, None
 
 
-@fewer_collections(GC_GEN0_BULK)  # the parsing processes, forked inside, inherit it
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _collections_for_bulk(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """:func:`fewer_collections` at :data:`GC_GEN0_BULK` while ``fn`` runs (the
+    parsing processes, forked inside, inherit it), unless a classifier of the
+    caller's own is given: it may leave reference cycles (a parsed HTML tree
+    with parent links), which must be collected as often as usual."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        c = kwargs.get("classifier")
+        bulk = c is None or isinstance(c, ContentClassifier)
+        with fewer_collections(GC_GEN0_BULK if bulk else GC_GEN0):
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@_collections_for_bulk
 def ingest_lines(
     store: Store,
     lines: Iterable[str],

@@ -48,6 +48,7 @@ __all__ = ["SQLStore"]
 SCHEMA_VERSION: Final = 5
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _REACHED: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])  # by outcome code
+_NEW: Final = OUTCOMES.index("new")
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the
 # histogram, then the fetches that failed before their page's first success (a
@@ -227,17 +228,33 @@ def _failed_first(
     first: np.ndarray[Any, np.dtype[np.intp]],
     unreached: np.ndarray[Any, np.dtype[np.bool_]],
 ) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Which fetches of a batch failed before their page's first success.
+    """Which fetches of a batch are first fetches other than ``new``: those that
+    failed before their page's first success, and that success itself when a
+    reporter's outcome (a 304, ``unchanged``) stands for ``new``.
 
     ``codes`` are the outcome codes of a batch sorted by page (``pidx``, each
     page's rows starting at ``first[page]``) then time; ``unreached[page]``:
-    the page had no successful fetch before the batch. A failed fetch is one
-    whose outcome is not a content outcome (the fetch never reached the page).
+    the page had no successful fetch before the batch. A success is a content
+    outcome (the fetch reached the page).
     """
     reached = _REACHED[codes]
     before = np.cumsum(reached) - reached  # successes earlier in the batch
     before -= before[first][pidx]  # ... earlier in the same page
-    out: np.ndarray[Any, np.dtype[np.bool_]] = ~reached & unreached[pidx] & (before == 0)
+    out: np.ndarray[Any, np.dtype[np.bool_]] = (codes != _NEW) & unreached[pidx] & (before == 0)
+    return out
+
+
+def _padded(rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """Bucket vectors of mixed lengths (an older layout's are shorter) as one
+    matrix of the current width, zeros where a vector ends early."""
+    out = np.zeros((len(rows), _WIDTH))
+    for i, r in enumerate(rows):
+        if len(r) > _WIDTH:
+            raise StoreError(
+                f"a bucket vector has {len(r)} figures, more than this version's {_WIDTH}: "
+                "the store was written by a newer recrawl"
+            )
+        out[i, : len(r)] = r
     return out
 
 
@@ -400,6 +417,10 @@ class SQLStore:
                 self._observations_from_3(db)
             if found in (2, 3, 4):
                 self._failed_first_from_4(db)
+            if found < SCHEMA_VERSION:
+                # other connections (an older recrawl still running) drop their
+                # cached pages and bucket rows and read the new layout
+                self._bump_pages_gen(db, self._pages_gen(db))
             db.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -446,32 +467,25 @@ class SQLStore:
         """What a backend must do after rows with explicit ids were copied into ``table``."""
 
     def _failed_first_from_4(self, db: Any) -> None:
-        """Schema 4 to 5: every bucket vector gains its last figure, the fetches
-        that failed before their page's first success, counted from the log
-        (into the buckets that exist: a store kept without buckets stays so;
-        the log of a schema-4 store is whole: ``prune`` came with schema 5)."""
-        for table in ("buckets", "buckets_daily"):
-            if self.dialect["VEC"].endswith("[]"):  # an SQL array: widened in place
-                db.execute(f"UPDATE {table} SET v = array_append(v, 0::{self.dialect['REAL']})")
-            elif table not in _SPARSE_TABLES:  # a sparse vector reads its missing last figure as 0
-                rows = db.execute(f"SELECT k, v FROM {table}").fetchall()
-                old = np.frombuffer(b"".join(v for _, v in rows), dtype="<f8")
-                mat = np.zeros((len(rows), _WIDTH))
-                mat[:, :-1] = old.reshape(len(rows), _WIDTH - 1)
-                db.executemany(
-                    f"UPDATE {table} SET v = ? WHERE k = ?",
-                    zip(self._vectors(mat, sparse=False), [k for k, _ in rows], strict=True),
-                )
+        """Schema 4 to 5: every bucket vector gains its last figure, the first
+        fetches other than ``new`` (failures before a page's first success, and
+        that success when its outcome is not ``new``), counted from the log into
+        the buckets that exist (a store kept without buckets stays so). Vectors
+        shorter than the layout read with zeros at the end (:meth:`_unvectors`),
+        so only the rows that get a count are written: the migration is one
+        pass over the log, and a writer of the old layout still running beside
+        the new code leaves short rows that read rightly. The log of a schema-4
+        store is whole: ``prune`` came with schema 5."""
         content = ", ".join(f"'{o}'" for o in sorted(CONTENT_OUTCOMES))
         rows = db.execute(
-            "SELECT p.site, p.page_type, o.fetched_at, o.rest FROM observations o "
-            f"JOIN pages p ON p.id = o.page WHERE o.outcome NOT IN ({content}) "
-            "AND NOT EXISTS (SELECT 1 FROM observations c WHERE c.page = o.page "
-            f"AND c.outcome IN ({content}) AND (c.fetched_at < o.fetched_at "
-            "OR (c.fetched_at = o.fetched_at AND c.seq < o.seq)))"
-        ).fetchall()
-        if not rows:
-            return
+            "SELECT p.site, p.page_type, o.fetched_at, o.rest FROM ("
+            "SELECT page, fetched_at, outcome, rest, "
+            f"sum(CASE WHEN outcome IN ({content}) THEN 1 ELSE 0 END) OVER "
+            "(PARTITION BY page ORDER BY fetched_at, seq ROWS UNBOUNDED PRECEDING) AS reached "
+            "FROM observations) o JOIN pages p ON p.id = o.page "
+            f"WHERE o.outcome <> 'new' AND o.reached = (CASE WHEN o.outcome IN ({content}) "
+            "THEN 1 ELSE 0 END)"
+        )
         series = {
             (site, ptype, route): i
             for i, site, ptype, route in db.execute("SELECT id, site, page_type, route FROM series")
@@ -479,7 +493,7 @@ class SQLStore:
         route_at = LOG_FIELDS.index("route")
         fifteen: dict[int, int] = {}
         daily: dict[int, int] = {}
-        for site, ptype, t, rest in rows:
+        for site, ptype, t, rest in rows:  # streamed, not fetched whole
             sid = series.get((site, ptype, orjson.loads(rest)[route_at]))
             if sid is None:
                 continue
@@ -780,9 +794,10 @@ class SQLStore:
                 db, todo, cols, pidx, codes, names, groups, failed_first
             )
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
+        ends = np.r_[first[1:], n]  # rows are sorted by page: page j's are first[j]:ends[j]
         for j in rebuild.tolist():
             state = states[j]
-            batch_keys = set(cols.key[pidx == j].tolist())
+            batch_keys = set(cols.key[first[j] : ends[j]].tolist())
             self._rebuild_page(db, state, int(page_id[j]), batch_keys, adjust, counts)
             db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
         result.reordered_pages = len(rebuild)
@@ -912,10 +927,14 @@ class SQLStore:
     def _unvectors(
         self, values: Sequence[Any], *, sparse: bool
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
-        """The inverse of :meth:`_vectors`: one row per stored vector."""
+        """The inverse of :meth:`_vectors`: one row per stored vector; one written
+        in an older, shorter layout reads with zeros for the figures it lacks."""
         if sparse:
             return unpack_sparse(values)
-        return np.frombuffer(b"".join(values), dtype="<f8").reshape(len(values), _WIDTH)
+        raw = b"".join(values)
+        if len(raw) == 8 * _WIDTH * len(values):
+            return np.frombuffer(raw, dtype="<f8").reshape(len(values), _WIDTH)
+        return _padded([np.frombuffer(v, dtype="<f8") for v in values])
 
     def _load_pages(
         self,
@@ -1122,9 +1141,9 @@ class SQLStore:
             new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
             was_failed_first = False
             if key not in batch_keys:
-                was_failed_first = not reached_before and old not in CONTENT_OUTCOMES
+                was_failed_first = not reached_before and old != "new"
                 reached_before = reached_before or old in CONTENT_OUTCOMES
-            failed_first = unreached and new not in CONTENT_OUTCOMES
+            failed_first = unreached and new != "new"
             if new == old and failed_first == was_failed_first:
                 continue
             bk = (page.site, page.page_type, o.route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._exceptions import StoreError
-from ._sql import _WIDTH, SQLStore
+from ._sql import _WIDTH, SQLStore, _padded
 
 __all__ = ["CHANNEL", "PostgresStore"]
 
@@ -141,7 +141,9 @@ class PostgresStore(SQLStore):
     def _unvectors(
         self, values: Sequence[Any], *, sparse: bool
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
-        return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
+        if all(len(v) == _WIDTH for v in values):
+            return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
+        return _padded(values)  # vectors of an older, shorter layout
 
     def _after_copy(self, db: Any, table: str, column: str) -> None:
         # the copied rows kept their ids: the serial's next value must follow them

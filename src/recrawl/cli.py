@@ -269,7 +269,13 @@ def stats(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fetches, changes, fetches that found no change and cost per change, per site and type."""
+    """Fetches, changes, fetches that found no change and cost per change, per site and type.
+
+    A revisit is a fetch of a page reached before: a page's first success and
+    the failures before it (a 404, a block, a timeout on a URL never reached)
+    are first fetches. Changes and fetches without change count revisits that
+    reached the page; a failed revisit is a revisit that found neither.
+    """
     settings = load_settings(config)
     u = unit or settings.billing_unit
     if u not in ("fetches", "bytes", "credits"):

@@ -288,3 +288,40 @@ def test_the_command_prints_what_it_removed_and_vacuum_shrinks_the_file(tmp_path
     assert res.exit_code == 2 and "--before or --keep-days" in res.output
     res = runner.invoke(app, ["prune", "--db", db, "--keep-days", "30"])
     assert res.exit_code == 0 and "200 observations" in res.output
+
+
+def test_recrawl_ingest_names_a_report_older_than_the_pruned_log(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    with SQLiteStore(db) as s:
+        _ingest(s, history())
+        s.prune(HORIZON)
+    late = tmp_path / "late.jsonl"
+    late.write_text(line(A, 1200, v=7) + "\n" + line(A, 350, v=7) + "\n")
+    res = CliRunner().invoke(app, ["ingest", str(late), "--db", db])
+    assert res.exit_code == 1  # a rejection, named, and the good line stored
+    assert "pruned" in res.output and "fetched_at" in res.output
+    assert "1 observations stored, 0 already known, 1 rejected" in res.output
+
+
+def test_the_service_answers_a_report_older_than_the_pruned_log_as_rejected(
+    tmp_path: Path,
+) -> None:
+    from recrawl.config import Settings
+    from recrawl.service import Service
+    from recrawl.service.testing import ManualClock
+
+    db = tmp_path / "s.db"
+    with SQLiteStore(db) as s:
+        _ingest(s, history())
+        s.prune(HORIZON)
+    store = SQLiteStore(db)
+    svc = Service(Engine(store, Settings(), clock=ManualClock(2000.0)))
+    try:
+        body = "\n".join(["", line(A, 350, v=7), line(A, 1200, v=7), "not json"]).encode()
+        got = svc.ingest_body(body)
+        assert got["stored"] == 1 and got["accepted"] == 1
+        assert [(r["index"], r["field"]) for r in got["rejected"]] == [(1, "fetched_at"), (3, None)]
+        assert "pruned" in got["rejected"][0]["error"]
+    finally:
+        svc.writer.close()
+        store.close()

@@ -187,10 +187,12 @@ def _store_lists(
     classifier: Classifier | None,
     report: IngestReport | None,
     on_batch: Callable[[IngestReport], None] | None,
+    on_error: Callable[[InvalidObservation], None] | None = None,
 ) -> IngestReport:
     """Store observations that arrive in lists (with their columns, when the
     parser computed them), in batches of about ``batch_size`` (whole lists: a
-    batch ends with the list that fills it)."""
+    batch ends with the list that fills it). An observation the store refuses
+    (older than its page's pruned log) is a rejection, like a bad line."""
     rep = report or IngestReport()
     batch: list[Observation] = []
     parts: list[ObservationColumns | None] = []
@@ -200,6 +202,13 @@ def _store_lists(
         cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
         res = store.ingest(batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
+        for _, why in res.refused:
+            bad = InvalidObservation(why, field="fetched_at")
+            rep.rejected += 1
+            if len(rep.errors) < MAX_KEPT_ERRORS:
+                rep.errors.append(bad)
+            if on_error is not None:
+                on_error(bad)
         batch.clear()
         parts.clear()
         if on_batch is not None:
@@ -374,5 +383,6 @@ def ingest_lines(
             yield ok, cols
 
     return _store_lists(
-        store, good(), batch_size=batch_size, classifier=classifier, report=rep, on_batch=on_batch
-    )
+        store, good(), batch_size=batch_size, classifier=classifier, report=rep,
+        on_batch=on_batch, on_error=on_error,
+    )  # fmt: skip

@@ -763,8 +763,9 @@ class Service:
     def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
         return self.store.ingest(observations, classifier=self.classifier)
 
-    def parse_body(self, body: bytes) -> tuple[list[Observation], list[dict[str, Any]]]:
-        """Parse NDJSON or a JSON array of observations: ``(good, rejected)``.
+    def parse_body(self, body: bytes) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
+        """Parse NDJSON or a JSON array of observations: ``(good, where, rejected)``,
+        ``where`` the index of each good one.
 
         A rejection (``{"index", "field", "error"}``) counts ``index`` from 0:
         the line of an NDJSON body (blank lines count), or the position in a
@@ -775,6 +776,7 @@ class Service:
         rules = self.settings.page_types
         loads = orjson.loads
         good: list[Observation] = []
+        where: list[int] = []
         rejected: list[dict[str, Any]] = []
         stripped = body.lstrip()
         if stripped[:1] == b"[":
@@ -786,6 +788,7 @@ class Service:
                 key = _line_key(orjson.dumps(raw)) if isinstance(raw, dict) else None
                 try:
                     good.append(parse_observation(raw, rules=rules, key=key))
+                    where.append(i)
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})
         else:
@@ -799,9 +802,10 @@ class Service:
                     continue
                 try:
                     good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
+                    where.append(i)
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})
-        return good, rejected
+        return good, where, rejected
 
     def submit_observations(self, good: list[Observation]) -> Future[Committed]:
         """Queue parsed observations for the writer's next group commit; the future
@@ -843,22 +847,38 @@ class Service:
 
     @staticmethod
     def answer(
-        good: list[Observation], rejected: list[dict[str, Any]], share: Committed
+        good: list[Observation],
+        where: list[int],
+        rejected: list[dict[str, Any]],
+        share: Committed,
     ) -> dict[str, Any]:
-        """The answer to one observations request."""
+        """The answer to one observations request (``where``: each good
+        observation's index in the body). A report the store refused (older
+        than its page's pruned log) is a rejection of field ``fetched_at``."""
+        if share.refused:
+            rejected = sorted(
+                rejected
+                + [
+                    {"index": where[i], "field": "fetched_at", "error": why}
+                    for i, why in share.refused
+                ],
+                key=lambda r: int(r["index"]),
+            )
         return {
-            "accepted": len(good),
+            "accepted": len(good) - len(share.refused),
             "stored": share.stored,
             "duplicates": share.duplicates,
             "rejected": rejected,
         }
 
-    def parse_and_count(self, body: bytes) -> tuple[list[Observation], list[dict[str, Any]]]:
+    def parse_and_count(
+        self, body: bytes
+    ) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
         """:meth:`parse_body`, then :meth:`count_rejected` (off the event loop: the
         service lock may be held by a lease)."""
-        good, rejected = self.parse_body(body)
+        good, where, rejected = self.parse_body(body)
         self.count_rejected(good, rejected)
-        return good, rejected
+        return good, where, rejected
 
     def ingest_body(self, body: bytes) -> dict[str, Any]:
         """Parse NDJSON or a JSON array of observations, store the good ones and
@@ -867,8 +887,8 @@ class Service:
 
         Raises HTTPException(400) when a JSON array body is not JSON at all.
         """
-        good, rejected = self.parse_and_count(body)
-        return self.answer(good, rejected, self.submit_observations(good).result())
+        good, where, rejected = self.parse_and_count(body)
+        return self.answer(good, where, rejected, self.submit_observations(good).result())
 
     def ingest_rate(self) -> float:
         """Observations accepted per second over the last minute."""
@@ -1140,9 +1160,9 @@ def create_app(
         """Report fetch observations (NDJSON or a JSON array). Good items are stored
         even when others are rejected; the answer comes once they are on disk."""
         body = await request.body()
-        good, rejected = await run_in_threadpool(svc.parse_and_count, body)
+        good, where, rejected = await run_in_threadpool(svc.parse_and_count, body)
         share = await asyncio.wrap_future(svc.submit_observations(good))
-        return JSONResponse(svc.answer(good, rejected, share))
+        return JSONResponse(svc.answer(good, where, rejected, share))
 
     @app.post("/v1/sites/{site}/resume", dependencies=[Write], tags=["write"])
     def resume_site(site: str) -> Any:

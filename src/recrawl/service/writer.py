@@ -48,10 +48,13 @@ _log = logging.getLogger("recrawl.service")
 @dataclass(frozen=True, slots=True)
 class Committed:
     """What the store did with one request's observations: ``stored`` new ones,
-    ``duplicates`` skipped (already stored, or repeated in the group)."""
+    ``duplicates`` skipped (already stored, or repeated in the group), and
+    ``refused`` ``(index in the request's observations, why)``: older than
+    their page's pruned log."""
 
     stored: int
     duplicates: int
+    refused: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -75,18 +78,23 @@ def split_result(batches: Sequence[Sequence[Observation]], result: BatchResult) 
     already held (``result.known``).
     """
     if len(batches) == 1:
-        return [Committed(result.stored, result.duplicates)]
+        return [Committed(result.stored, result.duplicates, tuple(result.refused))]
     seen: set[bytes] = set()
     known = result.known
     out = []
+    start = 0
     for batch in batches:
+        end = start + len(batch)
+        refused = tuple((i - start, why) for i, why in result.refused if start <= i < end)
         stored = 0
         for o in batch:
             k = o.key[:8]
             if k not in seen:
                 seen.add(k)
                 stored += k not in known
-        out.append(Committed(stored, len(batch) - stored))
+        stored -= len(refused)  # new keys, given back
+        out.append(Committed(stored, len(batch) - stored - len(refused), refused))
+        start = end
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._protocol import BatchResult, GroupTotals, Store
+from ._protocol import BatchResult, GroupTotals, PruneReport, Store
 from ._sql import SQLStore
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
@@ -19,6 +19,7 @@ __all__ = [
     "BatchResult",
     "GroupTotals",
     "PostgresStore",
+    "PruneReport",
     "SQLStore",
     "SQLiteStore",
     "Store",

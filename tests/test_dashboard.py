@@ -188,3 +188,28 @@ def test_the_report_is_one_self_contained_file_that_renders_offline(
     dom = _chromium(["--dump-dom", out.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     _assert_plots_drawn(dom.stdout)
+
+
+def test_the_freshness_chart_reads_the_same_after_a_prune(tmp_path: Path) -> None:
+    """A pruned log's last successful fetch still dates each page's copy."""
+    import random
+
+    from recrawl.observation import parse_observation
+
+    day, now = 86400.0, 100 * 86400.0
+    rng = random.Random(0)
+    observations = []
+    for p in range(200):  # revisited every 20 days; a prune keeps the last 10
+        t = rng.uniform(0, 20 * day)
+        while t < now:
+            raw = {"url": f"https://x.example/{p}", "fetched_at": t, "status": 200,
+                   "record": {"v": int(t // (30 * day))}, "id": f"{p}-{t}"}  # fmt: skip
+            observations.append(parse_observation(raw))
+            t += 20 * day
+    with SQLiteStore(tmp_path / "d.db") as store:
+        store.ingest(sorted(observations, key=lambda o: o.fetched_at))
+        engine = Engine(store, clock=lambda: now)
+        _, before = freshness_series(engine, now, points=8)
+        store.prune(now - 10 * day)
+        _, after = freshness_series(engine, now, points=8)
+    assert after == pytest.approx(before, abs=1e-9)

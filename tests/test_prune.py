@@ -300,6 +300,7 @@ def test_recrawl_ingest_names_a_report_older_than_the_pruned_log(tmp_path: Path)
     res = CliRunner().invoke(app, ["ingest", str(late), "--db", db])
     assert res.exit_code == 1  # a rejection, named, and the good line stored
     assert "pruned" in res.output and "fetched_at" in res.output
+    assert A in " ".join(res.output.split()).replace(" ", "")  # which report: its URL
     assert "1 observations stored, 0 already known, 1 rejected" in res.output
 
 
@@ -325,3 +326,20 @@ def test_the_service_answers_a_report_older_than_the_pruned_log_as_rejected(
     finally:
         svc.writer.close()
         store.close()
+
+
+def test_prune_refuses_a_future_horizon_and_names_its_option(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    with SQLiteStore(db) as s:
+        _ingest(s, history())
+    runner = CliRunner()
+    res = runner.invoke(app, ["prune", "--db", db, "--before", "2150-01-01T00:00:00Z"])
+    assert res.exit_code == 2 and "in the future" in " ".join(res.output.split())
+    with SQLiteStore(db) as s:
+        assert s.observation_count() == len(history())  # nothing deleted
+    res = runner.invoke(app, ["prune", "--db", db, "--before", "yesterday"])
+    assert res.exit_code == 2 and "--before" in res.output and "--at" not in res.output
+    res = runner.invoke(app, ["prune", "--db", db, "--before", "2150-01-01T00:00:00Z", "--force"])
+    assert res.exit_code == 0, res.output
+    with SQLiteStore(db) as s:
+        assert s.observation_count() == 0

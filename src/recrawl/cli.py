@@ -70,11 +70,11 @@ AtOpt = Annotated[
 ]
 
 
-def _at_required(at: str) -> float:
+def _at_required(at: str, option: str = "--at") -> float:
     try:
         return parse_timestamp(at)
     except ValueError as exc:
-        raise typer.BadParameter(f"{at!r} {exc}", param_hint="--at") from None
+        raise typer.BadParameter(f"{at!r} {exc}", param_hint=option) from None
 
 
 def _at(at: str | None) -> float | None:
@@ -1321,20 +1321,32 @@ def prune(
     db: DbOpt = None,
     config: ConfigOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Allow a --before in the future (the whole log).")
+    ] = False,
 ) -> None:
     """Delete old fetch observations from the log, keeping what they taught.
 
     Each page keeps a checkpoint of its state after them, so a late report
     still ends as if the whole log were there; stats and health do not change;
     a report fetched before its page's last pruned fetch is refused. Safe to
-    interrupt and run again."""
+    interrupt and run again. --vacuum holds the store's write lock while it
+    rewrites the file: writers (a running service) wait meanwhile."""
     import time
 
     from .store.sqlite import SQLiteStore
 
     if (before is None) == (keep_days is None):
         raise typer.BadParameter("give one of --before or --keep-days", param_hint="--before")
-    until = _at_required(before) if before is not None else time.time() - (keep_days or 0) * 86400
+    now = time.time()
+    until = (
+        _at_required(before, "--before") if before is not None else now - (keep_days or 0) * 86400
+    )
+    if until > now and not force:
+        raise typer.BadParameter(
+            f"{_iso(until)} is in the future: the whole log would go (--force if that is meant)",
+            param_hint="--before",
+        )
     settings = load_settings(config)
     with _store(db, settings, existing=True) as store:
         size0 = store.size_bytes() if isinstance(store, SQLiteStore) else None

@@ -202,8 +202,8 @@ def _store_lists(
         cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
         res = store.ingest(batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
-        for _, why in res.refused:
-            bad = InvalidObservation(why, field="fetched_at")
+        for i, why in res.refused:  # no line number here: the URL finds it in the file
+            bad = InvalidObservation(f"{why} ({batch[i].url})", field="fetched_at")
             rep.rejected += 1
             if len(rep.errors) < MAX_KEPT_ERRORS:
                 rep.errors.append(bad)

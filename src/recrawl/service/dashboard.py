@@ -93,10 +93,12 @@ def freshness_series(
         idx = np.sort(np.random.default_rng(seed).choice(idx, FRESHNESS_SAMPLE, replace=False))
     fetches: list[np.ndarray[Any, np.dtype[np.float64]]] = []
     latest = -math.inf
-    logs = engine.store.outcomes_many([cols["url"][i] for i in idx.tolist()])
-    for i in idx.tolist():
+    urls = [cols["url"][i] for i in idx.tolist()]
+    logs = engine.store.outcomes_many(urls)
+    pruned = engine.store.pruned_last_success(urls)  # a pruned log's last success still counts
+    for u in urls:
         times = np.array(
-            [t for t, o in logs[cols["url"][i]] if o in CONTENT_OUTCOMES],
+            ([pruned[u]] if u in pruned else []) + [t for t, o in logs[u] if o in CONTENT_OUTCOMES],
             dtype=np.float64,
         )
         fetches.append(times)

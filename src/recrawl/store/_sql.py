@@ -1460,6 +1460,21 @@ class SQLStore:
                     out[u].append((t, o))
         return out
 
+    def pruned_last_success(self, urls: Sequence[str]) -> dict[str, float]:
+        """``url → fetched_at`` of the last successful fetch among each page's
+        pruned observations (pages without a checkpoint, or whose pruned
+        fetches all failed, are left out): what :meth:`outcomes_many` no
+        longer lists."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for chunk in _chunks(list(urls)):
+                q = (
+                    "SELECT p.url, c.last_ok FROM page_checkpoints c JOIN pages p ON p.id = c.page "
+                    f"WHERE c.last_ok IS NOT NULL AND p.url IN ({','.join('?' * len(chunk))})"
+                )
+                out.update((u, float(t)) for u, t in self._db.execute(q, chunk))
+        return out
+
     def group_totals(self) -> list[GroupTotals]:
         with self._lock:
             rows = self._db.execute(

@@ -97,6 +97,23 @@ def test_the_split_always_adds_up_to_the_groups_totals() -> None:
         assert [c.stored + c.duplicates for c in shares] == [2, 3]
 
 
+def test_every_copy_of_a_refused_report_is_refused_not_a_duplicate() -> None:
+    """A report older than its page's pruned log is given back by the store; a
+    retry of it in the same group (or in the same request) is refused as well,
+    not told it was already stored."""
+    a = [o("k1"), o("k2")]
+    b = [o("k2"), o("k3")]
+    res = BatchResult(stored=2, duplicates=0, refused=[(1, "pruned")])
+    shares = split_result([a, b], res)
+    assert [(c.stored, c.duplicates, c.refused) for c in shares] == [
+        (1, 0, ((1, "pruned"),)),
+        (1, 0, ((0, "pruned"),)),
+    ]
+    res = BatchResult(stored=1, duplicates=0, refused=[(1, "pruned")])
+    (one,) = split_result([[o("k1"), o("k2"), o("k2")]], res)
+    assert (one.stored, one.duplicates, [i for i, _ in one.refused]) == (1, 0, [1, 2])
+
+
 # -- the writer ----------------------------------------------------------------------------------
 
 

@@ -77,24 +77,25 @@ def split_result(batches: Sequence[Sequence[Observation]], result: BatchResult) 
     answered had the batches come one by one; so is one whose key the store
     already held (``result.known``).
     """
-    if len(batches) == 1:
-        return [Committed(result.stored, result.duplicates, tuple(result.refused))]
+    if len(batches) == 1 and not result.refused:
+        return [Committed(result.stored, result.duplicates)]
+    # a refused report's key was given back: every copy of it is refused too
+    flat = [o for batch in batches for o in batch]
+    refused_keys = {flat[i].key[:8]: why for i, why in result.refused}
     seen: set[bytes] = set()
     known = result.known
     out = []
-    start = 0
     for batch in batches:
-        end = start + len(batch)
-        refused = tuple((i - start, why) for i, why in result.refused if start <= i < end)
         stored = 0
-        for o in batch:
+        refused = []
+        for j, o in enumerate(batch):
             k = o.key[:8]
-            if k not in seen:
+            if k in refused_keys:
+                refused.append((j, refused_keys[k]))
+            elif k not in seen:
                 seen.add(k)
                 stored += k not in known
-        stored -= len(refused)  # new keys, given back
-        out.append(Committed(stored, len(batch) - stored - len(refused), refused))
-        start = end
+        out.append(Committed(stored, len(batch) - stored - len(refused), tuple(refused)))
     return out
 
 

@@ -57,3 +57,22 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
 @pytest.fixture
 def store(make_store: Callable[[], SQLStore]) -> SQLStore:
     return make_store()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SQLStore]]:
+    """Open another connection (store object) on one shared, fresh store."""
+    opened: list[SQLStore] = []
+    schema = None if request.param == "sqlite" else _pg_schema()
+    url = None if schema is None else next(schema)
+
+    def make() -> SQLStore:
+        s: SQLStore = SQLiteStore(tmp_path / "s.db") if url is None else PostgresStore(url)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+    if schema is not None:
+        next(schema, None)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import _pg_schema
 from typer.testing import CliRunner
 
 from recrawl.cli import app
@@ -16,7 +15,7 @@ from recrawl.engine import Engine
 from recrawl.ingest import ingest_lines
 from recrawl.observation import parse_observation
 from recrawl.stats import compute_stats
-from recrawl.store import PostgresStore, SQLiteStore, SQLStore
+from recrawl.store import SQLiteStore, SQLStore
 
 A = "https://shop.example/p/1"  # reached early, changes now and then
 B = "https://shop.example/p/2"  # fails before its first success
@@ -210,25 +209,6 @@ def test_the_store_version_never_goes_down(make_store: Callable[[], SQLStore]) -
     assert store.version() >= v2
     _ingest(store, [line(B, 3000, v=2)])
     assert store.version() > v2
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SQLStore]]:
-    """Open another connection (store object) on one shared, fresh store."""
-    opened: list[SQLStore] = []
-    schema = None if request.param == "sqlite" else _pg_schema()
-    url = None if schema is None else next(schema)
-
-    def make() -> SQLStore:
-        s: SQLStore = SQLiteStore(tmp_path / "s.db") if url is None else PostgresStore(url)
-        opened.append(s)
-        return s
-
-    yield make
-    for s in opened:
-        s.close()
-    if schema is not None:
-        next(schema, None)
 
 
 def test_a_prune_by_another_connection_is_seen_by_a_writer(

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
-import pytest
-from conftest import _pg_schema
+from collections.abc import Callable
 
 from recrawl.ingest import ingest_lines
-from recrawl.store import PostgresStore, SQLiteStore, SQLStore
+from recrawl.store import SQLStore
 
 A = "https://shop.example/p/1"
 B = "https://shop.example/p/2"
@@ -18,25 +14,6 @@ B = "https://shop.example/p/2"
 
 def obs(url: str, t: float, **kw: object) -> str:
     return json.dumps({"url": url, "fetched_at": t, "status": 200, **kw})
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SQLStore]]:
-    """Open another connection (store object) on one shared, fresh store."""
-    opened: list[SQLStore] = []
-    schema = None if request.param == "sqlite" else _pg_schema()
-    url = None if schema is None else next(schema)
-
-    def make() -> SQLStore:
-        s: SQLStore = SQLiteStore(tmp_path / "s.db") if url is None else PostgresStore(url)
-        opened.append(s)
-        return s
-
-    yield make
-    for s in opened:
-        s.close()
-    if schema is not None:
-        next(schema, None)
 
 
 def _page_id(store: SQLStore, url: str) -> int:

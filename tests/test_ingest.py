@@ -637,3 +637,22 @@ def test_a_classifier_of_ones_own_keeps_the_usual_garbage_collection(store: SQLS
     inside: list[int] = []
     ingest_lines(store, lines, on_batch=lambda rep: inside.append(gc.get_threshold()[0]))
     assert set(inside) == {GC_GEN0_BULK}
+
+
+def test_observations_built_in_code_are_not_taken_for_repeats(store: SQLStore):
+    """Library callers may build Observation objects themselves (no key): three
+    distinct fetches are three, the same one twice is still one."""
+    from recrawl.ingest import ingest_observations
+    from recrawl.observation import Observation
+
+    def fetch(i: int, **kw: Any) -> Observation:
+        return Observation(
+            url=f"https://a.example/{i}", fetched_at=1000.0 + i, site="a.example",
+            page_type="page", status=200, **kw,
+        )  # fmt: skip
+
+    rep = ingest_observations(store, [fetch(0), fetch(1), fetch(2)])
+    assert (rep.stored, rep.duplicates) == (3, 0)
+    rep = ingest_observations(store, [fetch(1), fetch(3, id="x"), fetch(3, id="x")])
+    assert (rep.stored, rep.duplicates) == (1, 2)
+    assert store.observation_count() == 4

@@ -15,7 +15,7 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -42,6 +42,7 @@ __all__ = [
     "parse_observation",
     "parse_timestamp",
     "read_observations",
+    "with_keys",
 ]
 
 ERRORS: Final = ("timeout", "connection_reset", "dns", "tls")
@@ -525,6 +526,25 @@ def _bad_utf8_row(row: Mapping[str | None, Any], n: int) -> InvalidObservation:
         if why is not None:
             return InvalidObservation(why, field=k, line=n)
     return InvalidObservation("not valid UTF-8 text", line=n)
+
+
+def with_keys(observations: Sequence[Observation]) -> bool:
+    """Give each observation built without an idempotency key (``key == b""``:
+    made in code, not by :func:`parse_observation`) the key parsing would give
+    it: from its ``id``, else from its fields, so distinct reports are not
+    taken for repeats of one another and the same report twice still is.
+    Returns whether any key was missing."""
+    missing = False
+    for o in observations:
+        if not o.key:
+            missing = True
+            if o.id:
+                o.key = hashlib.blake2b(b"id\0" + o.id.encode(), digest_size=16).digest()
+            else:
+                fields = {f: getattr(o, f) for f in o.__slots__ if f != "key"}
+                body = json.dumps(fields, sort_keys=True, default=str).encode()
+                o.key = hashlib.blake2b(b"obj\0" + body, digest_size=16).digest()
+    return missing
 
 
 def _line_key(line: bytes | str) -> bytes:

@@ -39,7 +39,7 @@ from ..fold import (
     page_row,
 )
 from ..health import BucketArrays
-from ..observation import Observation
+from ..observation import Observation, with_keys
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
 from ._protocol import BatchResult, GroupTotals, PruneReport
 
@@ -537,6 +537,8 @@ class SQLStore:
         result = BatchResult()
         if not observations:
             return result
+        if with_keys(observations):  # built in code: keyed now, columns made again
+            columns = None
         with self._lock:
             db = self._db
             new_ids: dict[str, int] = {}

@@ -323,3 +323,22 @@ def test_prune_refuses_a_future_horizon_and_names_its_option(tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     with SQLiteStore(db) as s:
         assert s.observation_count() == 0
+
+
+def test_a_dry_run_says_what_would_go_and_removes_nothing(tmp_path: Path) -> None:
+    db = str(tmp_path / "s.db")
+    with SQLiteStore(db) as s:
+        _ingest(s, history())
+        want = s.execute(
+            "SELECT count(*), count(DISTINCT page) FROM observations WHERE fetched_at < ?",
+            (HORIZON,),
+        )[0]
+    res = CliRunner().invoke(app, ["prune", "--db", db, "--before", str(HORIZON), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert (
+        f"would remove {want[0]} observations" in text and f"checkpointing {want[1]} pages" in text
+    )
+    with SQLiteStore(db) as s:
+        assert s.observation_count() == len(history())
+        assert s.execute("SELECT count(*) FROM page_checkpoints")[0][0] == 0

@@ -1324,6 +1324,9 @@ def prune(
     force: Annotated[
         bool, typer.Option("--force", help="Allow a --before in the future (the whole log).")
     ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only say what would be removed.")
+    ] = False,
 ) -> None:
     """Delete old fetch observations from the log, keeping what they taught.
 
@@ -1349,6 +1352,13 @@ def prune(
         )
     settings = load_settings(config)
     with _store(db, settings, existing=True) as store:
+        if dry_run:
+            rep = store.prune(until, dry_run=True)
+            out.print(
+                f"would remove {rep.to_remove:,} observations fetched before {_iso(until)}, "
+                f"checkpointing {rep.pages_to_checkpoint:,} pages; nothing removed (--dry-run)"
+            )
+            return
         size0 = store.size_bytes() if isinstance(store, SQLiteStore) else None
         progress = Progress(
             TextColumn("pruning"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),

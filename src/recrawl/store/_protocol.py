@@ -36,11 +36,13 @@ class PruneReport:
 
     ``to_remove`` is what the log held before ``before`` (unix seconds) when
     the prune started; ``observations_removed`` the rows deleted;
-    ``pages_checkpointed`` the pages whose checkpoint was written or moved on.
+    ``pages_checkpointed`` the pages whose checkpoint was written or moved on;
+    ``pages_to_checkpoint`` the pages that held such observations at the start.
     """
 
     before: float
     to_remove: int = 0
+    pages_to_checkpoint: int = 0
     observations_removed: int = 0
     pages_checkpointed: int = 0
 
@@ -88,11 +90,16 @@ class Store(Protocol):
         ...
 
     def prune(
-        self, before: float, *, on_progress: Callable[[PruneReport], None] | None = None
+        self,
+        before: float,
+        *,
+        on_progress: Callable[[PruneReport], None] | None = None,
+        dry_run: bool = False,
     ) -> PruneReport:
         """Delete the log's observations fetched before ``before`` (unix seconds),
         keeping each page's state after them as a checkpoint that re-folds start
-        from; a report older than its page's checkpoint is then refused."""
+        from; a report older than its page's checkpoint is then refused. With
+        ``dry_run``, only count them."""
         ...
 
     def group_totals(self) -> list[GroupTotals]:

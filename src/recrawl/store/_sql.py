@@ -1263,6 +1263,7 @@ class SQLStore:
         *,
         on_progress: Callable[[PruneReport], None] | None = None,
         chunk_rows: int = PRUNE_CHUNK_ROWS,
+        dry_run: bool = False,
     ) -> PruneReport:
         """Delete the log's observations fetched before ``before`` (unix seconds).
 
@@ -1275,7 +1276,8 @@ class SQLStore:
         (:attr:`BatchResult.refused`). One transaction per about ``chunk_rows``
         observations (whole pages): a crash leaves every page either pruned or
         untouched, and running it again finishes the work. ``on_progress`` is
-        called after each transaction.
+        called after each transaction. With ``dry_run``, only counts what
+        would go (``to_remove``, ``pages_to_checkpoint``) and changes nothing.
         """
         report = PruneReport(before=before)
         with self._lock:
@@ -1285,6 +1287,9 @@ class SQLStore:
                 (before,),
             ).fetchall()
         report.to_remove = sum(c for _, c in counts)
+        report.pages_to_checkpoint = len(counts)
+        if dry_run:
+            return report
         chunk: list[int] = []
         rows = 0
         for i, (page, c) in enumerate(counts):

@@ -619,6 +619,17 @@ class Engine:
         events = [e for e in self.store.site_events(site) if e["kind"] == "resume"]
         return bool(events) and now - events[-1]["at"] < 3600.0
 
+    def _controls_of(self, site: str) -> dict[str, Any]:
+        """A site's controls (empty when none were ever set); raises
+        :class:`~recrawl.NotFound` for a site the store does not know (a typo
+        would otherwise change nothing)."""
+        controls = self.store.site_controls()
+        if site not in controls and site not in self.store.sites():
+            from ._exceptions import NotFound
+
+            raise NotFound(f"no site {site!r} in the store")
+        return controls.get(site, {})
+
     def pause(
         self, site: str, *, by: str = "operator", reason: str = "", now: float | None = None
     ) -> bool:
@@ -630,12 +641,7 @@ class Engine:
         would otherwise pause nothing).
         """
         t = self.clock() if now is None else now
-        controls = self.store.site_controls()
-        if site not in controls and site not in self.store.sites():
-            from ._exceptions import NotFound
-
-            raise NotFound(f"no site {site!r} in the store")
-        if controls.get(site, {}).get("paused"):
+        if self._controls_of(site).get("paused"):
             return False
         self.store.set_site_controls(
             site,
@@ -651,10 +657,7 @@ class Engine:
         """A human's way back from a pause: recorded, and the site runs again at
         its normal concurrency (the next critical band an hour on pauses it again)."""
         t = self.clock() if now is None else now
-        if site not in self.store.site_controls() and site not in self.store.sites():
-            from ._exceptions import NotFound
-
-            raise NotFound(f"no site {site!r} in the store")
+        self._controls_of(site)
         self.store.set_site_controls(
             site,
             now=t,

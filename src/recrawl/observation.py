@@ -397,7 +397,7 @@ def parse_observation(
         else:
             raise InvalidObservation("must be a string", field="id")
     if ident:
-        key = hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
+        key = _id_key(ident)
     elif key is None and line is not None:
         key = _line_key(line)
     # the bounds keep every number within its store column (int64, finite sums)
@@ -528,23 +528,24 @@ def _bad_utf8_row(row: Mapping[str | None, Any], n: int) -> InvalidObservation:
     return InvalidObservation("not valid UTF-8 text", line=n)
 
 
-def with_keys(observations: Sequence[Observation]) -> bool:
+def with_keys(observations: Sequence[Observation]) -> None:
     """Give each observation built without an idempotency key (``key == b""``:
     made in code, not by :func:`parse_observation`) the key parsing would give
     it: from its ``id``, else from its fields, so distinct reports are not
-    taken for repeats of one another and the same report twice still is.
-    Returns whether any key was missing."""
-    missing = False
+    taken for repeats of one another and the same report twice still is."""
     for o in observations:
         if not o.key:
-            missing = True
             if o.id:
-                o.key = hashlib.blake2b(b"id\0" + o.id.encode(), digest_size=16).digest()
+                o.key = _id_key(o.id)
             else:
                 fields = {f: getattr(o, f) for f in o.__slots__ if f != "key"}
                 body = json.dumps(fields, sort_keys=True, default=str).encode()
                 o.key = hashlib.blake2b(b"obj\0" + body, digest_size=16).digest()
-    return missing
+
+
+def _id_key(ident: str) -> bytes:
+    """Idempotency key of an observation with an ``id``."""
+    return hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
 
 
 def _line_key(line: bytes | str) -> bytes:

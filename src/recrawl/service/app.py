@@ -59,7 +59,7 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
 from .. import __version__
-from .._exceptions import ConfigError, InvalidObservation
+from .._exceptions import ConfigError, InvalidObservation, NotFound
 from ..config import Settings
 from ..engine import Engine, PlanResult
 from ..ingest import ContentClassifier
@@ -1142,10 +1142,11 @@ def create_app(
         """Pause a site by hand: none of its pages is planned or leased (its
         canaries still run) until a human resumes it; health never lifts it.
         ``recorded`` is false when it was paused already."""
-        if site not in set(svc.store.sites()) | set(svc.store.site_controls()):
-            raise HTTPException(404, "unknown site")
         body = body or PauseRequest()
-        return JSONResponse(svc.pause(site, by=body.by, reason=body.reason))
+        try:
+            return JSONResponse(svc.pause(site, by=body.by, reason=body.reason))
+        except NotFound:
+            raise HTTPException(404, "unknown site") from None
 
     app.include_router(json_writes)
 
@@ -1167,9 +1168,10 @@ def create_app(
     @app.post("/v1/sites/{site}/resume", dependencies=[Write], tags=["write"])
     def resume_site(site: str) -> Any:
         """Lift a site's pause: the owner has decided to go on."""
-        if site not in set(svc.store.sites()) | set(svc.store.site_controls()):
-            raise HTTPException(404, "unknown site")
-        return JSONResponse(svc.resume(site, by="api"))
+        try:
+            return JSONResponse(svc.resume(site, by="api"))
+        except NotFound:
+            raise HTTPException(404, "unknown site") from None
 
     # -- reads -----------------------------------------------------------------------------
 

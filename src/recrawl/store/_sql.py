@@ -206,6 +206,18 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _logged(page: PageState, t: float, rest: str) -> Observation:
+    """The observation of ``page`` fetched at ``t`` that a log row stored (its
+    other fields, ``rest``, as the JSON array :data:`LOG_FIELDS` orders)."""
+    return Observation(
+        url=page.url,
+        fetched_at=t,
+        site=page.site,
+        page_type=page.page_type,
+        **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
+    )
+
+
 def _from_checkpoint(page: PageState, cp: Sequence[Any] | None) -> bool:
     """Put ``page`` in the state its log's first row must be folded onto: its
     checkpoint ``cp`` (a ``page_checkpoints`` row from ``reached`` on), else a
@@ -537,8 +549,8 @@ class SQLStore:
         result = BatchResult()
         if not observations:
             return result
-        if with_keys(observations):  # built in code: keyed now, columns made again
-            columns = None
+        if columns is None:  # given columns come from parsed, keyed observations
+            with_keys(observations)
         with self._lock:
             db = self._db
             new_ids: dict[str, int] = {}
@@ -564,16 +576,11 @@ class SQLStore:
         return result
 
     def _pages_gen(self, db: Any) -> int:
-        row = db.execute("SELECT value FROM meta WHERE key = 'pages_gen'").fetchone()
-        return 0 if row is None else int(row[0])
+        return self._meta_int(db, "pages_gen")
 
     def _bump_pages_gen(self, db: Any, gen: int) -> None:
         """Count a write to pages, so other connections know their cached states are stale."""
-        db.execute(
-            "INSERT INTO meta VALUES ('pages_gen', ?) ON CONFLICT (key) DO UPDATE "
-            "SET value = excluded.value",
-            (str(gen + 1),),
-        )
+        self._set_meta(db, "pages_gen", gen + 1)
 
     def _remember_ids(self, new_ids: dict[str, int]) -> None:
         if len(self._ids) + len(new_ids) > _ID_CACHE_MAX:
@@ -622,22 +629,29 @@ class SQLStore:
         top = int(db.execute("SELECT coalesce(max(id), 0) FROM pages").fetchone()[0])
         return max(top, self._meta_int(db, "page_id_floor")) + 1
 
-    def _meta_int(self, db: Any, key: str) -> int:
+    def _meta(self, db: Any, key: str) -> str | None:
         row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return 0 if row is None else int(row[0])
+        return None if row is None else str(row[0])
 
-    def _count_in_meta(self, db: Any, key: str, value: int | None = None) -> None:
-        """Add one to the counter ``key`` in ``meta`` (or set it to ``value``)."""
-        if value is None:
-            value = self._meta_int(db, key) + 1
+    def _meta_int(self, db: Any, key: str) -> int:
+        value = self._meta(db, key)
+        return 0 if value is None else int(value)
+
+    def _meta_float(self, db: Any, key: str) -> float | None:
+        value = self._meta(db, key)
+        return None if value is None else float(value)
+
+    def _set_meta(self, db: Any, key: str, value: object) -> None:
         db.execute(
             "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, str(value)),
         )
 
-    def _meta_float(self, db: Any, key: str) -> float | None:
-        row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else float(row[0])
+    def _count_in_meta(self, db: Any, key: str, by: int = 1) -> int:
+        """Add ``by`` to the counter ``key`` in ``meta``; returns its new value."""
+        value = self._meta_int(db, key) + by
+        self._set_meta(db, key, value)
+        return value
 
     def _refuse_pruned(
         self,
@@ -1132,13 +1146,7 @@ class SQLStore:
         if rows:  # first_seen becomes the earliest fetch if that is earlier
             page.first_seen = min(page.first_seen, rows[0][2])
         for key, seq, t, fixed, old, rest in rows:
-            o = Observation(
-                url=page.url,
-                fetched_at=t,
-                site=page.site,
-                page_type=page.page_type,
-                **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
-            )
+            o = _logged(page, t, rest)
             unreached = page.last_ok is None
             new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
             was_failed_first = False
@@ -1176,10 +1184,7 @@ class SQLStore:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [(ids[u], u, s, t, v, now) for u, s, t, v in new.values()],
                 )
-                db.execute(
-                    "INSERT INTO meta VALUES ('urls_version', '1') ON CONFLICT (key) DO UPDATE "
-                    "SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
-                )
+                self._count_in_meta(db, "urls_version")
                 gen = self._pages_gen(db)
                 self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
@@ -1241,8 +1246,8 @@ class SQLStore:
                         db.execute(f"DELETE FROM leases WHERE url IN ({marks})", chunk)
                         db.execute(f"DELETE FROM canaries WHERE url IN ({marks})", chunk)
                     self._keep_seq_high(db, seq_top)
-                    self._count_in_meta(db, "page_id_floor", top)
-                    self._count_in_meta(db, "urls_removed")
+                    self._set_meta(db, "page_id_floor", top)
+                    removals = self._count_in_meta(db, "urls_removed")
                     self._count_in_meta(db, "urls_version")
                     gen = self._pages_gen(db)
                     self._bump_pages_gen(db, gen)
@@ -1252,7 +1257,7 @@ class SQLStore:
                 raise
             if ids:
                 self._ids.clear()  # this store's own removals: no cached id may outlive them
-                self._removals_seen = -1
+                self._removals_seen = removals
                 if self._gen == gen:
                     self._gen = gen + 1
             return len(ids)
@@ -1314,11 +1319,7 @@ class SQLStore:
                 if done:
                     self._keep_seq_high(db, seq_top)
                     if until > (self._meta_float(db, "pruned_until") or -math.inf):
-                        db.execute(
-                            "INSERT INTO meta VALUES ('pruned_until', ?) ON CONFLICT (key) "
-                            "DO UPDATE SET value = excluded.value",
-                            (repr(until),),
-                        )
+                        self._set_meta(db, "pruned_until", repr(until))
                     gen = self._pages_gen(db)
                     self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
@@ -1364,14 +1365,7 @@ class SQLStore:
             for _, t, fixed, old, rest in group:
                 if t < page.first_seen:
                     page.first_seen = t
-                o = Observation(
-                    url=page.url,
-                    fetched_at=t,
-                    site=page.site,
-                    page_type=page.page_type,
-                    **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
-                )
-                apply_observation(page, o, fixed, half_life_days=hl)
+                apply_observation(page, _logged(page, t, rest), fixed, half_life_days=hl)
                 reached = reached or old in CONTENT_OUTCOMES
             until = max(t, -math.inf if cp is None else cp[0])
             out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))
@@ -1411,7 +1405,7 @@ class SQLStore:
         when SQLite hands the deleted ``seq`` values out again."""
         drop = top_before - self._max_seq(db)
         if drop > 0:
-            self._count_in_meta(db, "seq_offset", self._meta_int(db, "seq_offset") + drop)
+            self._count_in_meta(db, "seq_offset", by=drop)
 
     def observation_count(self) -> int:
         """Observations in the log (those pruned from it no longer count)."""

@@ -210,6 +210,9 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     # the next hour's plan: 2,000 fetches a day is 83 in the hour
     assert "what to fetch in the next hour" in res.stdout and "Plan: 83 tasks" in res.stdout
     assert "by reason: score" in res.stdout and "pages revisited" in res.stdout
+    # the change model checked against the sample log's revisits
+    assert "did the change model predict" in res.stdout
+    assert "found a change where the model expected" in res.stdout
     assert "recrawl" in res.stdout and "oracle" in res.stdout and "Open Terms Archive" in res.stdout
     assert "hostile.example paused" in res.stdout
     html = (tmp_path / "report.html").read_text()

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from . import __version__
 from ._exceptions import Error, StoreError
+from .calibration import Calibration
 from .config import Settings, load_settings
 from .engine import BudgetOutlook, Engine, PlanResult, url_registration
 from .ingest import (
@@ -594,6 +595,74 @@ def budget(
     _print_budget(outlook, settings.billing_unit)
 
 
+@app.command()
+def calibration(
+    days: Annotated[
+        float, typer.Option("--days", help="Check the revisits of the last N days of the log.")
+    ] = 30.0,
+    by: Annotated[
+        str, typer.Option("--by", help="Figures per 'site' or per 'group' (site and page type).")
+    ] = "site",
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Did the change model predict what the revisits found? Expected against observed changes.
+
+    Each revisit of the window (default: the last 30 days before the newest
+    fetch in the log, or before --at) is scored with the probability of a
+    change the model gave it from the page's history before it. Many more
+    changes than expected: pages change faster than estimated (freshness is
+    lower than planned); many fewer: fetches go to pages that did not change.
+    Sites whose figures are off beyond chance are named.
+    """
+    if not (days > 0 and math.isfinite(days)):
+        raise typer.BadParameter("must be a positive number of days", param_hint="--days")
+    if by not in ("site", "group"):
+        raise typer.BadParameter("must be 'site' or 'group'", param_hint="--by")
+    settings = load_settings(config)
+    until = _at(at)
+    with _store(db, settings, existing=True) as store:
+        cal = Engine(store, settings).calibration(days=days, by=by, until=until)
+    if as_json:
+        _print_json(cal.as_dict())
+        return
+    _print_calibration(cal, by)
+
+
+def _print_calibration(cal: Calibration, by: str) -> None:
+    out.print(escape(cal.verdict()) + ".")
+    if not cal.overall.revisits:
+        return
+    out.print(
+        f"Brier score {cal.brier:.4f} against {cal.brier_reference:.4f} for the base rate alone "
+        f"(skill {cal.skill:.2f}; 0 is none, 1 perfect foresight)."
+    )
+    table = Table(title="By predicted probability of a change")
+    for col in ("predicted", "revisits", "mean predicted", "observed"):
+        table.add_column(col, justify="right")
+    for b in cal.bins:
+        if b.revisits:
+            table.add_row(
+                f"{b.lo:.2f}–{b.hi:.2f}", f"{b.revisits:,}",
+                f"{b.mean_predicted:.3f}", f"{b.observed_share:.3f}",
+            )  # fmt: skip
+    out.print(table)
+    groups = Table(title=f"By {by}, most surprising first")
+    for col in (by, "revisits", "expected", "observed", "observed ÷ expected", "z", ""):
+        groups.add_column(col, justify="left" if col == by else "right")
+    for g in cal.groups[:20]:
+        ratio = "–" if math.isnan(g.ratio) else f"{g.ratio:.2f}"
+        groups.add_row(
+            escape(g.name), f"{g.revisits:,}", f"{g.expected_changes:,.1f}",
+            f"{g.observed_changes:,}", ratio, f"{g.z:+.1f}", "[red]off[/]" if g.flagged else "",
+        )  # fmt: skip
+    out.print(groups)
+    if len(cal.groups) > 20:
+        out.print(f"… and {len(cal.groups) - 20} more (--json lists them all).")
+
+
 def _fmt_amount(x: float) -> str:
     """Four significant figures, with thousands separators rather than an exponent."""
     return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
@@ -1084,8 +1153,8 @@ def demo(
 ) -> None:
     """The main job on the embedded store, start to finish, with the dashboard.
 
-    Where the money goes, what to fetch next, what freshness costs, how policies
-    compare on real change histories, a site pushing back, and the dashboard
+    Where the money goes, what to fetch next, what freshness costs, whether the
+    change model is calibrated, how policies compare on real change histories, a site pushing back, and the dashboard
     (report.html)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
@@ -1107,6 +1176,8 @@ def demo(
         _print_plan(engine.plan(now=last, seed=0), settings.billing_unit, 10)
         out.rule("[b]recrawl demo[/]: what freshness costs at the rates learned so far")
         _print_budget(engine.budget_outlook(now=last), settings.billing_unit)
+        out.rule("[b]recrawl demo[/]: did the change model predict what the revisits found?")
+        _print_calibration(engine.calibration(days=30, until=last), "site")
     from .simulate import replay
     from .traces import load_traces
 

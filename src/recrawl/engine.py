@@ -15,8 +15,16 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .calibration import (
+    CHANGED,
+    FIRST,
+    UNCHANGED,
+    Calibration,
+    calibration_report,
+    revisit_predictions,
+)
 from .config import Settings
-from .estimate import RateResolution, rate_resolution
+from .estimate import RateResolution, fit_group_priors, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
@@ -417,6 +425,68 @@ class Engine:
             resolution=resolution,
             reserve_share=reserve,
         )
+
+    def calibration(
+        self, *, days: float = 30.0, by: str = "site", until: float | None = None
+    ) -> Calibration:
+        """Whether the change model predicted what the revisits of the last
+        ``days`` found (:mod:`recrawl.calibration`).
+
+        The window ends at ``until`` (default: the newest fetch in the log, so
+        an old log is checked over its own last days). Each revisit's
+        prediction comes from its page's evidence before it and the planner's
+        current group priors; canaries are left out. ``by`` groups the figures
+        per ``site`` or per ``group`` (site and page type).
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if by not in ("site", "group"):
+            raise ValueError("by must be 'site' or 'group'")
+        pages, cols = self.page_arrays(self.clock())
+        end = until
+        if end is None:
+            last = cols["last_fetch"]
+            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else 0.0
+        since = end - days * 86400.0
+        cfg = self.planner_config()
+        fetched = ~pages.never_fetched
+        priors = fit_group_priors(
+            pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, pages.group,
+            mask=fetched, n_groups=int(pages.group.max(initial=-1)) + 1,
+        )  # fmt: skip
+        rows, start = self.store.content_history(since)
+        index = {u: i for i, u in enumerate(cols["url"])}
+        canary = np.asarray(cols["page_type"], dtype=object) == "canary"
+        kinds = {
+            "new": FIRST,
+            "changed": CHANGED,
+            "unchanged": UNCHANGED,
+            "not_modified": UNCHANGED,
+        }
+        keep = [(index[u], t, kinds[o]) for u, t, o in rows if u in index and not canary[index[u]]]
+        pg = np.array([k[0] for k in keep], dtype=np.intp)
+        at = np.array([k[1] for k in keep], dtype=np.float64)
+        kind = np.array([k[2] for k in keep], dtype=np.int64)
+        n = len(cols["url"])
+        first = np.full(n, np.nan)
+        ev = np.zeros((4, n))
+        for u, (lo, *e) in start.items():
+            if u in index:
+                first[index[u]] = lo
+                ev[:, index[u]] = e
+        pred = revisit_predictions(
+            pg, at, kind, pages.group, since=since, until=end + 1.0,
+            start=(first, ev[0], ev[1], ev[2], ev[3]), priors=priors,
+            half_life_days=cfg.half_life_days,
+        )  # fmt: skip
+        if by == "site":
+            label = [str(s) for s in cols["site"]]
+        else:
+            label = [f"{s} / {t}" for s, t in zip(cols["site"], cols["page_type"], strict=True)]
+        names = sorted(set(label[i] for i in pred.page.tolist()))
+        code = {x: i for i, x in enumerate(names)}
+        groups = np.array([code[label[i]] for i in pred.page.tolist()], dtype=np.intp)
+        return calibration_report(pred.predicted, pred.changed, groups, names)
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Validators for a conditional request to ``url`` (empty when unknown)."""

@@ -1476,6 +1476,41 @@ class SQLStore:
                 out.update((u, float(t)) for u, t in self._db.execute(q, chunk))
         return out
 
+    def content_history(
+        self, since: float
+    ) -> tuple[list[tuple[str, float, str]], dict[str, tuple[float, float, float, float, float]]]:
+        """The fetches that reached the content (``new``, ``changed``,
+        ``unchanged``, ``not_modified``) of every page reached at or after
+        ``since``, as ``(url, fetched_at, outcome)`` in page and time order,
+        with the checkpoints of those pages whose log was pruned: ``url →
+        (last_ok, ev_nc, ev_tc, ev_nu, ev_tu)``, their state before the listed
+        fetches (what :mod:`recrawl.calibration` replays)."""
+        recent = (
+            "SELECT DISTINCT page FROM observations WHERE fetched_at >= ? "
+            "AND outcome IN ('new', 'changed', 'unchanged', 'not_modified')"
+        )
+        with self._lock:
+            rows = [
+                (u, float(t), o)
+                for u, t, o in self._db.execute(
+                    "SELECT p.url, o.fetched_at, o.outcome FROM observations o "
+                    "JOIN pages p ON p.id = o.page "
+                    "WHERE o.outcome IN ('new', 'changed', 'unchanged', 'not_modified') "
+                    f"AND o.page IN ({recent}) ORDER BY o.page, o.fetched_at, o.seq",
+                    (since,),
+                )
+            ]
+            start = {
+                u: (float("nan") if lo is None else float(lo), nc, tc, nu, tu)
+                for u, lo, nc, tc, nu, tu in self._db.execute(
+                    "SELECT p.url, c.last_ok, c.ev_nc, c.ev_tc, c.ev_nu, c.ev_tu "
+                    "FROM page_checkpoints c JOIN pages p ON p.id = c.page "
+                    f"WHERE c.page IN ({recent})",
+                    (since,),
+                )
+            }
+        return rows, start
+
     def group_totals(self) -> list[GroupTotals]:
         with self._lock:
             rows = self._db.execute(

@@ -1,0 +1,452 @@
+"""Is the change model calibrated? Predicted against observed changes at revisits.
+
+The planner spends the budget on what its rate estimates predict: a page of
+estimated rate λ̂ revisited after ``t`` days has changed with probability
+``p = 1 − e^(−λ̂t)``. If pages change more often than the model says (a site
+started publishing daily, a field that should be ignored changes on every
+load), freshness falls while the plan looks right; if less often, money goes
+to fetches that find nothing. This module checks the model against what the
+revisits found: each revisit's predicted probability is computed from the
+page's evidence *before* that revisit (exactly as the fold accumulated it),
+so the check never sees the answer it is scored on.
+
+Selecting revisits by their predicted probability does not bias the check
+(the outcome is compared with the prediction that chose it); what the plan
+never revisits, it cannot check, which is what the planner's verification
+share (a uniform random sample) is for.
+
+Pure numpy, no I/O and no clock: :func:`revisit_predictions` turns fetch
+histories into predictions, :func:`calibration_report` scores them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .estimate import (
+    DEFAULT_HALF_LIFE_DAYS,
+    GroupPriors,
+    estimate_rates,
+    fit_group_priors,
+    update_evidence_arrays,
+)
+
+__all__ = [
+    "BIN_EDGES",
+    "Calibration",
+    "CalibrationBin",
+    "GroupCalibration",
+    "RevisitPredictions",
+    "calibration_report",
+    "revisit_predictions",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+BoolArray = NDArray[np.bool_]
+
+_DAY: Final = 86400.0
+
+BIN_EDGES: Final = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+"""Edges of the predicted-probability bins of :attr:`Calibration.bins`."""
+
+Z_FLAG: Final = 3.0
+"""A group (or the whole) is flagged when its observed changes are this many
+standard deviations from the expected ones (and :data:`MIN_FLAG_REVISITS`)."""
+
+RATIO_FLAG: Final = 0.2
+"""… and observed ÷ expected is off by more than this share."""
+
+MIN_FLAG_REVISITS: Final = 20
+"""Revisits a group needs before it can be flagged."""
+
+UNCHANGED: Final = 0
+CHANGED: Final = 1
+FIRST: Final = 2
+"""Codes of a content fetch for :func:`revisit_predictions`: found no change
+(``unchanged``, ``not_modified``), found a change, or the page's first
+content (``new``: no revisit, it only starts the page's history)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitPredictions:
+    """One row per revisit inside the window, in page then time order.
+
+    Attributes
+    ----------
+    page : ndarray of int
+        Page index (as given to :func:`revisit_predictions`).
+    at : ndarray of float
+        Time of the revisit, unix seconds.
+    interval_days : ndarray of float
+        Days since the page's previous content fetch.
+    predicted : ndarray of float
+        Probability of a change over that interval, from the rate estimated
+        on the evidence before the revisit.
+    rate_per_day : ndarray of float
+        That estimated rate.
+    changed : ndarray of bool
+        What the revisit found.
+    """
+
+    page: IntArray
+    at: FloatArray
+    interval_days: FloatArray
+    predicted: FloatArray
+    rate_per_day: FloatArray
+    changed: BoolArray
+
+    def __len__(self) -> int:
+        return int(self.page.shape[0])
+
+
+def revisit_predictions(
+    page: ArrayLike,
+    at: ArrayLike,
+    kind: ArrayLike,
+    group: ArrayLike,
+    *,
+    since: float = -math.inf,
+    until: float = math.inf,
+    start: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike, ArrayLike] | None = None,
+    priors: GroupPriors | None = None,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> RevisitPredictions:
+    """What the model predicted at each revisit, from the evidence before it.
+
+    Parameters
+    ----------
+    page, at, kind : array_like
+        The content fetches (those that reached the page; failed fetches tell
+        nothing of changes and are left out by the caller): page index
+        (0 … n_pages − 1), unix seconds, and :data:`CHANGED`,
+        :data:`UNCHANGED` or :data:`FIRST`. Any order: they are sorted by
+        page and time (stably).
+    group : array_like of int
+        Group code (site × page type) of every page, length ``n_pages``.
+    since, until : float
+        Only revisits at ``since ≤ at < until`` are predicted (the evidence
+        still accumulates over all of them).
+    start : tuple of five arrays, optional
+        Each page's state before its first listed fetch (a pruned log's
+        checkpoint): last content fetch (unix seconds, NaN for none) and the
+        evidence ``nc, tc, nu, tu`` after it.
+    priors : GroupPriors, optional
+        Rate priors per group; fitted on the evidence at the end of the
+        listed fetches if omitted (the planner's own, for a store's whole log).
+    half_life_days : float
+        Evidence half-life, days (the planner's).
+
+    Returns
+    -------
+    RevisitPredictions
+
+    Examples
+    --------
+    One page fetched on days 0, 10 and 20, changed at both revisits:
+
+    >>> r = revisit_predictions([0, 0, 0], [0.0, 864000.0, 1728000.0], [2, 1, 1], [0])
+    >>> len(r), bool(r.changed.all()), bool(r.predicted[1] > r.predicted[0])
+    (2, True, True)
+    """
+    pg = np.asarray(page, dtype=np.intp).reshape(-1)
+    t = np.asarray(at, dtype=np.float64).reshape(-1)
+    kd = np.asarray(kind, dtype=np.int64).reshape(-1)
+    grp = np.asarray(group, dtype=np.intp).reshape(-1)
+    if not (pg.shape == t.shape == kd.shape):
+        raise ValueError("page, at and kind must have one value per fetch")
+    n_pages = grp.shape[0]
+    if pg.size and (pg.min() < 0 or pg.max() >= n_pages):
+        raise ValueError("a page index is outside the group array")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("fetch times must be finite")
+    if not np.all((kd >= UNCHANGED) & (kd <= FIRST)):
+        raise ValueError("kind must be 0 (unchanged), 1 (changed) or 2 (first)")
+    if not (half_life_days > 0):
+        raise ValueError("half_life_days must be > 0")
+    order = np.lexsort((t, pg))
+    pg, t, kd = pg[order], t[order], kd[order]
+
+    last_ok = np.full(n_pages, np.nan)
+    nc, tc, nu, tu = ev = [np.zeros(n_pages) for _ in range(4)]
+    if start is not None:
+        s_last, *s_ev = (np.asarray(a, dtype=np.float64).reshape(-1) for a in start)
+        if any(a.shape != (n_pages,) for a in (s_last, *s_ev)):
+            raise ValueError("start must hold one value per page in each of its five arrays")
+        last_ok[:] = s_last
+        for dst, src in zip(ev, s_ev, strict=True):
+            dst[:] = np.nan_to_num(src, nan=0.0)
+
+    # round r applies the r-th fetch of every page at once, as the fold does
+    first = np.ones(pg.shape[0], dtype=bool)
+    first[1:] = pg[1:] != pg[:-1]
+    starts = np.flatnonzero(first)
+    rank = np.arange(pg.shape[0]) - np.repeat(starts, np.diff(np.append(starts, pg.shape[0])))
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max(initial=-1)) + 2))
+
+    out_rows: list[IntArray] = []
+    out_ev: list[FloatArray] = []
+    for r in range(len(bounds) - 1):
+        rows = by_rank[bounds[r] : bounds[r + 1]]
+        p = pg[rows]
+        lo = last_ok[p]
+        rev = (kd[rows] != FIRST) & ~np.isnan(lo)
+        interval = np.where(rev, (t[rows] - np.where(rev, lo, 0.0)) / _DAY, 0.0)
+        rev &= interval > 0  # two fetches at one instant carry no evidence (as the fold)
+        if rev.any():
+            rr, pr, iv = rows[rev], p[rev], interval[rev]
+            keep = (t[rr] >= since) & (t[rr] < until)
+            if keep.any():
+                out_rows.append(rr[keep])
+                out_ev.append(np.stack([e[pr[keep]] for e in ev] + [iv[keep]], axis=1))
+            update_evidence_arrays(
+                nc, tc, nu, tu, pr, iv, kd[rr] == CHANGED, half_life_days=half_life_days
+            )
+        last_ok[p] = t[rows]
+
+    if priors is None:
+        priors = fit_group_priors(
+            nc, tc, nu, tu, grp, mask=~np.isnan(last_ok), n_groups=int(grp.max(initial=-1)) + 1
+        )
+    if out_rows:
+        rows_all = np.concatenate(out_rows)
+        e = np.concatenate(out_ev)
+        o = np.argsort(rows_all, kind="stable")  # back to page, time order
+        rows_all, e = rows_all[o], e[o]
+    else:
+        rows_all, e = np.zeros(0, dtype=np.intp), np.zeros((0, 5))
+    iv = e[:, 4]
+    rate, _ = estimate_rates(
+        e[:, 0], e[:, 1], e[:, 2], e[:, 3], grp[pg[rows_all]],
+        priors=priors, elapsed_days=iv, half_life_days=half_life_days,
+    )  # fmt: skip
+    return RevisitPredictions(
+        page=pg[rows_all],
+        at=t[rows_all],
+        interval_days=iv,
+        predicted=-np.expm1(-rate * iv),
+        rate_per_day=rate,
+        changed=kd[rows_all] == CHANGED,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationBin:
+    """Revisits whose predicted probability lies in ``[lo, hi)`` (the last bin includes 1)."""
+
+    lo: float
+    hi: float
+    revisits: int
+    mean_predicted: float
+    observed_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCalibration:
+    """Predicted against observed changes for one group of revisits."""
+
+    name: str
+    revisits: int
+    expected_changes: float
+    observed_changes: int
+    z: float
+    """``(observed − expected) / √Σp(1 − p)``: beyond ±3, chance is an unlikely excuse."""
+
+    @property
+    def ratio(self) -> float:
+        """Observed ÷ expected changes (NaN when none were expected)."""
+        return (
+            self.observed_changes / self.expected_changes if self.expected_changes > 0 else math.nan
+        )
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the model is off here: enough revisits, ``|z| ≥ 3`` and the
+        ratio off by more than 20 %."""
+        return (
+            self.revisits >= MIN_FLAG_REVISITS
+            and abs(self.z) >= Z_FLAG
+            and not (abs(self.ratio - 1.0) <= RATIO_FLAG)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "revisits": self.revisits,
+            "expected_changes": round(self.expected_changes, 3),
+            "observed_changes": self.observed_changes,
+            "ratio": None if math.isnan(self.ratio) else round(self.ratio, 4),
+            "z": round(self.z, 3),
+            "flagged": self.flagged,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """How the change model's predictions at revisits compare with what they found.
+
+    Attributes
+    ----------
+    overall : GroupCalibration
+        All revisits.
+    brier : float
+        Mean of ``(p − changed)²`` (NaN without revisits); lower is better.
+    brier_reference : float
+        The same for a model that predicts the observed share of changes for
+        every revisit: knowing nothing of pages or intervals.
+    bins : list of CalibrationBin
+        By predicted probability (:data:`BIN_EDGES`); a calibrated model has
+        ``observed_share`` close to ``mean_predicted`` in every well-filled bin.
+    groups : list of GroupCalibration
+        Per group (site, or site and page type), most surprising first.
+    """
+
+    overall: GroupCalibration
+    brier: float
+    brier_reference: float
+    bins: list[CalibrationBin] = field(default_factory=list)
+    groups: list[GroupCalibration] = field(default_factory=list)
+
+    @property
+    def skill(self) -> float:
+        """``1 − brier / brier_reference``: 0 is no better than the base rate,
+        1 is perfect foresight (NaN without a reference)."""
+        if not self.brier_reference > 0:
+            return math.nan
+        return 1.0 - self.brier / self.brier_reference
+
+    def verdict(self) -> str:
+        """One sentence for operators (no final full stop)."""
+        o = self.overall
+        if o.revisits == 0:
+            return "no revisits to check the change model against yet"
+        text = (
+            f"{o.revisits:,} revisits: {o.observed_changes:,} found a change where the model "
+            f"expected {o.expected_changes:,.1f}"
+        )
+        if o.flagged:
+            if o.observed_changes > o.expected_changes:
+                return text + (
+                    " — pages change more often than estimated: freshness is lower than planned"
+                    " (a site's new publishing pace, or record fields that change on every load)"
+                )
+            return text + (
+                " — pages change less often than estimated: fetches are going to pages that"
+                " have not changed"
+            )
+        flagged = [g for g in self.groups if g.flagged]
+        if flagged:
+            names = ", ".join(g.name for g in flagged[:3])
+            more = f" and {len(flagged) - 3} more" if len(flagged) > 3 else ""
+            return text + f"; calibrated overall, but off for {names}{more}"
+        return text + "; the model is calibrated"
+
+    def as_dict(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 5)
+
+        return {
+            "overall": self.overall.as_dict(),
+            "brier": num(self.brier),
+            "brier_reference": num(self.brier_reference),
+            "skill": num(self.skill),
+            "verdict": self.verdict(),
+            "bins": [
+                {
+                    "lo": b.lo,
+                    "hi": b.hi,
+                    "revisits": b.revisits,
+                    "mean_predicted": num(b.mean_predicted),
+                    "observed_share": num(b.observed_share),
+                }
+                for b in self.bins
+            ],
+            "groups": [g.as_dict() for g in self.groups],
+        }
+
+
+def _group(name: str, p: FloatArray, c: BoolArray) -> GroupCalibration:
+    expected = float(p.sum())
+    observed = int(np.count_nonzero(c))
+    var = float(np.dot(p, 1.0 - p))
+    if var > 0:
+        z = (observed - expected) / math.sqrt(var)
+    else:  # every prediction certain: any disagreement is infinitely surprising
+        z = 0.0 if abs(observed - expected) < 0.5 else math.copysign(math.inf, observed - expected)
+    return GroupCalibration(name, int(p.shape[0]), expected, observed, z)
+
+
+def calibration_report(
+    predicted: ArrayLike,
+    changed: ArrayLike,
+    groups: ArrayLike | None = None,
+    names: Sequence[str] | None = None,
+) -> Calibration:
+    """Score predictions of change against what the revisits found.
+
+    Parameters
+    ----------
+    predicted : array_like of float
+        Predicted probability of a change at each revisit, in ``[0, 1]``.
+    changed : array_like of bool
+        Whether each revisit found one.
+    groups : array_like of int, optional
+        Group code of each revisit, for the per-group figures.
+    names : sequence of str, optional
+        Name of each group code (default: the code).
+
+    Examples
+    --------
+    >>> c = calibration_report([0.5] * 100, [True, False] * 50)
+    >>> c.overall.observed_changes, round(c.overall.expected_changes), c.overall.flagged
+    (50, 50, False)
+    """
+    p = np.asarray(predicted, dtype=np.float64).reshape(-1)
+    c = np.asarray(changed, dtype=bool).reshape(-1)
+    if p.shape != c.shape:
+        raise ValueError("predicted and changed must have one value per revisit")
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("predicted probabilities must lie in [0, 1]")
+    overall = _group("all", p, c)
+    if p.size:
+        brier = float(np.mean((p - c) ** 2))
+        base = float(np.mean(c))
+        reference = float(np.mean((base - c) ** 2))
+    else:
+        brier = reference = math.nan
+    edges = np.array(BIN_EDGES)
+    which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, len(edges) - 2)
+    bins = []
+    for b in range(len(edges) - 1):
+        m = which == b
+        k = int(np.count_nonzero(m))
+        bins.append(
+            CalibrationBin(
+                float(edges[b]),
+                float(edges[b + 1]),
+                k,
+                float(p[m].mean()) if k else math.nan,
+                float(c[m].mean()) if k else math.nan,
+            )
+        )
+    per_group: list[GroupCalibration] = []
+    if groups is not None and p.size:
+        g = np.asarray(groups, dtype=np.intp).reshape(-1)
+        if g.shape != p.shape:
+            raise ValueError("groups must have one value per revisit")
+        order = np.argsort(g, kind="stable")
+        gs = g[order]
+        cut = np.flatnonzero(np.diff(gs)) + 1
+        for chunk in np.split(order, cut):
+            code = int(g[chunk[0]])
+            name = names[code] if names is not None else str(code)
+            per_group.append(_group(name, p[chunk], c[chunk]))
+        per_group.sort(key=lambda x: (-abs(x.z) if not math.isnan(x.z) else 0.0, x.name))
+    return Calibration(overall, brier, reference, bins, per_group)

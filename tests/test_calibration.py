@@ -1,0 +1,199 @@
+"""The change model's calibration: predicted against observed changes at revisits."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from recrawl.calibration import (
+    CHANGED,
+    FIRST,
+    UNCHANGED,
+    calibration_report,
+    revisit_predictions,
+)
+from recrawl.cli import app
+from recrawl.engine import Engine
+from recrawl.estimate import estimate_rates, fit_group_priors, update_evidence
+from recrawl.ingest import ingest_lines
+from recrawl.store import SQLStore
+
+DAY = 86400.0
+T0 = 1_700_000_000.0
+runner = CliRunner()
+
+
+def crawl(
+    n_pages: int,
+    days: float,
+    *,
+    seed: int,
+    speedup: dict[str, tuple[float, float]] | None = None,
+    sites: tuple[str, ...] = ("a.example", "b.example"),
+) -> list[dict[str, object]]:
+    """Fetch logs of Poisson pages (rates log-uniform, once a year to once a
+    day) revisited every 1 to 30 days; ``speedup[site] = (from_day, factor)``
+    multiplies that site's rates from that day on."""
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, object]] = []
+    for i in range(n_pages):
+        site = sites[i % len(sites)]
+        lam = math.exp(rng.uniform(math.log(1 / 365), 0.0))
+        t, version = 0.0, 0
+        while t < days:
+            out.append(
+                {"url": f"https://{site}/p{i}", "fetched_at": T0 + t * DAY, "status": 200,
+                 "record_hash": f"v{version}"}
+            )  # fmt: skip
+            step = float(rng.uniform(1.0, 30.0))
+            rate = lam
+            if speedup and site in speedup and t >= speedup[site][0]:
+                rate *= speedup[site][1]
+            if rng.random() < -math.expm1(-rate * step):
+                version += 1
+            t += step
+    return out
+
+
+def ingest(store: SQLStore, rows: list[dict[str, object]]) -> None:
+    ingest_lines(store, (json.dumps(r) + "\n" for r in rows))
+
+
+def test_predictions_use_only_the_evidence_before_each_revisit() -> None:
+    """Each revisit's rate is the estimate on the fold's evidence as it stood
+    before that revisit, decayed to it: changing what a revisit found never
+    changes its own prediction, only later ones."""
+    at = np.array([0.0, 10.0, 25.0, 27.0, 60.0]) * DAY
+    kinds = [FIRST, CHANGED, UNCHANGED, CHANGED, UNCHANGED]
+    r = revisit_predictions([0] * 5, at, kinds, [0, 0], half_life_days=30.0)
+    flipped = list(kinds)
+    flipped[3] = UNCHANGED
+    r2 = revisit_predictions([0] * 5, at, flipped, [0, 0], half_life_days=30.0)
+    assert len(r) == 4 and r.changed.tolist() == [True, False, True, False]
+    assert np.allclose(r.interval_days, [10, 15, 2, 33])
+    # the fourth fetch's own prediction does not depend on what it found
+    # (priors are refitted on the end state, so compare with fixed priors)
+    pri = fit_group_priors([1.0], [10.0], [1.0], [15.0], [0])
+    a = revisit_predictions([0] * 5, at, kinds, [0], priors=pri, half_life_days=30.0)
+    b = revisit_predictions([0] * 5, at, flipped, [0], priors=pri, half_life_days=30.0)
+    assert a.predicted[:3] == pytest.approx(b.predicted[:3])
+    assert a.predicted[3] != pytest.approx(b.predicted[3])
+    # and it is exactly the estimator on update_evidence's evidence
+    ev = (0.0, 0.0, 0.0, 0.0)
+    ev = update_evidence(*ev, 10.0, True, half_life_days=30.0)
+    ev = update_evidence(*ev, 15.0, False, half_life_days=30.0)
+    rate, _ = estimate_rates(
+        *([x] for x in ev), priors=pri, elapsed_days=[2.0], half_life_days=30.0
+    )
+    assert a.rate_per_day[2] == pytest.approx(rate[0])
+    assert r2.changed.tolist() == [True, False, False, False]
+
+
+def test_a_calibrated_model_is_not_flagged_and_a_speedup_is() -> None:
+    """Poisson pages whose rates hold: observed changes within chance of the
+    expected ones, and every probability bin near its prediction. Rates that
+    quadruple for the last 60 days: flagged as under-predicted."""
+    rows = crawl(1500, 365.0, seed=3)
+    pg = [int(str(r["url"]).rsplit("p", 1)[1]) for r in rows]
+    at = [float(str(r["fetched_at"])) for r in rows]
+    kind, last = [], {}
+    for p, r in zip(pg, rows, strict=True):
+        v = r["record_hash"]
+        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
+        last[p] = v
+    since = T0 + 300 * DAY
+    r = revisit_predictions(pg, at, kind, np.zeros(1500, dtype=int), since=since)
+    c = calibration_report(r.predicted, r.changed)
+    assert c.overall.revisits > 2000
+    assert abs(c.overall.z) < 3 and not c.overall.flagged
+    assert "calibrated" in c.verdict()
+    assert c.skill > 0.3  # far better than predicting the base rate everywhere
+    for b in c.bins:
+        if b.revisits >= 200:
+            assert abs(b.observed_share - b.mean_predicted) < 0.08
+
+    fast = crawl(
+        1500, 365.0, seed=3, speedup={"a.example": (300.0, 4.0), "b.example": (300.0, 4.0)}
+    )
+    pg = [int(str(x["url"]).rsplit("p", 1)[1]) for x in fast]
+    at = [float(str(x["fetched_at"])) for x in fast]
+    kind, last = [], {}
+    for p, x in zip(pg, fast, strict=True):
+        v = x["record_hash"]
+        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
+        last[p] = v
+    r = revisit_predictions(pg, at, kind, np.zeros(1500, dtype=int), since=since)
+    c = calibration_report(r.predicted, r.changed)
+    assert c.overall.flagged and c.overall.z > 5 and c.overall.ratio > 1.2
+    assert "more often than estimated" in c.verdict()
+
+
+def test_report_edge_cases() -> None:
+    empty = calibration_report([], [])
+    assert empty.overall.revisits == 0 and math.isnan(empty.brier)
+    assert empty.verdict() == "no revisits to check the change model against yet"
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        calibration_report([1.5], [True])
+    with pytest.raises(ValueError, match="one value per revisit"):
+        calibration_report([0.5, 0.5], [True])
+    with pytest.raises(ValueError, match="kind"):
+        revisit_predictions([0], [0.0], [7], [0])
+    with pytest.raises(ValueError, match="outside the group array"):
+        revisit_predictions([3], [0.0], [FIRST], [0])
+    # fewer than 20 revisits are never flagged, however far off
+    small = calibration_report([0.01] * 10, [True] * 10)
+    assert not small.overall.flagged and small.overall.z > 3
+
+
+def test_engine_names_the_site_whose_pages_sped_up(store: SQLStore) -> None:
+    """On both backends: one site's pages change four times as often for the
+    last 60 days of a year; the other's hold. The whole may look only a bit
+    off; the per-site figures flag the first site alone."""
+    ingest(store, crawl(600, 365.0, seed=5, speedup={"a.example": (300.0, 4.0)}))
+    cal = Engine(store).calibration(days=60)
+    by = {g.name: g for g in cal.groups}
+    assert set(by) == {"a.example", "b.example"}
+    assert by["a.example"].flagged and by["a.example"].z > 3
+    assert not by["b.example"].flagged
+    assert cal.groups[0].name == "a.example"  # most surprising first
+    assert "a.example" in cal.verdict()
+    # the window ends at the log's newest fetch, not the wall clock
+    assert cal.overall.revisits > 500
+    # by page type too
+    cal2 = Engine(store).calibration(days=60, by="group")
+    assert {g.name for g in cal2.groups} == {"a.example / page", "b.example / page"}
+
+
+def test_pruned_log_checks_from_the_checkpoint(store: SQLStore) -> None:
+    """After a prune, revisits are predicted from the pages' checkpoints:
+    the same predictions as with the whole log."""
+    ingest(store, crawl(200, 200.0, seed=7))
+    before = Engine(store).calibration(days=50).as_dict()
+    store.prune(T0 + 120 * DAY)
+    after = Engine(store).calibration(days=50).as_dict()
+    assert after["overall"]["revisits"] == before["overall"]["revisits"] > 100
+    assert after["overall"]["expected_changes"] == pytest.approx(
+        before["overall"]["expected_changes"], rel=1e-6
+    )
+    assert after["brier"] == pytest.approx(before["brier"], rel=1e-6)
+
+
+def test_cli_calibration(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in crawl(300, 200.0, seed=9)))
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(log), "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["calibration", "--db", db, "--days", "60"])
+    assert res.exit_code == 0, res.output
+    assert "revisits" in res.output and "predicted" in res.output
+    res = runner.invoke(app, ["calibration", "--db", db, "--days", "60", "--json"])
+    data = json.loads(res.output)
+    assert data["overall"]["revisits"] > 0 and data["verdict"]
+    assert {g["name"] for g in data["groups"]} == {"a.example", "b.example"}
+    bad = runner.invoke(app, ["calibration", "--db", db, "--days", "0"])
+    assert bad.exit_code != 0 and "days" in bad.output

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +199,91 @@ def test_cli_calibration(tmp_path: Path) -> None:
     assert {g["name"] for g in data["groups"]} == {"a.example", "b.example"}
     bad = runner.invoke(app, ["calibration", "--db", db, "--days", "0"])
     assert bad.exit_code != 0 and "days" in bad.output
+
+
+def validator_crawl(seed: int) -> list[dict[str, object]]:
+    """Three sites fetched with validators 70 % of the time (the rest, a
+    verification sample, without): honest.example answers 304 when nothing
+    changed, liar.example answers 304 to every conditional request (changed or
+    not), ignorer.example answers every request in full."""
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, object]] = []
+    for i in range(240):
+        site = ("honest.example", "liar.example", "ignorer.example")[i % 3]
+        lam = math.exp(rng.uniform(math.log(1 / 60), math.log(1 / 3)))
+        t, version, seen = 0.0, 0, 0
+        first = True
+        while t < 200.0:
+            row: dict[str, object] = {"url": f"https://{site}/p{i}", "fetched_at": T0 + t * DAY}
+            conditional = not first and rng.random() < 0.7
+            first = False
+            if conditional and (
+                site == "liar.example" or (site == "honest.example" and version == seen)
+            ):
+                row |= {"status": 304, "conditional": True}
+            else:
+                row |= {"status": 200, "conditional": conditional, "record_hash": f"v{version}",
+                        "etag": f'"v{version}"'}  # fmt: skip
+                seen = version
+            out.append(row)
+            step = float(rng.uniform(1.0, 8.0))
+            if rng.random() < -math.expm1(-lam * step):
+                version += 1
+            t += step
+    return out
+
+
+def test_a_host_whose_304s_hide_changes_is_found_and_sent_no_validators(
+    store: SQLStore,
+) -> None:
+    """On both backends: the liar's conditional revisits find no change where
+    its unconditional ones say many were due: flagged, and --apply (here
+    apply=True) stops its validators, recorded in its history. The honest
+    host honours validators; the ignorer is reported as ignoring them."""
+    ingest(store, validator_crawl(11))
+    engine = Engine(store)
+    liar, honest = "https://liar.example/p1", "https://honest.example/p0"
+    assert engine.headers_for(liar) and engine.headers_for(honest)
+    cal = engine.calibration(days=100, apply=True)
+    by = {v.name: v for v in cal.validators}
+    assert cal.hiding_changes == ["liar.example"]
+    assert by["liar.example"].full_changed == 0 and by["liar.example"].expected_conditional > 20
+    assert by["liar.example"].z < -3
+    h = by["honest.example"]
+    assert not h.hides_changes and not h.ignored and h.honoured == 1.0
+    assert by["ignorer.example"].ignored and by["ignorer.example"].honoured == 0.0
+    assert "304s (not modified) from liar.example hide changes" in cal.verdict()
+    # validators off for the liar only, recorded; a second apply records nothing
+    assert engine.headers_for(liar) == {} and engine.headers_for(honest)
+    assert store.sites_without_validators() == {"liar.example"}
+    (ev,) = [e for e in store.site_events("liar.example") if e["kind"] == "validators_off"]
+    assert "by calibration" in ev["detail"] and "answered 304" in ev["detail"]
+    engine.calibration(days=100, apply=True)
+    assert len([e for e in store.site_events("liar.example") if e["kind"] == "validators_off"]) == 1
+    # a human turns them back on
+    assert engine.set_validators("liar.example", True, by="ops")
+    assert engine.headers_for(liar) and not engine.set_validators("liar.example", True)
+
+
+def test_cli_site_validators_and_calibration_apply(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in validator_crawl(12)))
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(log), "--db", db]).exit_code == 0
+    res = runner.invoke(app, ["calibration", "--db", db, "--days", "100"])
+    assert res.exit_code == 0, res.output
+    assert "304s hide changes" in res.output and "--apply turns" in res.output
+    res = runner.invoke(app, ["calibration", "--db", db, "--days", "100", "--apply"])
+    assert "Validators turned off for liar.example" in res.output
+    res = runner.invoke(
+        app, ["site", "validators", "liar.example", "on", "--db", db, "--by", "ops"]
+    )
+    assert res.exit_code == 0 and "validators on (recorded, by ops)" in res.output
+    typo = subprocess.run(
+        [sys.executable, "-m", "recrawl", "site", "validators", "liar.exmaple", "off", "--db", db],
+        capture_output=True,
+        text=True,
+    )
+    assert typo.returncode == 2 and "no site 'liar.exmaple'" in typo.stderr
+    res = runner.invoke(app, ["site", "validators", "liar.example", "maybe", "--db", db])
+    assert res.exit_code == 2

@@ -43,8 +43,10 @@ __all__ = [
     "CalibrationBin",
     "GroupCalibration",
     "RevisitPredictions",
+    "ValidatorCheck",
     "calibration_report",
     "revisit_predictions",
+    "validator_checks",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -93,6 +95,8 @@ class RevisitPredictions:
         That estimated rate.
     changed : ndarray of bool
         What the revisit found.
+    row : ndarray of int
+        Its position in the arrays given to :func:`revisit_predictions`.
     """
 
     page: IntArray
@@ -101,6 +105,7 @@ class RevisitPredictions:
     predicted: FloatArray
     rate_per_day: FloatArray
     changed: BoolArray
+    row: IntArray
 
     def __len__(self) -> int:
         return int(self.page.shape[0])
@@ -234,6 +239,7 @@ def revisit_predictions(
         predicted=-np.expm1(-rate * iv),
         rate_per_day=rate,
         changed=kd[rows_all] == CHANGED,
+        row=order[rows_all],
     )
 
 
@@ -306,13 +312,21 @@ class Calibration:
         ``observed_share`` close to ``mean_predicted`` in every well-filled bin.
     groups : list of GroupCalibration
         Per group (site, or site and page type), most surprising first.
+    validators : list of ValidatorCheck
+        Per group with conditional revisits (:func:`validator_checks`).
     """
+
+    @property
+    def hiding_changes(self) -> list[str]:
+        """The groups whose 304s hide changes: send them no validators."""
+        return [v.name for v in self.validators if v.hides_changes]
 
     overall: GroupCalibration
     brier: float
     brier_reference: float
     bins: list[CalibrationBin] = field(default_factory=list)
     groups: list[GroupCalibration] = field(default_factory=list)
+    validators: list[ValidatorCheck] = field(default_factory=list)
 
     @property
     def skill(self) -> float:
@@ -324,6 +338,16 @@ class Calibration:
 
     def verdict(self) -> str:
         """One sentence for operators (no final full stop)."""
+        text = self._model_verdict()
+        hiding = self.hiding_changes
+        if hiding:
+            text += (
+                f"; 304s (not modified) from {', '.join(hiding[:3])}"
+                f"{' and more' if len(hiding) > 3 else ''} hide changes: send them no validators"
+            )
+        return text
+
+    def _model_verdict(self) -> str:
         o = self.overall
         if o.revisits == 0:
             return "no revisits to check the change model against yet"
@@ -369,7 +393,160 @@ class Calibration:
                 for b in self.bins
             ],
             "groups": [g.as_dict() for g in self.groups],
+            "validators": [v.as_dict() for v in self.validators],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatorCheck:
+    """Whether one site's conditional requests (ETag / Last-Modified) can be trusted.
+
+    Revisits made with validators are answered ``304`` (not modified), or in
+    full: unchanged (the validators were ignored, the bytes paid for nothing)
+    or changed. A host may also answer ``304`` while the content changed:
+    then its conditional revisits find far fewer changes than the site's
+    revisits without validators (a verification sample, a fetcher that sends
+    none) say its pages make. The comparison rescales the model's
+    predictions for the conditional revisits by the rate factor ``k`` that
+    makes the unconditional ones match what they found
+    (``p' = 1 − (1 − p)^k``), so a model that is merely off for the site
+    does not look like a lying server.
+    """
+
+    name: str
+    conditional: int
+    not_modified: int
+    full_unchanged: int
+    full_changed: int
+    unconditional: int
+    rate_factor: float
+    """``k``: the site's change rates as its unconditional revisits show them,
+    over the model's (NaN without unconditional revisits)."""
+    expected_conditional: float
+    """Changes the conditional revisits should have found at that factor (NaN without it)."""
+    z: float
+    """``(found − expected_conditional) / sd``: far below −3, 304s hide changes."""
+
+    @property
+    def honoured(self) -> float:
+        """Share of the conditional revisits of unchanged content answered 304
+        (NaN when none was unchanged)."""
+        unchanged = self.not_modified + self.full_unchanged
+        return self.not_modified / unchanged if unchanged else math.nan
+
+    @property
+    def ignored(self) -> bool:
+        """Validators sent and ignored: at least :data:`MIN_FLAG_REVISITS`
+        conditional revisits of unchanged content, under a tenth answered 304."""
+        unchanged = self.not_modified + self.full_unchanged
+        return unchanged >= MIN_FLAG_REVISITS and self.not_modified < 0.1 * unchanged
+
+    @property
+    def hides_changes(self) -> bool:
+        """304s while the content changed: enough revisits of both kinds, ``z ≤
+        −3`` and under half the expected changes found."""
+        return (
+            self.conditional >= MIN_FLAG_REVISITS
+            and self.unconditional >= MIN_FLAG_REVISITS
+            and self.z <= -Z_FLAG
+            and self.full_changed < 0.5 * self.expected_conditional
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 4)
+
+        return {
+            "name": self.name,
+            "conditional": self.conditional,
+            "not_modified": self.not_modified,
+            "full_unchanged": self.full_unchanged,
+            "full_changed": self.full_changed,
+            "unconditional": self.unconditional,
+            "honoured": num(self.honoured),
+            "rate_factor": num(self.rate_factor),
+            "expected_conditional": num(self.expected_conditional),
+            "z": num(self.z),
+            "ignored": self.ignored,
+            "hides_changes": self.hides_changes,
+        }
+
+
+def _rate_factor(p: FloatArray, found: int) -> float:
+    """The ``k`` for which ``Σ 1 − (1 − p)^k`` equals ``found`` (bisection on
+    ``ln k`` within ``[10⁻³, 10³]``, where it stops at an end)."""
+    if p.size == 0:
+        return math.nan
+    q = np.log1p(-np.minimum(p, 1.0 - 1e-12))
+    lo, hi = math.log(1e-3), math.log(1e3)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if float(np.sum(-np.expm1(q * math.exp(mid)))) < found:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(0.5 * (lo + hi))
+
+
+def validator_checks(
+    predicted: ArrayLike,
+    changed: ArrayLike,
+    conditional: ArrayLike,
+    not_modified: ArrayLike,
+    groups: ArrayLike,
+    names: Sequence[str] | None = None,
+) -> list[ValidatorCheck]:
+    """:class:`ValidatorCheck` of every group with a conditional revisit,
+    those whose 304s hide changes first, then by conditional revisits.
+
+    Parameters
+    ----------
+    predicted, changed : array_like
+        As for :func:`calibration_report`.
+    conditional : array_like of bool
+        Whether each revisit carried validators.
+    not_modified : array_like of bool
+        Whether it was answered 304.
+    groups : array_like of int
+        Group (site) code of each revisit.
+    names : sequence of str, optional
+        Name of each group code.
+    """
+    p = np.asarray(predicted, dtype=np.float64).reshape(-1)
+    c = np.asarray(changed, dtype=bool).reshape(-1)
+    cond = np.asarray(conditional, dtype=bool).reshape(-1)
+    nm = np.asarray(not_modified, dtype=bool).reshape(-1)
+    g = np.asarray(groups, dtype=np.intp).reshape(-1)
+    if not (p.shape == c.shape == cond.shape == nm.shape == g.shape):
+        raise ValueError("every array must have one value per revisit")
+    out: list[ValidatorCheck] = []
+    for code in np.unique(g[cond]).tolist():
+        m = g == code
+        mc, mu = m & cond, m & ~cond
+        k = _rate_factor(p[mu], int(np.count_nonzero(c[mu])))
+        found = int(np.count_nonzero(c[mc]))
+        if math.isnan(k):
+            expected = z = math.nan
+        else:
+            pk = -np.expm1(np.log1p(-np.minimum(p[mc], 1.0 - 1e-12)) * k)
+            expected = float(pk.sum())
+            var = float(np.dot(pk, 1.0 - pk))
+            z = (found - expected) / math.sqrt(var) if var > 0 else 0.0
+        out.append(
+            ValidatorCheck(
+                name=names[code] if names is not None else str(code),
+                conditional=int(np.count_nonzero(mc)),
+                not_modified=int(np.count_nonzero(mc & nm)),
+                full_unchanged=int(np.count_nonzero(mc & ~nm & ~c)),
+                full_changed=found,
+                unconditional=int(np.count_nonzero(mu)),
+                rate_factor=k,
+                expected_conditional=expected,
+                z=z,
+            )
+        )
+    out.sort(key=lambda v: (not v.hides_changes, -v.conditional, v.name))
+    return out
 
 
 def _group(name: str, p: FloatArray, c: BoolArray) -> GroupCalibration:
@@ -388,6 +565,9 @@ def calibration_report(
     changed: ArrayLike,
     groups: ArrayLike | None = None,
     names: Sequence[str] | None = None,
+    *,
+    conditional: ArrayLike | None = None,
+    not_modified: ArrayLike | None = None,
 ) -> Calibration:
     """Score predictions of change against what the revisits found.
 
@@ -401,6 +581,9 @@ def calibration_report(
         Group code of each revisit, for the per-group figures.
     names : sequence of str, optional
         Name of each group code (default: the code).
+    conditional, not_modified : array_like of bool, optional
+        Whether each revisit carried validators and was answered 304: with
+        ``groups``, they give :attr:`Calibration.validators`.
 
     Examples
     --------
@@ -449,4 +632,8 @@ def calibration_report(
             name = names[code] if names is not None else str(code)
             per_group.append(_group(name, p[chunk], c[chunk]))
         per_group.sort(key=lambda x: (-abs(x.z) if not math.isnan(x.z) else 0.0, x.name))
-    return Calibration(overall, brier, reference, bins, per_group)
+    checks: list[ValidatorCheck] = []
+    if groups is not None and conditional is not None and p.size:
+        nm = np.zeros(p.shape, dtype=bool) if not_modified is None else not_modified
+        checks = validator_checks(p, c, conditional, nm, groups, names)
+    return Calibration(overall, brier, reference, bins, per_group, checks)

@@ -603,6 +603,13 @@ def calibration(
     by: Annotated[
         str, typer.Option("--by", help="Figures per 'site' or per 'group' (site and page type).")
     ] = "site",
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Send no validators to the sites whose 304s hide changes (recorded).",
+        ),
+    ] = False,
     db: DbOpt = None,
     config: ConfigOpt = None,
     at: AtOpt = None,
@@ -616,6 +623,12 @@ def calibration(
     changes than expected: pages change faster than estimated (freshness is
     lower than planned); many fewer: fetches go to pages that did not change.
     Sites whose figures are off beyond chance are named.
+
+    For sites fetched with validators (ETag / Last-Modified): how often an
+    unchanged page was answered 304, and whether 304s hide changes (the
+    conditional revisits find far fewer than the site's revisits without
+    validators say its pages make). --apply turns validators off for those
+    sites; recrawl site validators SITE on turns them back on.
     """
     if not (days > 0 and math.isfinite(days)):
         raise typer.BadParameter("must be a positive number of days", param_hint="--days")
@@ -623,12 +636,21 @@ def calibration(
         raise typer.BadParameter("must be 'site' or 'group'", param_hint="--by")
     settings = load_settings(config)
     until = _at(at)
+    if apply and by != "site":
+        raise typer.BadParameter("--apply needs --by site", param_hint="--apply")
     with _store(db, settings, existing=True) as store:
-        cal = Engine(store, settings).calibration(days=days, by=by, until=until)
+        cal = Engine(store, settings).calibration(days=days, by=by, until=until, apply=apply)
     if as_json:
         _print_json(cal.as_dict())
         return
     _print_calibration(cal, by)
+    if apply and cal.hiding_changes:
+        out.print(
+            f"Validators turned off for {', '.join(map(escape, cal.hiding_changes))} (recorded; "
+            "recrawl site validators SITE on turns them back on)."
+        )
+    elif cal.hiding_changes:
+        out.print("--apply turns their validators off.")
 
 
 def _print_calibration(cal: Calibration, by: str) -> None:
@@ -661,6 +683,25 @@ def _print_calibration(cal: Calibration, by: str) -> None:
     out.print(groups)
     if len(cal.groups) > 20:
         out.print(f"… and {len(cal.groups) - 20} more (--json lists them all).")
+    if cal.validators:
+        v_table = Table(title="Conditional requests (ETag / Last-Modified), by site")
+        for col in (by, "with validators", "304", "full, unchanged", "full, changed", "honoured",
+                    "changes expected", ""):  # fmt: skip
+            v_table.add_column(col, justify="left" if col == by else "right")
+        for v in cal.validators[:20]:
+            note = (
+                "[red]304s hide changes[/]"
+                if v.hides_changes
+                else ("[yellow]ignored[/]" if v.ignored else "")
+            )
+            v_table.add_row(
+                escape(v.name), f"{v.conditional:,}", f"{v.not_modified:,}",
+                f"{v.full_unchanged:,}", f"{v.full_changed:,}",
+                "–" if math.isnan(v.honoured) else f"{v.honoured:.0%}",
+                "–" if math.isnan(v.expected_conditional) else f"{v.expected_conditional:,.1f}",
+                note,
+            )  # fmt: skip
+        out.print(v_table)
 
 
 def _fmt_amount(x: float) -> str:
@@ -1071,6 +1112,31 @@ def site_resume(
     with _store(db, existing=True) as store:
         Engine(store).resume(site, by=by)
     out.print(f"{escape(site)} resumed (recorded, by {escape(by)})")
+
+
+@site_app.command("validators")
+def site_validators(
+    site: Annotated[str, typer.Argument(help="The site.")],
+    state: Annotated[str, typer.Argument(help="on or off.")],
+    db: DbOpt = None,
+    reason: Annotated[str, typer.Option(help="Why (kept in the site's history).")] = "",
+    by: Annotated[
+        str, typer.Option(help="Who decided (kept in the site's history).")
+    ] = os.environ.get("USER", "operator"),
+) -> None:
+    """Send conditional requests (ETag / Last-Modified) to a site's pages, or not.
+
+    Off, leases carry no validators for its pages: every fetch gets the full
+    page. For a host that answers 304 while the content changed (recrawl
+    calibration finds them)."""
+    if state not in ("on", "off"):
+        raise typer.BadParameter("must be 'on' or 'off'", param_hint="STATE")
+    with _store(db, existing=True) as store:
+        done = Engine(store).set_validators(site, state == "on", by=by, reason=reason)
+    if done:
+        out.print(f"{escape(site)}: validators {state} (recorded, by {escape(by)})")
+    else:
+        out.print(f"{escape(site)}: validators were already {state}: nothing recorded")
 
 
 @site_app.command("history")

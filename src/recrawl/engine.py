@@ -427,7 +427,12 @@ class Engine:
         )
 
     def calibration(
-        self, *, days: float = 30.0, by: str = "site", until: float | None = None
+        self,
+        *,
+        days: float = 30.0,
+        by: str = "site",
+        until: float | None = None,
+        apply: bool = False,
     ) -> Calibration:
         """Whether the change model predicted what the revisits of the last
         ``days`` found (:mod:`recrawl.calibration`).
@@ -437,6 +442,10 @@ class Engine:
         prediction comes from its page's evidence before it and the planner's
         current group priors; canaries are left out. ``by`` groups the figures
         per ``site`` or per ``group`` (site and page type).
+
+        With ``apply`` (and ``by="site"``), the sites whose 304s hide changes
+        (:attr:`Calibration.hiding_changes`) get no more validators
+        (:meth:`set_validators`, recorded with the figures).
         """
         if not (0 < days < math.inf):
             raise ValueError("days must be a positive number")
@@ -454,31 +463,41 @@ class Engine:
             pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, pages.group,
             mask=fetched, n_groups=int(pages.group.max(initial=-1)) + 1,
         )  # fmt: skip
-        rows, start = self.store.content_history(since)
+        h = self.store.content_history(since)
         index = {u: i for i, u in enumerate(cols["url"])}
+        ids = np.fromiter(h.urls, np.int64, len(h.urls))
+        at_index = np.fromiter((index.get(u, -1) for u in h.urls.values()), np.intp, len(ids))
+        o = np.argsort(ids)
+        ids, at_index = ids[o], at_index[o]
+        if len(ids):  # page id → index in cols (−1: removed since, or not listed)
+            pos = np.minimum(np.searchsorted(ids, h.page), len(ids) - 1)
+            pg = np.where(ids[pos] == h.page, at_index[pos], -1)
+        else:
+            pg = np.full(len(h.page), -1, dtype=np.intp)
         canary = np.asarray(cols["page_type"], dtype=object) == "canary"
+        keep = np.flatnonzero(pg >= 0)
+        keep = keep[~canary[pg[keep]]]
         kinds = {
             "new": FIRST,
             "changed": CHANGED,
             "unchanged": UNCHANGED,
             "not_modified": UNCHANGED,
         }
-        keep = [(index[u], t, kinds[o]) for u, t, o in rows if u in index and not canary[index[u]]]
-        pg = np.array([k[0] for k in keep], dtype=np.intp)
-        at = np.array([k[1] for k in keep], dtype=np.float64)
-        kind = np.array([k[2] for k in keep], dtype=np.int64)
+        kind = np.fromiter((kinds[h.outcome[i]] for i in keep.tolist()), np.int64, len(keep))
         n = len(cols["url"])
         first = np.full(n, np.nan)
         ev = np.zeros((4, n))
-        for u, (lo, *e) in start.items():
-            if u in index:
-                first[index[u]] = lo
-                ev[:, index[u]] = e
+        for pid, (lo, *e) in h.checkpoints.items():
+            i = index.get(h.urls.get(pid, ""), -1)
+            if i >= 0:
+                first[i] = lo
+                ev[:, i] = e
         pred = revisit_predictions(
-            pg, at, kind, pages.group, since=since, until=end + 1.0,
+            pg[keep], h.fetched_at[keep], kind, pages.group, since=since, until=end + 1.0,
             start=(first, ev[0], ev[1], ev[2], ev[3]), priors=priors,
             half_life_days=cfg.half_life_days,
         )  # fmt: skip
+        src = keep[pred.row]
         if by == "site":
             label = [str(s) for s in cols["site"]]
         else:
@@ -486,7 +505,23 @@ class Engine:
         names = sorted(set(label[i] for i in pred.page.tolist()))
         code = {x: i for i, x in enumerate(names)}
         groups = np.array([code[label[i]] for i in pred.page.tolist()], dtype=np.intp)
-        return calibration_report(pred.predicted, pred.changed, groups, names)
+        not_modified = np.array([h.outcome[i] == "not_modified" for i in src.tolist()], dtype=bool)
+        cal = calibration_report(
+            pred.predicted, pred.changed, groups, names,
+            conditional=h.conditional[src], not_modified=not_modified,
+        )  # fmt: skip
+        if apply and by == "site":
+            for v in cal.validators:
+                if v.hides_changes:
+                    self.store.set_validators(
+                        v.name, False, now=self.clock(),
+                        detail=(
+                            f"by calibration: {v.full_changed} changes found by {v.conditional} "
+                            f"conditional revisits where {v.expected_conditional:.1f} were "
+                            f"expected ({v.not_modified} answered 304)"
+                        ),
+                    )  # fmt: skip
+        return cal
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Validators for a conditional request to ``url`` (empty when unknown)."""
@@ -722,6 +757,26 @@ class Engine:
             detail=f"by {by}" + (f": {reason}" if reason else ""),
         )
         return True
+
+    def set_validators(
+        self,
+        site: str,
+        on: bool,
+        *,
+        by: str = "operator",
+        reason: str = "",
+        now: float | None = None,
+    ) -> bool:
+        """Send conditional requests (ETag / Last-Modified) to ``site`` or not:
+        off, leases and :meth:`headers_for` give its pages no validators, so
+        every fetch gets the full page (for a host that answers 304 while the
+        content changed, :meth:`calibration`). Recorded in the site's history;
+        returns False, recording nothing, when it already was so. Raises
+        :class:`~recrawl.NotFound` for a site the store does not know."""
+        t = self.clock() if now is None else now
+        self._controls_of(site)
+        detail = f"by {by}" + (f": {reason}" if reason else "")
+        return self.store.set_validators(site, on, now=t, detail=detail)
 
     def resume(self, site: str, *, by: str = "operator", now: float | None = None) -> None:
         """A human's way back from a pause: recorded, and the site runs again at

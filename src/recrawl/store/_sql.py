@@ -16,6 +16,7 @@ import math
 import secrets
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import attrgetter, itemgetter
@@ -23,6 +24,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 import orjson
+from numpy.typing import NDArray
 
 from .._exceptions import StoreError
 from ..batch import CANARY_CODES, LOG_FIELDS, ObservationColumns, observation_columns
@@ -204,6 +206,24 @@ page with more is one transaction of its own)."""
 def _iso(t: float) -> str:
     """Unix seconds as an ISO-8601 UTC time (to the second), for messages."""
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_CONDITIONAL_AT: Final = LOG_FIELDS.index("conditional")
+
+
+@dataclass(frozen=True, slots=True)
+class ContentHistory:
+    """What :meth:`SQLStore.content_history` reads: one entry per content
+    fetch (``page`` ids, unix seconds, outcome names, and whether a fetch in
+    the window carried validators), the URL of every page id listed, and the
+    checkpoint state ``(last_ok, ev_nc, ev_tc, ev_nu, ev_tu)`` of those pruned."""
+
+    page: NDArray[np.int64]
+    fetched_at: NDArray[np.float64]
+    outcome: list[str]
+    conditional: NDArray[np.bool_]
+    urls: dict[int, str]
+    checkpoints: dict[int, tuple[float, ...]]
 
 
 def _logged(page: PageState, t: float, rest: str) -> Observation:
@@ -1437,14 +1457,54 @@ class SQLStore:
             ]
 
     def validators(self, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """``url → (etag, last_modified)`` for the known pages among ``urls``."""
+        """``url → (etag, last_modified)`` for the known pages among ``urls``;
+        ``(None, None)`` for those of a site whose validators are off
+        (:meth:`set_validators`)."""
         out: dict[str, tuple[str | None, str | None]] = {}
         with self._lock:
+            off = self._validators_off(self._db)
             for chunk in _chunks(list(urls)):
-                q = f"SELECT url, etag, last_modified FROM pages WHERE url IN ({','.join('?' * len(chunk))})"
-                for u, e, lm in self._db.execute(q, chunk):
-                    out[u] = (e, lm)
+                q = (
+                    "SELECT url, site, etag, last_modified FROM pages "
+                    f"WHERE url IN ({','.join('?' * len(chunk))})"
+                )
+                for u, site, e, lm in self._db.execute(q, chunk):
+                    out[u] = (None, None) if site in off else (e, lm)
         return out
+
+    def _validators_off(self, db: Any) -> set[str]:
+        raw = self._meta(db, "validators_off")
+        return set(orjson.loads(raw)) if raw else set()
+
+    def sites_without_validators(self) -> set[str]:
+        """The sites whose requests are sent without validators (:meth:`set_validators`)."""
+        with self._lock:
+            return self._validators_off(self._db)
+
+    def set_validators(self, site: str, on: bool, *, now: float, detail: str) -> bool:
+        """Send conditional requests (ETag / Last-Modified) to ``site``'s pages
+        or not; the change is recorded in its history (``validators_on`` or
+        ``validators_off``, with ``detail``). Returns False, recording
+        nothing, when it already was so."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                off = self._validators_off(db)
+                if (site not in off) == on:
+                    db.execute("ROLLBACK")
+                    return False
+                off = off - {site} if on else off | {site}
+                self._set_meta(db, "validators_off", orjson.dumps(sorted(off)).decode())
+                db.execute(
+                    "INSERT INTO site_events (site, at, kind, detail) VALUES (?, ?, ?, ?)",
+                    (site, now, "validators_on" if on else "validators_off", detail),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return True
 
     def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:
         """:meth:`outcomes` for several pages in one read."""
@@ -1476,40 +1536,47 @@ class SQLStore:
                 out.update((u, float(t)) for u, t in self._db.execute(q, chunk))
         return out
 
-    def content_history(
-        self, since: float
-    ) -> tuple[list[tuple[str, float, str]], dict[str, tuple[float, float, float, float, float]]]:
+    def content_history(self, since: float) -> ContentHistory:
         """The fetches that reached the content (``new``, ``changed``,
         ``unchanged``, ``not_modified``) of every page reached at or after
-        ``since``, as ``(url, fetched_at, outcome)`` in page and time order,
-        with the checkpoints of those pages whose log was pruned: ``url →
-        (last_ok, ev_nc, ev_tc, ev_nu, ev_tu)``, their state before the listed
-        fetches (what :mod:`recrawl.calibration` replays)."""
+        ``since``, in page and time order, with whether each fetch from
+        ``since`` on was conditional, and the checkpoints of those pages whose
+        log was pruned (their state before the listed fetches): what
+        :mod:`recrawl.calibration` replays."""
         recent = (
             "SELECT DISTINCT page FROM observations WHERE fetched_at >= ? "
             "AND outcome IN ('new', 'changed', 'unchanged', 'not_modified')"
         )
         with self._lock:
-            rows = [
-                (u, float(t), o)
-                for u, t, o in self._db.execute(
-                    "SELECT p.url, o.fetched_at, o.outcome FROM observations o "
-                    "JOIN pages p ON p.id = o.page "
-                    "WHERE o.outcome IN ('new', 'changed', 'unchanged', 'not_modified') "
-                    f"AND o.page IN ({recent}) ORDER BY o.page, o.fetched_at, o.seq",
-                    (since,),
-                )
-            ]
+            rows = self._db.execute(
+                "SELECT page, fetched_at, outcome, CASE WHEN fetched_at >= ? THEN rest END "
+                "FROM observations WHERE outcome IN ('new', 'changed', 'unchanged', 'not_modified') "
+                f"AND page IN ({recent}) ORDER BY page, fetched_at, seq",
+                (since, since),
+            ).fetchall()
+            urls = dict(
+                self._db.execute(f"SELECT id, url FROM pages WHERE id IN ({recent})", (since,))
+            )
             start = {
-                u: (float("nan") if lo is None else float(lo), nc, tc, nu, tu)
-                for u, lo, nc, tc, nu, tu in self._db.execute(
-                    "SELECT p.url, c.last_ok, c.ev_nc, c.ev_tc, c.ev_nu, c.ev_tu "
-                    "FROM page_checkpoints c JOIN pages p ON p.id = c.page "
-                    f"WHERE c.page IN ({recent})",
+                int(r[0]): (float("nan") if r[1] is None else float(r[1]), *map(float, r[2:]))
+                for r in self._db.execute(
+                    "SELECT page, last_ok, ev_nc, ev_tc, ev_nu, ev_tu FROM page_checkpoints "
+                    f"WHERE page IN ({recent})",
                     (since,),
                 )
             }
-        return rows, start
+        n = len(rows)
+        at = _CONDITIONAL_AT
+        return ContentHistory(
+            page=np.fromiter((r[0] for r in rows), np.int64, n),
+            fetched_at=np.fromiter((r[1] for r in rows), np.float64, n),
+            outcome=[r[2] for r in rows],
+            conditional=np.fromiter(
+                (r[3] is not None and orjson.loads(r[3])[at] is True for r in rows), np.bool_, n
+            ),
+            urls={int(k): str(u) for k, u in urls.items()},
+            checkpoints=start,
+        )
 
     def group_totals(self) -> list[GroupTotals]:
         with self._lock:

@@ -287,3 +287,112 @@ def test_cli_site_validators_and_calibration_apply(tmp_path: Path) -> None:
     assert typo.returncode == 2 and "no site 'liar.exmaple'" in typo.stderr
     res = runner.invoke(app, ["site", "validators", "liar.example", "maybe", "--db", db])
     assert res.exit_code == 2
+
+
+def random_log(rng: np.random.Generator, n_pages: int, n: int) -> list[dict[str, object]]:
+    """Fetches of every kind, in shuffled order: 200s that change or not, 304s,
+    503s, 404s, 410s, timeouts, two fetches at one instant."""
+    rows: list[dict[str, object]] = []
+    for _ in range(n):
+        i = int(rng.integers(n_pages))
+        t = T0 + float(rng.integers(0, 400)) * DAY / 4
+        row: dict[str, object] = {"url": f"https://r.example/p{i}", "fetched_at": t}
+        k = int(rng.integers(8))
+        if k < 4:
+            row |= {"status": 200, "record_hash": f"v{int(rng.integers(3))}"}
+        elif k == 4:
+            row |= {"status": 304, "conditional": True}
+        elif k == 5:
+            row |= {"status": int(rng.choice([503, 404, 410]))}
+        elif k == 6:
+            row |= {"error": "timeout"}
+        else:
+            row |= {"status": 200, "record_hash": "v0", "etag": '"e"'}
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("half_life", [None, 20.0])
+def test_replay_ends_where_the_stores_fold_ends(tmp_path: Path, half_life: float | None) -> None:
+    """Random logs ingested in batches (late reports re-fold pages), pruned
+    halfway and fed more: replaying content_history gives every page the
+    evidence and last success the store holds, at the store's half-life."""
+    from recrawl.store import SQLiteStore
+
+    rng = np.random.default_rng(17)
+    store = SQLiteStore(tmp_path / "s.db", half_life_days=half_life)
+    try:
+        for k in range(6):
+            ingest(store, random_log(rng, 40, 150))
+            if k == 3:
+                store.prune(T0 + 30 * DAY)
+        engine = Engine(store)
+        pages, cols = engine.page_arrays(T0)
+        h = store.content_history(-math.inf)
+        index = {u: i for i, u in enumerate(cols["url"])}
+        pos = {pid: index[u] for pid, u in h.urls.items()}
+        pg = np.array([pos[int(x)] for x in h.page], dtype=np.intp)
+        n = len(cols["url"])
+        first, ev = np.full(n, np.nan), np.zeros((4, n))
+        for pid, (lo, *e) in h.checkpoints.items():
+            first[pos[pid]], ev[:, pos[pid]] = lo, e
+        r = revisit_predictions(
+            pg, h.fetched_at, h.kind, pages.group, start=(first, *ev),
+            half_life_days=half_life or 180.0,
+        )  # fmt: skip
+        last_ok, *end = r.end
+        reached = ~np.isnan(cols["last_ok"])
+        assert reached.sum() > 30 and h.checkpoints
+        np.testing.assert_array_equal(last_ok[reached], cols["last_ok"][reached])
+        for got, name in zip(end, ("ev_nc", "ev_tc", "ev_nu", "ev_tu"), strict=True):
+            np.testing.assert_allclose(got, cols[name], rtol=1e-9, atol=1e-12)
+    finally:
+        store.close()
+
+
+def test_many_small_groups_are_not_flagged_by_chance() -> None:
+    """200 sites of 25 revisits each, outcomes drawn from the predictions
+    themselves (a perfect model), few changes expected per site: no site is
+    flagged; a site whose pages change four times as often still is."""
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.001, 0.02, 200 * 25)
+    changed = rng.random(p.size) < p
+    groups = np.repeat(np.arange(200), 25)
+    c = calibration_report(p, changed, groups)
+    assert not any(g.flagged for g in c.groups)
+    p2 = rng.uniform(0.1, 0.3, 300)
+    fast = rng.random(300) < -np.expm1(4 * np.log1p(-p2))
+    c2 = calibration_report(np.r_[p, p2], np.r_[changed, fast], np.r_[groups, np.full(300, 200)])
+    assert [g.name for g in c2.groups if g.flagged] == ["200"]
+    assert c2.groups[0].name == "200"  # flagged first
+
+
+def test_verdict_says_when_it_cannot_judge_or_is_only_close() -> None:
+    few = calibration_report([0.01] * 10, [True] * 10)
+    assert "too few revisits to judge" in few.verdict() and not few.overall.flagged
+    rng = np.random.default_rng(1)
+    p = rng.uniform(0.2, 0.6, 100_000)
+    changed = rng.random(p.size) < 0.88 * p  # 12 % fewer: certain, but within 20 %
+    c = calibration_report(p, changed)
+    assert not c.overall.flagged and abs(c.overall.z) > 10
+    assert "within 20 %" in c.verdict() and "calibrated" not in c.verdict()
+
+
+def test_by_history_shows_the_overshoot_on_pages_barely_known() -> None:
+    """Poisson pages revisited every 2 to 10 days: the table by history has
+    a bin per amount of evidence, and the bins add up to the whole."""
+    rows = crawl(800, 120.0, seed=21)
+    pg = [int(str(r["url"]).rsplit("p", 1)[1]) for r in rows]
+    at = [float(str(r["fetched_at"])) for r in rows]
+    kind, last = [], {}
+    for p, r in zip(pg, rows, strict=True):
+        v = r["record_hash"]
+        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
+        last[p] = v
+    r = revisit_predictions(pg, at, kind, np.zeros(800, dtype=int))
+    c = calibration_report(
+        r.predicted, r.changed, history=r.history, since=T0, until=T0 + 120 * DAY
+    )
+    assert [g.name for g in c.by_history] == ["0–1", "1–3", "3–6", "6+"]
+    assert sum(g.revisits for g in c.by_history) == c.overall.revisits
+    assert c.as_dict()["since"] == T0 and len(c.as_dict()["by_history"]) == 4

@@ -3,12 +3,14 @@
 The planner spends the budget on what its rate estimates predict: a page of
 estimated rate λ̂ revisited after ``t`` days has changed with probability
 ``p = 1 − e^(−λ̂t)``. If pages change more often than the model says (a site
-started publishing daily, a field that should be ignored changes on every
-load), freshness falls while the plan looks right; if less often, money goes
+started publishing daily, a field that should be ignored started changing on
+every load), freshness falls while the plan looks right; if less often, money goes
 to fetches that find nothing. This module checks the model against what the
 revisits found: each revisit's predicted probability is computed from the
 page's evidence *before* that revisit (exactly as the fold accumulated it),
-so the check never sees the answer it is scored on.
+so a page's own outcome never informs its prediction (the group priors,
+fitted on the store's current evidence, hold a little of it: a small effect
+across a group).
 
 Selecting revisits by their predicted probability does not bias the check
 (the outcome is compared with the prediction that chose it); what the plan
@@ -24,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from statistics import NormalDist
 from typing import Any, Final
 
 import numpy as np
@@ -68,12 +72,21 @@ RATIO_FLAG: Final = 0.2
 MIN_FLAG_REVISITS: Final = 20
 """Revisits a group needs before it can be flagged."""
 
+MIN_FLAG_EXPECTED: Final = 5.0
+"""… and this many expected changes, and as many expected revisits without
+one: with fewer, the normal approximation behind ``z`` flags chance."""
+
+HISTORY_EDGES: Final = (0.0, 1.0, 3.0, 6.0)
+"""Bins of :attr:`Calibration.by_history`: the (decayed) revisits of evidence
+a page had before the revisit, 0–1, 1–3, 3–6 and 6 or more."""
+
+# Codes of a content fetch for revisit_predictions.
 UNCHANGED: Final = 0
+"""A content fetch that found no change (``unchanged``, ``not_modified``)."""
 CHANGED: Final = 1
+"""A content fetch that found a change."""
 FIRST: Final = 2
-"""Codes of a content fetch for :func:`revisit_predictions`: found no change
-(``unchanged``, ``not_modified``), found a change, or the page's first
-content (``new``: no revisit, it only starts the page's history)."""
+"""A page's first content (``new``): no revisit, it only starts the page's history."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,12 @@ class RevisitPredictions:
         What the revisit found.
     row : ndarray of int
         Its position in the arrays given to :func:`revisit_predictions`.
+    history : ndarray of float
+        Revisits of evidence the page had before it (decayed, ``nc + nu``).
+    end : tuple of five ndarrays
+        Every page's state after all the fetches given: last content fetch
+        (unix seconds, NaN for none) and evidence ``nc, tc, nu, tu`` (what the
+        store's fold holds for it).
     """
 
     page: IntArray
@@ -106,6 +125,8 @@ class RevisitPredictions:
     rate_per_day: FloatArray
     changed: BoolArray
     row: IntArray
+    history: FloatArray
+    end: tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
 
     def __len__(self) -> int:
         return int(self.page.shape[0])
@@ -240,6 +261,8 @@ def revisit_predictions(
         rate_per_day=rate,
         changed=kd[rows_all] == CHANGED,
         row=order[rows_all],
+        history=e[:, 0] + e[:, 2],
+        end=(last_ok, nc, tc, nu, tu),
     )
 
 
@@ -263,7 +286,11 @@ class GroupCalibration:
     expected_changes: float
     observed_changes: int
     z: float
-    """``(observed − expected) / √Σp(1 − p)``: beyond ±3, chance is an unlikely excuse."""
+    """``(observed − expected) / √Σp(1 − p)``, with a continuity correction of
+    ½: beyond ±3, chance is an unlikely excuse."""
+    threshold: float = Z_FLAG
+    """The ``|z|`` from which :attr:`flagged` holds (higher when many groups
+    are tested at once, so that one in hundreds is not flagged by chance)."""
 
     @property
     def ratio(self) -> float:
@@ -273,12 +300,19 @@ class GroupCalibration:
         )
 
     @property
+    def enough(self) -> bool:
+        """Whether there are enough revisits to judge: :data:`MIN_FLAG_REVISITS`,
+        and :data:`MIN_FLAG_EXPECTED` expected changes and non-changes."""
+        e = self.expected_changes
+        return self.revisits >= MIN_FLAG_REVISITS and min(e, self.revisits - e) >= MIN_FLAG_EXPECTED
+
+    @property
     def flagged(self) -> bool:
-        """Whether the model is off here: enough revisits, ``|z| ≥ 3`` and the
-        ratio off by more than 20 %."""
+        """Whether the model is off here: :attr:`enough` revisits, ``|z|`` at
+        least :attr:`threshold` and the ratio off by more than 20 %."""
         return (
-            self.revisits >= MIN_FLAG_REVISITS
-            and abs(self.z) >= Z_FLAG
+            self.enough
+            and abs(self.z) >= self.threshold
             and not (abs(self.ratio - 1.0) <= RATIO_FLAG)
         )
 
@@ -289,7 +323,7 @@ class GroupCalibration:
             "expected_changes": round(self.expected_changes, 3),
             "observed_changes": self.observed_changes,
             "ratio": None if math.isnan(self.ratio) else round(self.ratio, 4),
-            "z": round(self.z, 3),
+            "z": None if math.isinf(self.z) else round(self.z, 3),
             "flagged": self.flagged,
         }
 
@@ -314,6 +348,12 @@ class Calibration:
         Per group (site, or site and page type), most surprising first.
     validators : list of ValidatorCheck
         Per group with conditional revisits (:func:`validator_checks`).
+    by_history : list of GroupCalibration
+        By how much evidence the page had before the revisit
+        (:data:`HISTORY_EDGES`): a model that is right on average can still
+        overshoot on pages it barely knows.
+    since, until : float
+        The window checked, unix seconds (NaN when not given).
     """
 
     @property
@@ -327,6 +367,9 @@ class Calibration:
     bins: list[CalibrationBin] = field(default_factory=list)
     groups: list[GroupCalibration] = field(default_factory=list)
     validators: list[ValidatorCheck] = field(default_factory=list)
+    by_history: list[GroupCalibration] = field(default_factory=list)
+    since: float = math.nan
+    until: float = math.nan
 
     @property
     def skill(self) -> float:
@@ -355,28 +398,39 @@ class Calibration:
             f"{o.revisits:,} revisits: {o.observed_changes:,} found a change where the model "
             f"expected {o.expected_changes:,.1f}"
         )
+        flagged = [g for g in self.groups if g.flagged]
+        off = ""
+        if flagged:
+            off = ", ".join(g.name for g in flagged[:3])
+            off += f" and {len(flagged) - 3} more" if len(flagged) > 3 else ""
+        if not o.enough:
+            return text + "; too few revisits to judge"
         if o.flagged:
             if o.observed_changes > o.expected_changes:
-                return text + (
+                text += (
                     " — pages change more often than estimated: freshness is lower than planned"
-                    " (a site's new publishing pace, or record fields that change on every load)"
+                    " (a site's new publishing pace, or a record field that started changing"
+                    " on every load)"
                 )
-            return text + (
-                " — pages change less often than estimated: fetches are going to pages that"
-                " have not changed"
-            )
-        flagged = [g for g in self.groups if g.flagged]
-        if flagged:
-            names = ", ".join(g.name for g in flagged[:3])
-            more = f" and {len(flagged) - 3} more" if len(flagged) > 3 else ""
-            return text + f"; calibrated overall, but off for {names}{more}"
-        return text + "; the model is calibrated"
+            else:
+                text += (
+                    " — pages change less often than estimated: fetches are going to pages that"
+                    " have not changed"
+                )
+            return text + (f"; most off: {off}" if off else "")
+        if abs(o.z) < o.threshold:
+            text += "; the model is calibrated"
+        else:
+            text += f"; observed ÷ expected {o.ratio:.2f}, within 20 %"
+        return text + (f", but off for {off}" if off else "")
 
     def as_dict(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
             return None if math.isnan(x) else round(x, 5)
 
         return {
+            "since": num(self.since),
+            "until": num(self.until),
             "overall": self.overall.as_dict(),
             "brier": num(self.brier),
             "brier_reference": num(self.brier_reference),
@@ -394,6 +448,7 @@ class Calibration:
             ],
             "groups": [g.as_dict() for g in self.groups],
             "validators": [v.as_dict() for v in self.validators],
+            "by_history": [g.as_dict() for g in self.by_history],
         }
 
 
@@ -549,15 +604,25 @@ def validator_checks(
     return out
 
 
-def _group(name: str, p: FloatArray, c: BoolArray) -> GroupCalibration:
+def _group(name: str, p: FloatArray, c: BoolArray, threshold: float = Z_FLAG) -> GroupCalibration:
     expected = float(p.sum())
     observed = int(np.count_nonzero(c))
     var = float(np.dot(p, 1.0 - p))
+    gap = observed - expected
     if var > 0:
-        z = (observed - expected) / math.sqrt(var)
+        z = math.copysign(max(abs(gap) - 0.5, 0.0), gap) / math.sqrt(var)
     else:  # every prediction certain: any disagreement is infinitely surprising
-        z = 0.0 if abs(observed - expected) < 0.5 else math.copysign(math.inf, observed - expected)
-    return GroupCalibration(name, int(p.shape[0]), expected, observed, z)
+        z = 0.0 if abs(gap) < 0.5 else math.copysign(math.inf, gap)
+    return GroupCalibration(name, int(p.shape[0]), expected, observed, z, threshold)
+
+
+def _threshold(tests: int) -> float:
+    """The ``|z|`` that ``tests`` groups tested at once pass by chance as
+    rarely as one group passes :data:`Z_FLAG` (Bonferroni)."""
+    if tests <= 1:
+        return Z_FLAG
+    tail = NormalDist().cdf(-Z_FLAG) / tests
+    return max(Z_FLAG, -NormalDist().inv_cdf(tail))
 
 
 def calibration_report(
@@ -568,6 +633,9 @@ def calibration_report(
     *,
     conditional: ArrayLike | None = None,
     not_modified: ArrayLike | None = None,
+    history: ArrayLike | None = None,
+    since: float = math.nan,
+    until: float = math.nan,
 ) -> Calibration:
     """Score predictions of change against what the revisits found.
 
@@ -584,6 +652,11 @@ def calibration_report(
     conditional, not_modified : array_like of bool, optional
         Whether each revisit carried validators and was answered 304: with
         ``groups``, they give :attr:`Calibration.validators`.
+    history : array_like of float, optional
+        Revisits of evidence each page had before the revisit, for
+        :attr:`Calibration.by_history`.
+    since, until : float
+        The window checked, unix seconds (kept on the result).
 
     Examples
     --------
@@ -627,13 +700,27 @@ def calibration_report(
         order = np.argsort(g, kind="stable")
         gs = g[order]
         cut = np.flatnonzero(np.diff(gs)) + 1
-        for chunk in np.split(order, cut):
+        chunks = np.split(order, cut)
+        threshold = _threshold(len(chunks))
+        for chunk in chunks:
             code = int(g[chunk[0]])
             name = names[code] if names is not None else str(code)
-            per_group.append(_group(name, p[chunk], c[chunk]))
-        per_group.sort(key=lambda x: (-abs(x.z) if not math.isnan(x.z) else 0.0, x.name))
+            per_group.append(_group(name, p[chunk], c[chunk], threshold))
+        # flagged first (a table cut at its top rows still shows them), then most surprising
+        per_group.sort(key=lambda x: (not x.flagged, -abs(x.z), x.name))
     checks: list[ValidatorCheck] = []
     if groups is not None and conditional is not None and p.size:
         nm = np.zeros(p.shape, dtype=bool) if not_modified is None else not_modified
         checks = validator_checks(p, c, conditional, nm, groups, names)
-    return Calibration(overall, brier, reference, bins, per_group, checks)
+    by_history: list[GroupCalibration] = []
+    if history is not None and p.size:
+        h = np.asarray(history, dtype=np.float64).reshape(-1)
+        if h.shape != p.shape:
+            raise ValueError("history must have one value per revisit")
+        bounds = (*HISTORY_EDGES, math.inf)
+        for lo, hi in pairwise(bounds):
+            m = (h >= lo) & (h < hi)
+            if m.any():
+                name = f"{lo:g}+" if hi == math.inf else f"{lo:g}–{hi:g}"
+                by_history.append(_group(name, p[m], c[m], _threshold(len(HISTORY_EDGES))))
+    return Calibration(overall, brier, reference, bins, per_group, checks, by_history, since, until)

@@ -639,7 +639,9 @@ def calibration(
     if apply and by != "site":
         raise typer.BadParameter("--apply needs --by site", param_hint="--apply")
     with _store(db, settings, existing=True) as store:
-        cal = Engine(store, settings).calibration(days=days, by=by, until=until, apply=apply)
+        cal = Engine(store, settings).calibration(
+            days=days, by="site" if by == "site" else "group", until=until, apply=apply
+        )
     if as_json:
         _print_json(cal.as_dict())
         return
@@ -654,6 +656,8 @@ def calibration(
 
 
 def _print_calibration(cal: Calibration, by: str) -> None:
+    if not math.isnan(cal.since):
+        out.print(f"Revisits from {_iso(cal.since)} to {_iso(cal.until)}:")
     out.print(escape(cal.verdict()) + ".")
     if not cal.overall.revisits:
         return
@@ -683,6 +687,16 @@ def _print_calibration(cal: Calibration, by: str) -> None:
     out.print(groups)
     if len(cal.groups) > 20:
         out.print(f"… and {len(cal.groups) - 20} more (--json lists them all).")
+    if len(cal.by_history) > 1:
+        h_table = Table(title="By the page's history before the revisit")
+        for col in ("earlier revisits", "revisits", "expected", "observed", "observed ÷ expected"):
+            h_table.add_column(col, justify="right")
+        for g in cal.by_history:
+            h_table.add_row(
+                g.name, f"{g.revisits:,}", f"{g.expected_changes:,.1f}", f"{g.observed_changes:,}",
+                "–" if math.isnan(g.ratio) else f"{g.ratio:.2f}",
+            )  # fmt: skip
+        out.print(h_table)
     if cal.validators:
         v_table = Table(title="Conditional requests (ETag / Last-Modified), by site")
         for col in (by, "with validators", "304", "full, unchanged", "full, changed", "honoured",

@@ -16,21 +16,18 @@ from typing import Any, Literal
 import numpy as np
 
 from .calibration import (
-    CHANGED,
-    FIRST,
-    UNCHANGED,
     Calibration,
     calibration_report,
     revisit_predictions,
 )
 from .config import Settings
-from .estimate import RateResolution, fit_group_priors, rate_resolution
+from .estimate import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
 from .planner import PageState as PageArrays
-from .planner import PlannerConfig, plan_cycle, reallocate
+from .planner import PlannerConfig, group_priors, plan_cycle, reallocate
 from .stats import compute_stats
 from .store import SQLStore
 
@@ -430,18 +427,20 @@ class Engine:
         self,
         *,
         days: float = 30.0,
-        by: str = "site",
+        by: Literal["site", "group"] = "site",
         until: float | None = None,
         apply: bool = False,
     ) -> Calibration:
         """Whether the change model predicted what the revisits of the last
         ``days`` found (:mod:`recrawl.calibration`).
 
-        The window ends at ``until`` (default: the newest fetch in the log, so
-        an old log is checked over its own last days). Each revisit's
-        prediction comes from its page's evidence before it and the planner's
-        current group priors; canaries are left out. ``by`` groups the figures
-        per ``site`` or per ``group`` (site and page type).
+        The window ends at ``until`` (unix seconds; default: the newest fetch
+        in the log, so an old log is checked over its own last days). Each
+        revisit's prediction comes from its page's evidence before it (the
+        fold's, replayed from the log and, after a prune, from the page's
+        checkpoint) and the planner's current group priors; canaries are left
+        out. ``by`` groups the figures per ``site`` or per ``group`` (site and
+        page type).
 
         With ``apply`` (and ``by="site"``), the sites whose 304s hide changes
         (:attr:`Calibration.hiding_changes`) get no more validators
@@ -457,33 +456,26 @@ class Engine:
             last = cols["last_fetch"]
             end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else 0.0
         since = end - days * 86400.0
-        cfg = self.planner_config()
-        fetched = ~pages.never_fetched
-        priors = fit_group_priors(
-            pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, pages.group,
-            mask=fetched, n_groups=int(pages.group.max(initial=-1)) + 1,
-        )  # fmt: skip
-        h = self.store.content_history(since)
+        stop = float(np.nextafter(end, math.inf))  # the window includes ``end``
+        h = self.store.content_history(since, stop)
         index = {u: i for i, u in enumerate(cols["url"])}
+        canary = np.asarray(cols["page_type"], dtype=object) == "canary"
+        for c in self.store.canaries():  # declared on a page of any type
+            if c["url"] in index:
+                canary[index[c["url"]]] = True
+        # page id → index in cols (−1: removed since, or a canary)
         ids = np.fromiter(h.urls, np.int64, len(h.urls))
         at_index = np.fromiter((index.get(u, -1) for u in h.urls.values()), np.intp, len(ids))
+        known = at_index >= 0
+        at_index[known] = np.where(canary[at_index[known]], -1, at_index[known])
         o = np.argsort(ids)
         ids, at_index = ids[o], at_index[o]
-        if len(ids):  # page id → index in cols (−1: removed since, or not listed)
+        if len(ids):
             pos = np.minimum(np.searchsorted(ids, h.page), len(ids) - 1)
             pg = np.where(ids[pos] == h.page, at_index[pos], -1)
         else:
             pg = np.full(len(h.page), -1, dtype=np.intp)
-        canary = np.asarray(cols["page_type"], dtype=object) == "canary"
         keep = np.flatnonzero(pg >= 0)
-        keep = keep[~canary[pg[keep]]]
-        kinds = {
-            "new": FIRST,
-            "changed": CHANGED,
-            "unchanged": UNCHANGED,
-            "not_modified": UNCHANGED,
-        }
-        kind = np.fromiter((kinds[h.outcome[i]] for i in keep.tolist()), np.int64, len(keep))
         n = len(cols["url"])
         first = np.full(n, np.nan)
         ev = np.zeros((4, n))
@@ -492,23 +484,23 @@ class Engine:
             if i >= 0:
                 first[i] = lo
                 ev[:, i] = e
+        hl = self.store.half_life_days
         pred = revisit_predictions(
-            pg[keep], h.fetched_at[keep], kind, pages.group, since=since, until=end + 1.0,
-            start=(first, ev[0], ev[1], ev[2], ev[3]), priors=priors,
-            half_life_days=cfg.half_life_days,
+            pg[keep], h.fetched_at[keep], h.kind[keep], pages.group, since=since, until=stop,
+            start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
+            half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
         )  # fmt: skip
         src = keep[pred.row]
         if by == "site":
-            label = [str(s) for s in cols["site"]]
+            groups, names = _codes([cols["site"][i] for i in pred.page.tolist()])
         else:
-            label = [f"{s} / {t}" for s, t in zip(cols["site"], cols["page_type"], strict=True)]
-        names = sorted(set(label[i] for i in pred.page.tolist()))
-        code = {x: i for i, x in enumerate(names)}
-        groups = np.array([code[label[i]] for i in pred.page.tolist()], dtype=np.intp)
-        not_modified = np.array([h.outcome[i] == "not_modified" for i in src.tolist()], dtype=bool)
+            groups, names = _codes(
+                [f"{cols['site'][i]} / {cols['page_type'][i]}" for i in pred.page.tolist()]
+            )
         cal = calibration_report(
             pred.predicted, pred.changed, groups, names,
-            conditional=h.conditional[src], not_modified=not_modified,
+            conditional=h.conditional[src], not_modified=h.not_modified[src],
+            history=pred.history, since=since, until=end,
         )  # fmt: skip
         if apply and by == "site":
             for v in cal.validators:

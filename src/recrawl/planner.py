@@ -88,6 +88,7 @@ __all__ = [
     "Plan",
     "PlannerConfig",
     "Policy",
+    "group_priors",
     "nutch_next_interval",
     "plan_cycle",
     "reallocate",
@@ -603,15 +604,7 @@ def _estimate(
     elapsed *= 1.0 / DAY_S
     elapsed[~fetched] = 0.0
     if priors is None:
-        priors = fit_group_priors(
-            pages.ev_nc,
-            pages.ev_tc,
-            pages.ev_nu,
-            pages.ev_tu,
-            pages.group,
-            mask=fetched,
-            n_groups=int(pages.group.max(initial=-1)) + 1,
-        )
+        priors = group_priors(pages, fetched)
     return estimate_rates(
         pages.ev_nc,
         pages.ev_tc,
@@ -621,6 +614,20 @@ def _estimate(
         priors=priors,
         elapsed_days=elapsed,
         half_life_days=cfg.half_life_days,
+    )
+
+
+def group_priors(pages: PageState, fetched: BoolArray | None = None) -> GroupPriors:
+    """The rate priors the planner fits: per group, on the evidence of the
+    pages fetched so far (``fetched``, default ``~pages.never_fetched``)."""
+    return fit_group_priors(
+        pages.ev_nc,
+        pages.ev_tc,
+        pages.ev_nu,
+        pages.ev_tu,
+        pages.group,
+        mask=~pages.never_fetched if fetched is None else fetched,
+        n_groups=int(pages.group.max(initial=-1)) + 1,
     )
 
 

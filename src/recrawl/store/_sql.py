@@ -209,18 +209,25 @@ def _iso(t: float) -> str:
 
 
 _CONDITIONAL_AT: Final = LOG_FIELDS.index("conditional")
+_CONTENT_SQL: Final = ", ".join(f"'{o}'" for o in sorted(CONTENT_OUTCOMES))
+_FAR_FUTURE: Final = (
+    1e300  # an unbounded ``until`` in SQL (a parameter cannot be inf on every backend)
+)
 
 
 @dataclass(frozen=True, slots=True)
 class ContentHistory:
     """What :meth:`SQLStore.content_history` reads: one entry per content
-    fetch (``page`` ids, unix seconds, outcome names, and whether a fetch in
-    the window carried validators), the URL of every page id listed, and the
-    checkpoint state ``(last_ok, ev_nc, ev_tc, ev_nu, ev_tu)`` of those pruned."""
+    fetch (``page`` ids, unix seconds, what it found, whether it was answered
+    304 and whether a fetch in the window carried validators), the URL of
+    every page id listed, and the checkpoint state ``(last_ok, ev_nc, ev_tc,
+    ev_nu, ev_tu)`` of those pruned."""
 
     page: NDArray[np.int64]
     fetched_at: NDArray[np.float64]
-    outcome: list[str]
+    kind: NDArray[np.int64]
+    """0: found no change (``unchanged``, ``not_modified``), 1: ``changed``, 2: ``new``."""
+    not_modified: NDArray[np.bool_]
     conditional: NDArray[np.bool_]
     urls: dict[int, str]
     checkpoints: dict[int, tuple[float, ...]]
@@ -1536,44 +1543,67 @@ class SQLStore:
                 out.update((u, float(t)) for u, t in self._db.execute(q, chunk))
         return out
 
-    def content_history(self, since: float) -> ContentHistory:
+    def content_history(self, since: float, until: float = math.inf) -> ContentHistory:
         """The fetches that reached the content (``new``, ``changed``,
-        ``unchanged``, ``not_modified``) of every page reached at or after
-        ``since``, in page and time order, with whether each fetch from
-        ``since`` on was conditional, and the checkpoints of those pages whose
-        log was pruned (their state before the listed fetches): what
-        :mod:`recrawl.calibration` replays."""
+        ``unchanged``, ``not_modified``) before ``until`` of every page reached
+        in ``[since, until)``, in page and time order, with whether each one
+        from ``since`` on was conditional, and the checkpoints of those pages
+        whose log was pruned (their state before the listed fetches): what
+        :mod:`recrawl.calibration` replays. One statement, so a prune running
+        meanwhile cannot show a fetch both in the log and in a checkpoint."""
+        hi = until if until < math.inf else _FAR_FUTURE
         recent = (
-            "SELECT DISTINCT page FROM observations WHERE fetched_at >= ? "
-            "AND outcome IN ('new', 'changed', 'unchanged', 'not_modified')"
+            "SELECT DISTINCT page FROM observations WHERE fetched_at >= ? AND fetched_at < ? "
+            f"AND outcome IN ({_CONTENT_SQL})"
         )
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT page, fetched_at, outcome, CASE WHEN fetched_at >= ? THEN rest END "
-                "FROM observations WHERE outcome IN ('new', 'changed', 'unchanged', 'not_modified') "
-                f"AND page IN ({recent}) ORDER BY page, fetched_at, seq",
-                (since, since),
-            ).fetchall()
-            urls = dict(
-                self._db.execute(f"SELECT id, url FROM pages WHERE id IN ({recent})", (since,))
-            )
-            start = {
-                int(r[0]): (float("nan") if r[1] is None else float(r[1]), *map(float, r[2:]))
-                for r in self._db.execute(
-                    "SELECT page, last_ok, ev_nc, ev_tc, ev_nu, ev_tu FROM page_checkpoints "
-                    f"WHERE page IN ({recent})",
-                    (since,),
-                )
-            }
-        n = len(rows)
+        q = (
+            "SELECT page, fetched_at, CASE outcome WHEN 'changed' THEN 1 WHEN 'new' THEN 2 "
+            "WHEN 'not_modified' THEN 3 ELSE 0 END, CASE WHEN fetched_at >= ? THEN rest END, NULL, NULL, NULL, NULL, seq "
+            f"FROM observations WHERE outcome IN ({_CONTENT_SQL}) AND fetched_at < ? "
+            f"AND page IN ({recent}) "
+            "UNION ALL SELECT page, last_ok, -1, NULL, ev_nc, ev_tc, ev_nu, ev_tu, -1 "
+            f"FROM page_checkpoints WHERE page IN ({recent}) ORDER BY 1, 2, 9"
+        )
         at = _CONDITIONAL_AT
+        pages: list[NDArray[np.int64]] = []
+        times: list[NDArray[np.float64]] = []
+        codes: list[NDArray[np.int64]] = []
+        cond: list[NDArray[np.bool_]] = []
+        start: dict[int, tuple[float, ...]] = {}
+        with self._lock:
+            cur = self._db.execute(q, (since, hi, since, hi, since, hi))
+            while rows := cur.fetchmany(100_000):
+                log = [r for r in rows if r[2] >= 0]
+                if len(log) < len(rows):
+                    for r in rows:
+                        if r[2] < 0:
+                            lo = math.nan if r[1] is None else float(r[1])
+                            start[int(r[0])] = (lo, *(float(x) for x in r[4:8]))
+                n = len(log)
+                pages.append(np.fromiter((r[0] for r in log), np.int64, n))
+                times.append(np.fromiter((r[1] for r in log), np.float64, n))
+                codes.append(np.fromiter((r[2] for r in log), np.int64, n))
+                cond.append(
+                    np.fromiter(
+                        (r[3] is not None and orjson.loads(r[3])[at] is True for r in log),
+                        np.bool_,
+                        n,
+                    )
+                )
+            urls = dict(
+                self._db.execute(f"SELECT id, url FROM pages WHERE id IN ({recent})", (since, hi))
+            )
+
+        def cat(parts: list[Any], dtype: Any) -> Any:
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+        code = cat(codes, np.int64)
         return ContentHistory(
-            page=np.fromiter((r[0] for r in rows), np.int64, n),
-            fetched_at=np.fromiter((r[1] for r in rows), np.float64, n),
-            outcome=[r[2] for r in rows],
-            conditional=np.fromiter(
-                (r[3] is not None and orjson.loads(r[3])[at] is True for r in rows), np.bool_, n
-            ),
+            page=cat(pages, np.int64),
+            fetched_at=cat(times, np.float64),
+            kind=np.where(code == 3, 0, code),
+            not_modified=code == 3,
+            conditional=cat(cond, np.bool_),
             urls={int(k): str(u) for k, u in urls.items()},
             checkpoints=start,
         )

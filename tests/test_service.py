@@ -551,6 +551,144 @@ def test_an_unknown_or_broken_encoding_is_one_clear_sentence(serve: Serve) -> No
         assert r.status_code == 200 and r.json()["added"] == 1
 
 
+def raw_deflate(data: bytes) -> bytes:
+    """``data`` as raw DEFLATE (no zlib header): what many clients send as ``deflate``."""
+    c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def test_raw_deflate_and_zero_padded_gzip_bodies_are_read_like_plain_ones(serve: Serve) -> None:
+    """A client that sends ``deflate`` without the zlib header, or pads its gzip
+    body with zeros, gets the answers of plain requests (it got 400 "the body is
+    not valid deflate data (Error -3 ... incorrect header check)", and "... gzip
+    data" for the padding)."""
+    with serve() as (client, engine):
+        now = time.time()
+        deflate = {"Content-Encoding": "deflate"}
+        r = client.post(
+            "/v1/urls", content=raw_deflate(b'[{"url": "https://a.example/x"}]'), headers=deflate
+        )
+        assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        r = client.post(
+            "/v1/leases", content=raw_deflate(b'{"worker": "w1", "max": 5}'), headers=deflate
+        )
+        assert r.status_code == 200, r.text
+        assert [t["url"] for t in r.json()["tasks"]] == ["https://a.example/x"]
+        lines = ndjson([obs(f"https://a.example/{i}", now) for i in range(500)])
+        r = client.post("/v1/observations", content=raw_deflate(lines), headers=deflate)
+        assert r.json() == {"accepted": 500, "stored": 500, "duplicates": 0, "rejected": []}
+
+        lines = ndjson([obs(f"https://b.example/{i}", now) for i in range(500)])
+        r = client.post("/v1/observations", content=gzip.compress(lines) + bytes(512), headers=GZ)
+        assert r.status_code == 200 and r.json()["stored"] == 500, r.text
+        # two members, then padding, chunked (no Content-Length) across the boundaries
+        lines = ndjson([obs(f"https://c.example/{i}", now) for i in range(500)])
+        packed = gzip.compress(lines[:7000]) + gzip.compress(lines[7000:]) + bytes(3000)
+
+        def chunks() -> Iterator[bytes]:
+            for i in range(0, len(packed), 777):
+                yield packed[i : i + 777]
+
+        r = client.post("/v1/observations", content=chunks(), headers=GZ)
+        assert r.status_code == 200 and r.json()["stored"] == 500, r.text
+        assert engine.store.observation_count() == 1500
+
+
+def test_bytes_after_a_compressed_body_are_zero_padding_or_a_clear_400(serve: Serve) -> None:
+    """What follows a gzip body's last member, or the deflate stream, may be zero
+    bytes; anything else is refused in one sentence and nothing is stored."""
+    with serve() as (client, engine):
+        lines = ndjson([obs(f"https://a.example/{i}", time.time()) for i in range(50)])
+        gz_garbage = (
+            "the gzip body goes on after its end of stream with bytes that are neither "
+            "zero padding nor another gzip member"
+        )
+        deflate_garbage = (
+            "the deflate body goes on after its end of stream with bytes that are not zero padding"
+        )
+        for body, coding, detail in (
+            (gzip.compress(lines) + b"garbage", "gzip", gz_garbage),
+            (gzip.compress(lines) + bytes(100) + b"\x01" + bytes(10), "gzip", gz_garbage),
+            (gzip.compress(lines) + b"\n", "gzip", gz_garbage),
+            (zlib.compress(lines) + b"garbage", "deflate", deflate_garbage),
+            (raw_deflate(lines) + bytes(8) + b"x", "deflate", deflate_garbage),
+            # one stream only: a second zlib stream is not deflate
+            (zlib.compress(lines) + zlib.compress(lines), "deflate", deflate_garbage),
+        ):
+            r = client.post("/v1/observations", content=body, headers={"Content-Encoding": coding})
+            assert r.status_code == 400 and r.json() == {"detail": detail}, (body[-12:], r.text)
+        assert engine.store.observation_count() == 0
+        r = client.post(
+            "/v1/observations",
+            content=zlib.compress(lines) + bytes(4),
+            headers={"Content-Encoding": "deflate"},
+        )
+        assert r.status_code == 200 and r.json()["stored"] == 50, r.text
+
+
+@pytest.mark.parametrize("wbits", [-zlib.MAX_WBITS, zlib.MAX_WBITS], ids=["raw", "zlib"])
+def test_a_deflate_bomb_gets_413_without_filling_memory(serve: Serve, wbits: int) -> None:
+    limit = 4 << 20
+    c = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    zeros = bytes(1 << 20)
+    bomb = b"".join(c.compress(zeros) for _ in range(64)) + c.flush()  # 64 MiB in ~64 KiB
+    with serve(max_body_bytes=limit) as (client, engine):
+        tracemalloc.start()
+        try:
+            r = client.post(
+                "/v1/observations", content=bomb, headers={"Content-Encoding": "deflate"}
+            )
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert r.status_code == 413
+        assert r.json() == {"detail": f"request body larger than {limit} bytes once decompressed"}
+        assert peak < 8 * limit  # the body so far, one piece and the bomb itself
+        assert engine.store.observation_count() == 0
+
+
+def test_an_unknown_encoding_is_refused_only_after_the_token(serve: Serve) -> None:
+    """Without the right token a request gets 401 whatever its Content-Encoding
+    (it got 415 first, which told a stranger how bodies are read); with it, 415."""
+    br = {"Content-Encoding": "br"}
+    refused = {"detail": "Content-Encoding br is not supported: send gzip, deflate or identity"}
+    with serve(read_token="read-secret") as (client, engine):
+        base = client.base_url
+        for token in (None, "nope"):
+            auth = {} if token is None else {"Authorization": f"Bearer {token}"}
+            for method, path, body in (
+                ("POST", "/v1/observations", None),  # no body at all
+                ("POST", "/v1/observations", b"\x8b\x02\x80{}"),
+                ("POST", "/v1/leases", b'{"worker": "w", "max": 5}'),  # a JSON route
+                ("POST", "/v1/sites/a.example/resume", None),
+                ("GET", "/v1/stats", None),
+                ("GET", "/metrics", None),
+            ):
+                r = httpx.request(method, base.join(path), headers={**br, **auth}, content=body)
+                assert r.status_code == 401, (method, path, token, r.text)
+                assert r.headers["www-authenticate"] == "Bearer"
+                assert "encoding" not in r.text.lower()
+        read = {"Authorization": "Bearer read-secret"}
+        for headers, method, path in (
+            (AUTH, "POST", "/v1/observations"),
+            (AUTH, "POST", "/v1/leases"),
+            (read, "GET", "/v1/stats"),
+        ):
+            r = httpx.request(method, base.join(path), headers={**br, **headers}, content=b"{}")
+            assert r.status_code == 415 and r.json() == refused, (path, r.text)
+            assert r.headers["accept-encoding"] == "gzip, deflate"
+        # the refused body was not read: the same client goes on
+        r = client.post("/v1/observations", content=b"", headers=br)
+        assert r.status_code == 415
+        assert client.get("/v1/stats").status_code == 200
+        assert engine.store.observation_count() == 0
+    with serve() as (client, _):  # no read token: reads need none, so the 415 comes at once
+        r = httpx.get(client.base_url.join("/v1/stats"), headers=br)
+        assert r.status_code == 415 and r.json() == refused
+        r = httpx.post(client.base_url.join("/v1/observations"), headers=br)
+        assert r.status_code == 401
+
+
 def test_the_docs_load_on_a_host_without_the_internet(serve: Serve) -> None:
     """/docs and /redoc use only scripts, styles and icons the service itself serves
     (they came from a CDN: a blank page on an offline crawl host)."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 from conftest import PG_URL, _pg_schema
@@ -126,12 +127,13 @@ def test_the_triggers_follow_the_search_path_and_are_made_once(
 
 
 def test_a_lost_listening_connection_counts_as_a_write_and_comes_back(
-    pg_url: str, open_pg: Callable[[str], PostgresStore]
+    pg_url: str, open_pg: Callable[[str], PostgresStore], caplog: pytest.LogCaptureFixture
 ) -> None:
     app = f"recrawl-test-{uuid.uuid4().hex[:8]}"
     url = f"{pg_url}&application_name={app}"
     a, b = open_pg(url), open_pg(url)
     a0 = a.outside_writes()
+    caplog.set_level(logging.INFO, logger=LOGGER)
     with psycopg.connect(PG_URL, autocommit=True) as admin:
 
         def listeners() -> list[int]:
@@ -148,6 +150,15 @@ def test_a_lost_listening_connection_counts_as_a_write_and_comes_back(
         admin.execute("SELECT pg_terminate_backend(%s)", (listeners()[0],))
         # writes may have been missed while it was gone: the count moves
         assert moved(a, a0)
+        # an operator is told, with the error, and told it is back
+        (warning, back) = [(r.levelname, r.getMessage()) for r in logged(caplog)]
+        assert warning[0] == "WARNING"
+        assert warning[1].startswith(
+            f"lost the connection listening for other connections' writes to {a.path}, "
+            "opening it again: "
+        )
+        assert "server closed the connection unexpectedly" in warning[1]
+        assert back == ("INFO", f"listening for other connections' writes to {a.path} again")
         a1 = a.outside_writes()
         b.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=1.0)
         assert moved(a, a1)
@@ -156,6 +167,138 @@ def test_a_lost_listening_connection_counts_as_a_write_and_comes_back(
         while listeners() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert listeners() == []
+
+
+LOGGER = "recrawl.store.postgres"
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """What the PostgreSQL store logged."""
+    return [r for r in caplog.records if r.name == LOGGER]
+
+
+class Outage:
+    """A TCP proxy to the test server that can be cut, like a network outage:
+    :meth:`cut` closes the connections through it and every new one at once,
+    :meth:`mend` lets them through again. ``port`` is where it listens."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        self._down = False
+        self._lock = threading.Lock()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._down:
+                    client.close()
+                    continue
+                server = socket.create_connection(("127.0.0.1", 5432))
+                self._open += (client, server)
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def cut(self) -> None:
+        with self._lock:
+            self._down = True
+            for s in self._open:
+                with suppress(OSError):  # closed already when its peer hung up
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            self._open.clear()
+
+    def mend(self) -> None:
+        with self._lock:
+            self._down = False
+
+    def close(self) -> None:
+        self.cut()
+        self._listener.close()
+
+
+def test_an_outage_of_the_listening_connection_is_logged_once_and_its_end_too(
+    pg_url: str, open_pg: Callable[[str], PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    """While the database cannot be reached, a service polls outside_writes at
+    every plan request: one WARNING for the outage, with the error, not one per
+    poll; one INFO once it listens again."""
+    outage = Outage()
+    try:
+        via = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{outage.port}")
+        a = open_pg(f"{via}&sslmode=disable&gssencmode=disable")
+        a0 = a.outside_writes()
+        caplog.set_level(logging.INFO, logger=LOGGER)
+        outage.cut()
+        assert moved(a, a0)  # the loss is noticed (and opening it again fails)
+        a1 = a.outside_writes()
+        for _ in range(20):  # a service keeps polling while the outage lasts
+            assert a.outside_writes() == a1  # the loss counts once
+            time.sleep(0.01)
+        assert [r.levelname for r in logged(caplog)] == ["WARNING"]
+        warning = logged(caplog)[0].getMessage()
+        assert warning.startswith(
+            f"lost the connection listening for other connections' writes to {a.path}, "
+            "opening it again: "
+        )
+        assert "server closed the connection unexpectedly" in warning
+
+        outage.mend()
+        a2 = a.outside_writes()
+        assert [(r.levelname, r.getMessage()) for r in logged(caplog)][1:] == [
+            ("INFO", f"listening for other connections' writes to {a.path} again")
+        ]
+        b = open_pg(pg_url)  # it listens indeed: another's write is seen
+        b.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=1.0)
+        assert moved(a, a2)
+        assert len(logged(caplog)) == 2
+    finally:
+        outage.close()
+
+
+def test_a_listening_connection_that_cannot_be_opened_is_logged_once(
+    pg_url: str, open_pg: Callable[[str], PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first LISTEN connection fails to open (the store's own connection is
+    up): one WARNING saying so, then one INFO once it opens."""
+    outage = Outage()
+    try:
+        via = pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{outage.port}")
+        a = open_pg(f"{via}&sslmode=disable&gssencmode=disable&connect_timeout=2")
+        caplog.set_level(logging.INFO, logger=LOGGER)
+        outage.cut()
+        for _ in range(5):
+            assert a.outside_writes() == 0
+        records = logged(caplog)
+        assert [r.levelname for r in records] == ["WARNING"]
+        warning = records[0].getMessage()
+        assert warning.startswith(
+            f"cannot listen for other connections' writes to {a.path}, trying again at each "
+            f"call (their writes go unnoticed meanwhile): cannot connect to {a.path}: "
+        )
+        outage.mend()
+        assert a.outside_writes() == 0
+        assert [(r.levelname, r.getMessage()) for r in logged(caplog)][1:] == [
+            ("INFO", f"listening for other connections' writes to {a.path} again")
+        ]
+    finally:
+        outage.close()
 
 
 @contextmanager

@@ -20,9 +20,9 @@ The planner runs in the loop:
   pause with canaries only) are applied by the engine to the site controls,
   which both the plan and :meth:`~recrawl.store.SQLStore.claim` obey.
 
-Request bodies may come compressed (``Content-Encoding: gzip`` or ``deflate``,
-:class:`DecodeBody`); ``/docs`` and ``/redoc`` serve their scripts themselves
-(no CDN), so they work on an offline crawl host.
+Request bodies may come compressed (``Content-Encoding: gzip``, or ``deflate``
+zlib-wrapped or raw: :class:`DecodeBody`); ``/docs`` and ``/redoc`` serve their
+scripts themselves (no CDN), so they work on an offline crawl host.
 
 Writes from fetchers go through one writer thread (:mod:`.writer`): bodies are
 parsed in worker threads, concurrent reports are committed together in one
@@ -33,7 +33,6 @@ the reports queued behind the transaction in progress.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import math
 import secrets
@@ -63,7 +62,7 @@ from .._exceptions import ConfigError, InvalidObservation, NotFound
 from ..config import Settings
 from ..engine import Engine, PlanResult
 from ..ingest import ContentClassifier
-from ..observation import Observation, normalize_url, parse_observation
+from ..observation import Observation, _line_key, normalize_url, parse_observation
 from ..store import BatchResult, SQLStore, open_store
 from .writer import Committed, Writer
 
@@ -326,9 +325,7 @@ async def _too_large(send: Send, limit: int) -> None:
     await _refuse(send, 413, f"request body larger than {limit} bytes")
 
 
-async def _refuse(
-    send: Send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
+async def _refuse(send: Send, status: int, detail: str) -> None:
     """Answer ``{"detail": detail}`` with ``status`` without reading the request body
     (so the connection is closed after it)."""
     body = orjson.dumps({"detail": detail})
@@ -340,7 +337,6 @@ async def _refuse(
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
-                *headers,
             ],
         }
     )
@@ -349,31 +345,65 @@ async def _refuse(
 
 # -- compressed request bodies ---------------------------------------------------------------
 
-# Content-Encoding → zlib's ``wbits``: gzip (RFC 1952), deflate (the zlib format, RFC 1950)
-_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# the Content-Encodings read, by the name a client may give them
+_CODINGS = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
+_GZIP_MAGIC = b"\x1f\x8b"
+# the scope key under which DecodeBody names a Content-Encoding it cannot read
+_UNDECODABLE = "recrawl.undecodable_coding"
+# zlib's ``wbits`` for each format: gzip (RFC 1952), zlib (RFC 1950), raw DEFLATE (RFC 1951)
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_WBITS = zlib.MAX_WBITS
+_RAW_WBITS = -zlib.MAX_WBITS
+
+
+def _zlib_header(head: bytes) -> bool:
+    """Whether two bytes open a zlib stream (RFC 1950): ``CM`` 8 (deflate) and the
+    check bits make ``CMF·256 + FLG`` a multiple of 31."""
+    return len(head) == 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
 
 
 class _Inflate:
-    """One request body being decompressed, to at most ``limit`` bytes."""
+    """One request body being decompressed, to at most ``limit`` bytes.
+
+    ``deflate`` is read zlib-wrapped (RFC 9110) when the body opens with a zlib
+    header, raw DEFLATE (what many clients send) otherwise; ``gzip`` may be
+    several members (``cat a.gz b.gz``). Zero bytes after the end of the data
+    are padding and ignored.
+    """
 
     def __init__(self, coding: str, limit: int) -> None:
         self.coding = coding
+        self.format = _CODINGS[coding]
         self.limit = limit
         self.size = 0  # bytes out so far
-        self.fed = False
-        self._z = zlib.decompressobj(_CODINGS[coding])
+        self._z: Any = None  # the stream being read; None before one starts
+        self._head = b""  # the first byte of a stream, while its second is awaited
+        self._ended = False  # a stream has ended
+        self._padding = False  # zero padding began: only zeros may follow
 
     def feed(self, data: bytes, final: bool) -> bytes:
         """The decompressed bytes of the next piece ``data`` of the body.
 
         Never produces more than one byte past the limit, however much ``data``
         expands. Raises HTTPException 413 past the limit, 400 on bytes that
-        are not of the coding or a body that ends early.
+        are not of the coding, a body that ends early or bytes after the end
+        that are neither zero padding nor (gzip) another member.
         """
         out: list[bytes] = []
-        self.fed = self.fed or bool(data)
+        if self._head:
+            data, self._head = self._head + data, b""
         try:
             while data:
+                if self._padding or (self._z is None and self._ended and data[0] == 0):
+                    self._padding = True
+                    if data.strip(b"\0"):
+                        raise HTTPException(400, self._trailing())
+                    break
+                if self._z is None:
+                    if len(data) < 2 and not final:  # the header is two bytes
+                        self._head = data
+                        break
+                    self._z = zlib.decompressobj(self._wbits(data[:2]))
                 piece = self._z.decompress(data, self.limit - self.size + 1)
                 self.size += len(piece)
                 if self.size > self.limit:
@@ -382,24 +412,49 @@ class _Inflate:
                     )
                 out.append(piece)
                 data = b""
-                if self._z.eof and self._z.unused_data:  # gzip: the next member (``cat a.gz b.gz``)
+                if self._z.eof:  # what follows: another gzip member, padding or nothing
                     data = self._z.unused_data
-                    self._z = zlib.decompressobj(_CODINGS[self.coding])
+                    self._z = None
+                    self._ended = True
         except zlib.error as exc:
             raise HTTPException(400, f"the body is not valid {self.coding} data ({exc})") from None
-        if final and self.fed and not self._z.eof:
+        if final and self._z is not None:
             raise HTTPException(400, f"the {self.coding} body ends before its end of stream")
         return b"".join(out)
+
+    def _wbits(self, head: bytes) -> int:
+        """The format of the stream that opens with ``head``: another gzip member
+        after the first, one deflate stream only."""
+        if self._ended:
+            if self.format != "gzip" or head != _GZIP_MAGIC:
+                raise HTTPException(400, self._trailing())
+            return _GZIP_WBITS
+        if self.format == "gzip":
+            return _GZIP_WBITS
+        return _ZLIB_WBITS if _zlib_header(head) else _RAW_WBITS
+
+    def _trailing(self) -> str:
+        what = "neither zero padding nor another gzip member"
+        if self.format != "gzip":
+            what = "not zero padding"
+        return f"the {self.coding} body goes on after its end of stream with bytes that are {what}"
 
 
 class DecodeBody(_BodyMiddleware):
     """ASGI middleware: decompress request bodies sent with ``Content-Encoding``
     ``gzip`` or ``deflate``, as they arrive and to at most ``limit`` bytes.
 
-    A body that would decompress past ``limit`` gets 413 once the limit is
-    passed (a small "zip bomb" costs at most ``limit`` bytes of memory); one in
-    another coding gets 415 and is not read. The application sees the
-    decompressed body, without ``Content-Encoding`` and ``Content-Length``.
+    ``deflate`` may be zlib-wrapped (as RFC 9110 says) or raw DEFLATE (as many
+    clients send it), ``gzip`` several members; zero bytes after the end of the
+    data are padding. A body that would decompress past ``limit`` gets 413 once
+    the limit is passed (a small "zip bomb" costs at most ``limit`` bytes of
+    memory). The application sees the decompressed body, without
+    ``Content-Encoding`` and ``Content-Length``.
+
+    A request in another coding is passed on with an empty body (its own is not
+    read) and marked, so that its route answers 415 once the request has passed
+    authentication (:func:`refuse_undecodable`): a client without the token
+    learns nothing of how bodies are read.
     """
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -414,12 +469,16 @@ class DecodeBody(_BodyMiddleware):
             await self.app(scope, receive, send)
             return
         if coding not in _CODINGS:
-            await _refuse(
-                send,
-                415,
-                f"Content-Encoding {coding} is not supported: send gzip, deflate or identity",
-                [(b"accept-encoding", b"gzip, deflate")],
-            )
+            unread = True
+
+            async def nothing() -> Message:
+                nonlocal unread
+                if unread:
+                    unread = False
+                    return {"type": "http.request", "body": b"", "more_body": False}
+                return await receive()
+
+            await self.app({**scope, "headers": headers, _UNDECODABLE: coding}, nothing, send)
             return
         body = _Inflate(coding, self.limit)
 
@@ -433,6 +492,19 @@ class DecodeBody(_BodyMiddleware):
             return msg
 
         await self.app({**scope, "headers": headers}, decoded, send)
+
+
+def refuse_undecodable(scope: Scope) -> None:
+    """Raise HTTPException 415 when the request's body is in a ``Content-Encoding``
+    :class:`DecodeBody` cannot read (the connection is closed after the answer:
+    the body was not read). The routes' token checks call it once they pass."""
+    coding = scope.get(_UNDECODABLE)
+    if coding is not None:
+        raise HTTPException(
+            415,
+            f"Content-Encoding {coding} is not supported: send gzip, deflate or identity",
+            headers={"Accept-Encoding": "gzip, deflate", "Connection": "close"},
+        )
 
 
 # -- the service state -----------------------------------------------------------------------
@@ -461,12 +533,6 @@ def validate_settings(settings: Settings) -> None:
         raise ConfigError(
             f"budget_per_day is required when billing_unit is {settings.billing_unit!r}"
         )
-
-
-def _line_key(line: bytes) -> bytes:
-    """Idempotency key of an observation without ``id``: the same as ``recrawl ingest``
-    gives the same line, so a log posted and ingested from a file is stored once."""
-    return hashlib.blake2b(b"line\0" + line.strip(), digest_size=16).digest()
 
 
 class Service:
@@ -771,6 +837,10 @@ class Service:
         the line of an NDJSON body (blank lines count), or the position in a
         JSON array.
 
+        An observation without ``id`` is keyed by its NDJSON line as ``recrawl
+        ingest`` keys the same line (a log both posted and ingested from a file
+        is stored once); an array item by its compact JSON.
+
         Raises HTTPException(400) when a JSON array body is not JSON at all.
         """
         rules = self.settings.page_types
@@ -1056,23 +1126,26 @@ def create_app(
     def _unauthorized(msg: str) -> HTTPException:
         return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
 
-    # async: checked on the event loop, not in a worker thread (they only compare tokens)
-    async def require_write(creds: Creds) -> None:
+    # async: checked on the event loop, not in a worker thread (they only compare tokens).
+    # The token first, then the body's coding: a 415 would tell a stranger how
+    # bodies are read.
+    async def require_write(request: Request, creds: Creds) -> None:
         if creds is None:
             raise _unauthorized("missing bearer token")
         if not _matches(creds.credentials, write_token):
             raise _unauthorized("wrong token")
+        refuse_undecodable(request.scope)
 
     async def require_read(request: Request, creds: Creds) -> None:
-        if read_token is None:
-            return
-        given = creds.credentials if creds is not None else None
-        if given is None and request.url.path == "/":
-            given = request.query_params.get("token")
-        if given is None:
-            raise _unauthorized("missing bearer token")
-        if not (_matches(given, read_token) or _matches(given, write_token)):
-            raise _unauthorized("wrong token")
+        if read_token is not None:
+            given = creds.credentials if creds is not None else None
+            if given is None and request.url.path == "/":
+                given = request.query_params.get("token")
+            if given is None:
+                raise _unauthorized("missing bearer token")
+            if not (_matches(given, read_token) or _matches(given, write_token)):
+                raise _unauthorized("wrong token")
+        refuse_undecodable(request.scope)
 
     Write = Depends(require_write)
     Read = Depends(require_read)

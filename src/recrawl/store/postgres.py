@@ -20,6 +20,7 @@ must see other processes' writes a direct connection.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Iterable, Sequence
@@ -32,6 +33,8 @@ from .._exceptions import StoreError
 from ._sql import _WIDTH, SQLStore, _padded
 
 __all__ = ["CHANNEL", "PostgresStore"]
+
+_log = logging.getLogger(__name__)
 
 _LOCK_KEY = 0x72656372  # "recr": the advisory lock every writer takes
 
@@ -125,6 +128,7 @@ class PostgresStore(SQLStore):
         self._own_pid = 0  # the backend of the store's connection (set by _connect)
         self._listen: Any = None  # the LISTEN connection, opened by the first outside_writes
         self._listen_lock = threading.Lock()
+        self._listen_failed = False  # since the last failure to listen (logged once)
         self._schema: str | None = None
         self._foreign = 0
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
@@ -214,6 +218,10 @@ class PostgresStore(SQLStore):
         opening that connection, at the first call). When that connection
         breaks, the count moves by one (writes may have gone unseen) and the
         connection is opened again at once (when that fails, at the next call).
+
+        A failure to listen (the connection lost, or one that cannot be opened)
+        is logged at WARNING on the ``recrawl.store.postgres`` logger with the
+        error, once until listening works again, which is logged at INFO.
         """
         import psycopg
 
@@ -229,6 +237,11 @@ class PostgresStore(SQLStore):
                             conn.close()
                             raise
                         self._listen = conn
+                        if self._listen_failed:
+                            self._listen_failed = False
+                            _log.info(
+                                "listening for other connections' writes to %s again", self.path
+                            )
                     while True:  # each call yields what one read from the socket brought
                         got = list(self._listen.notifies(timeout=0))
                         if not got:
@@ -237,7 +250,8 @@ class PostgresStore(SQLStore):
                             n.pid != self._own_pid and n.payload == self._schema for n in got
                         )
                     break
-                except (psycopg.Error, StoreError):
+                except (psycopg.Error, StoreError) as exc:
+                    self._listen_broke(exc)
                     if self._listen is None:  # cannot open it: the next call tries again
                         break
                     # lost: what came meanwhile is unknown. Listening again before
@@ -246,6 +260,27 @@ class PostgresStore(SQLStore):
                     self._listen = None
                     self._foreign += 1
             return self._foreign
+
+    def _listen_broke(self, exc: Exception) -> None:
+        """Log the first failure to listen since listening last worked."""
+        if self._listen_failed:
+            return
+        self._listen_failed = True
+        error = " ".join(str(exc).split())  # psycopg's messages run over several lines
+        if self._listen is None:
+            _log.warning(
+                "cannot listen for other connections' writes to %s, trying again at each "
+                "call (their writes go unnoticed meanwhile): %s",
+                self.path,
+                error,
+            )
+        else:
+            _log.warning(
+                "lost the connection listening for other connections' writes to %s, "
+                "opening it again: %s",
+                self.path,
+                error,
+            )
 
     def close(self) -> None:
         with self._listen_lock:

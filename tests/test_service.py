@@ -1028,3 +1028,42 @@ def test_an_operator_re_tiers_and_removes_urls_over_the_api(serve: Serve) -> Non
         assert engine.store.page(keep[0]).value == 8.0  # type: ignore[union-attr]
         assert engine.store.page(keep[1]).value == 2.0  # type: ignore[union-attr]
         assert client.post("/v1/urls/remove", json={"urls": ["not a url"]}).status_code == 422
+
+
+def test_calibration_finds_a_host_whose_304s_hide_changes_and_leases_follow(
+    serve: Serve,
+) -> None:
+    """GET /v1/calibration names the host that answers 304 to every conditional
+    request; POST /v1/sites/{site}/validators turns its validators off, and
+    its leases then carry none. Verification leases never carry validators
+    (the unconditional sample the check needs)."""
+    from test_calibration import T0, validator_crawl
+
+    clock = ManualClock(T0 + 201 * 86400)
+    with serve(clock=clock, reserves={"verify": 0.3}) as (client, engine):
+        r = client.post("/v1/observations", content=ndjson(validator_crawl(13)))
+        assert r.status_code == 200 and r.json()["rejected"] == [], r.text
+        r = client.get("/v1/calibration", params={"days": 100})
+        assert r.status_code == 200, r.text
+        by = {v["name"]: v for v in r.json()["validators"]}
+        assert by["liar.example"]["hides_changes"] and not by["honest.example"]["hides_changes"]
+        assert "liar.example" in r.json()["verdict"]
+        assert client.get("/v1/calibration", params={"days": 0}).status_code == 422
+        assert client.get("/v1/calibration", params={"by": "host"}).status_code == 422
+        r = client.post(
+            "/v1/sites/liar.example/validators", json={"on": False, "reason": "304s lie"}
+        )
+        assert r.status_code == 200 and r.json()["recorded"] is True, r.text
+        again = client.post("/v1/sites/liar.example/validators", json={"on": False})
+        assert again.json()["recorded"] is False
+        assert client.post("/v1/sites/x.example/validators", json={"on": False}).status_code == 404
+        events = engine.store.site_events("liar.example")
+        assert [(e["kind"], e["detail"]) for e in events] == [
+            ("validators_off", "by api: 304s lie")
+        ]
+        tasks = lease(client, "w1", 500)
+        assert tasks
+        assert all(t["headers"] == {} for t in tasks if t["site"] == "liar.example")
+        assert all(t["headers"] == {} for t in tasks if t["reason"] == "verify")
+        assert any(t["reason"] == "verify" for t in tasks)
+        assert any(t["headers"] for t in tasks if t["site"] == "honest.example")

@@ -44,7 +44,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, MutableMap
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 import orjson
@@ -126,6 +126,14 @@ class UrlBatch(BaseModel):
 class PauseRequest(BaseModel):
     """Why a human pauses a site (kept in its history)."""
 
+    reason: str = Field("", max_length=500)
+    by: str = Field("api", min_length=1, max_length=200)
+
+
+class ValidatorsRequest(BaseModel):
+    """Whether a site's leases carry validators (ETag / Last-Modified), and why."""
+
+    on: bool
     reason: str = Field("", max_length=500)
     by: str = Field("api", min_length=1, max_length=200)
 
@@ -810,7 +818,9 @@ class Service:
             for g in got:
                 self._spent += float(info[g["url"]].get("cost") or 0.0)
             self.leased_total += len(got)
-        headers = self.engine.headers_for_many([g["url"] for g in got])
+        # a verification fetch goes without validators: an unconditional sample is
+        # what tells a host whose 304s hide changes (Engine.calibration)
+        headers = self.engine.headers_for_many([g["url"] for g in got if g["reason"] != "verify"])
         return [
             {
                 "lease_id": g["lease_id"],
@@ -1221,6 +1231,19 @@ def create_app(
         except NotFound:
             raise HTTPException(404, "unknown site") from None
 
+    @json_writes.post("/v1/sites/{site}/validators")
+    def site_validators(site: str, body: ValidatorsRequest) -> Any:
+        """Send conditional requests to a site's pages or not: off, its leases carry
+        no validators (for a host whose 304s hide changes: ``GET /v1/calibration``).
+        Recorded in its history; ``recorded`` is false when it already was so."""
+        try:
+            done = svc.engine.set_validators(
+                site, body.on, by=body.by, reason=body.reason, now=svc.now()
+            )
+        except NotFound:
+            raise HTTPException(404, "unknown site") from None
+        return JSONResponse({"site": site, "validators": body.on, "recorded": done})
+
     app.include_router(json_writes)
 
     @app.post(
@@ -1324,6 +1347,20 @@ def create_app(
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         return JSONResponse({**outlook.as_dict(), "unit": svc.settings.billing_unit})
+
+    @app.get("/v1/calibration", dependencies=[Read], tags=["read"])
+    def get_calibration(
+        days: Annotated[float, Query(gt=0, allow_inf_nan=False)] = 30.0,
+        by: Annotated[Literal["site", "group"], Query()] = "site",
+    ) -> Any:
+        """Did the change model predict what the revisits of the last ``days`` (before
+        the newest fetch) found, and can each site's 304s be trusted? As ``recrawl
+        calibration --json``; ``POST /v1/sites/{site}/validators`` acts on it."""
+        try:
+            cal = svc.engine.calibration(days=days, by=by)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return JSONResponse(cal.as_dict())
 
     @app.get("/v1/stats", dependencies=[Read], tags=["read"])
     def get_stats() -> Any:

@@ -18,6 +18,7 @@ from recrawl.calibration import (
     UNCHANGED,
     calibration_report,
     revisit_predictions,
+    validator_checks,
 )
 from recrawl.cli import app
 from recrawl.engine import Engine
@@ -244,7 +245,8 @@ def test_a_host_whose_304s_hide_changes_is_found_and_sent_no_validators(
     engine = Engine(store)
     liar, honest = "https://liar.example/p1", "https://honest.example/p0"
     assert engine.headers_for(liar) and engine.headers_for(honest)
-    cal = engine.calibration(days=100, apply=True)
+    cal = engine.calibration(days=100)
+    assert engine.apply_calibration(cal) == ["liar.example"]
     by = {v.name: v for v in cal.validators}
     assert cal.hiding_changes == ["liar.example"]
     assert by["liar.example"].full_changed == 0 and by["liar.example"].expected_conditional > 20
@@ -258,11 +260,20 @@ def test_a_host_whose_304s_hide_changes_is_found_and_sent_no_validators(
     assert store.sites_without_validators() == {"liar.example"}
     (ev,) = [e for e in store.site_events("liar.example") if e["kind"] == "validators_off"]
     assert "by calibration" in ev["detail"] and "answered 304" in ev["detail"]
-    engine.calibration(days=100, apply=True)
+    again = engine.calibration(days=100)
+    assert again.validators_off == ["liar.example"] and again.hiding_changes == []
+    assert engine.apply_calibration(again) == []
     assert len([e for e in store.site_events("liar.example") if e["kind"] == "validators_off"]) == 1
+    assert store.site_controls()["liar.example"]["validators"] is False
+    with pytest.raises(ValueError, match="per site"):
+        engine.apply_calibration(engine.calibration(days=100, by="group"))
     # a human turns them back on
     assert engine.set_validators("liar.example", True, by="ops")
     assert engine.headers_for(liar) and not engine.set_validators("liar.example", True)
+    assert store.site_controls()["liar.example"]["validators"] is True
+    # verification and canary tasks never carry validators
+    tasks = [{"url": honest, "reason": "score"}, {"url": liar, "reason": "verify"}]
+    assert set(engine.headers_for_tasks(tasks)) == {honest}
 
 
 def test_cli_site_validators_and_calibration_apply(tmp_path: Path) -> None:
@@ -396,3 +407,69 @@ def test_by_history_shows_the_overshoot_on_pages_barely_known() -> None:
     assert [g.name for g in c.by_history] == ["0–1", "1–3", "3–6", "6+"]
     assert sum(g.revisits for g in c.by_history) == c.overall.revisits
     assert c.as_dict()["since"] == T0 and len(c.as_dict()["by_history"]) == 4
+
+
+def simulated_host(
+    rng: np.random.Generator,
+    *,
+    lie: float = 0.0,
+    model_off: float = 1.0,
+    n_cond: int = 600,
+    n_unc: int = 150,
+    split_by_speed: bool = False,
+) -> tuple[np.ndarray, ...]:
+    """One site's revisits: pages of log-uniform rates, a model that shrinks
+    each estimate toward the site's mean (and is ``model_off`` times too
+    slow), revisit intervals of 1 to 20 days, and a host that answers 304 to
+    a share ``lie`` of the changed pages asked with validators. With
+    ``split_by_speed``, the unconditional revisits go to the fastest pages and
+    the conditional ones to the slowest."""
+    n = n_cond + n_unc
+    lam = np.exp(rng.uniform(np.log(1 / 200), np.log(1.0), n))
+    est = np.sqrt(lam * 0.05) / model_off
+    t = rng.uniform(1.0, 20.0, n)
+    truth = rng.random(n) < -np.expm1(-lam * t)
+    order = np.argsort(np.argsort(lam)) if split_by_speed else rng.permutation(n)
+    cond = order < n_cond
+    hidden = cond & truth & (rng.random(n) < lie)
+    seen = truth & ~hidden
+    return -np.expm1(-est * t), seen, cond, cond & ~seen, est
+
+
+def test_validator_check_finds_partial_liars_and_spares_honest_hosts() -> None:
+    """The stratified likelihood ratio test: a host hiding half its changes is
+    found; honest hosts are not flagged when the model is three times off
+    for them, when the two samples reach pages of different speeds, or when
+    20 unconditional revisits all found a change."""
+    rng = np.random.default_rng(5)
+
+    def check(**kw: object) -> object:
+        p, seen, cond, nm, est = simulated_host(rng, **kw)  # type: ignore[arg-type]
+        (v,) = validator_checks(p, seen, cond, nm, np.zeros(len(p), int), ["s"], est)
+        return v
+
+    found = [check(lie=0.5).hides_changes for _ in range(20)]  # type: ignore[attr-defined]
+    assert sum(found) >= 17
+    for kw in ({}, {"model_off": 3.0}, {"split_by_speed": True}):
+        flagged = [check(**kw).hides_changes for _ in range(30)]  # type: ignore[attr-defined]
+        assert sum(flagged) == 0, kw
+    # 20 unconditional revisits that all changed: no runaway fit
+    p = np.r_[np.full(20, 0.85), np.full(300, 0.25)]
+    seen = np.r_[np.ones(20, bool), np.arange(300) < 75]
+    cond = np.r_[np.zeros(20, bool), np.ones(300, bool)]
+    (v,) = validator_checks(p, seen, cond, cond & ~seen, np.zeros(320, int), ["s"])
+    assert not v.hides_changes and np.isfinite(v.z)
+    # a 304 is a conditional answer even when the report does not say so
+    p, seen, cond, nm, est = simulated_host(rng, lie=1.0)
+    (v,) = validator_checks(p, seen, np.zeros(len(p), bool), nm, np.zeros(len(p), int), ["s"], est)
+    assert v.not_modified == v.conditional and v.hides_changes
+
+
+def test_many_honest_hosts_are_not_flagged_by_chance() -> None:
+    rng = np.random.default_rng(8)
+    parts = [simulated_host(rng, n_cond=200, n_unc=40) for _ in range(100)]
+    groups = np.concatenate([np.full(len(x[0]), i) for i, x in enumerate(parts)])
+    p, seen, cond, nm, est = (np.concatenate([x[k] for x in parts]) for k in range(5))
+    checks = validator_checks(p, seen, cond, nm, groups, None, est)
+    assert len(checks) == 100 and not any(v.hides_changes for v in checks)
+    assert checks[0].threshold > 3  # 100 sites tested at once

@@ -354,12 +354,11 @@ class Calibration:
         overshoot on pages it barely knows.
     since, until : float
         The window checked, unix seconds (NaN when not given).
+    validators_off : list of str
+        The sites whose requests already go without validators.
+    by : str
+        What the groups are: ``site``, or ``group`` (site and page type).
     """
-
-    @property
-    def hiding_changes(self) -> list[str]:
-        """The groups whose 304s hide changes: send them no validators."""
-        return [v.name for v in self.validators if v.hides_changes]
 
     overall: GroupCalibration
     brier: float
@@ -370,6 +369,15 @@ class Calibration:
     by_history: list[GroupCalibration] = field(default_factory=list)
     since: float = math.nan
     until: float = math.nan
+    validators_off: list[str] = field(default_factory=list)
+    by: str = "site"
+
+    @property
+    def hiding_changes(self) -> list[str]:
+        """The groups whose 304s hide changes and whose validators are still
+        on: send them none."""
+        off = set(self.validators_off)
+        return [v.name for v in self.validators if v.hides_changes and v.name not in off]
 
     @property
     def skill(self) -> float:
@@ -426,7 +434,7 @@ class Calibration:
 
     def as_dict(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 5)
+            return _num(x, 5)
 
         return {
             "since": num(self.since),
@@ -449,6 +457,8 @@ class Calibration:
             "groups": [g.as_dict() for g in self.groups],
             "validators": [v.as_dict() for v in self.validators],
             "by_history": [g.as_dict() for g in self.by_history],
+            "validators_off": self.validators_off,
+            "by": self.by,
         }
 
 
@@ -457,15 +467,15 @@ class ValidatorCheck:
     """Whether one site's conditional requests (ETag / Last-Modified) can be trusted.
 
     Revisits made with validators are answered ``304`` (not modified), or in
-    full: unchanged (the validators were ignored, the bytes paid for nothing)
-    or changed. A host may also answer ``304`` while the content changed:
-    then its conditional revisits find far fewer changes than the site's
+    full: unchanged or changed. A host may answer ``304`` while the content
+    changed: then its conditional revisits find fewer changes than its
     revisits without validators (a verification sample, a fetcher that sends
-    none) say its pages make. The comparison rescales the model's
-    predictions for the conditional revisits by the rate factor ``k`` that
-    makes the unconditional ones match what they found
-    (``p' = 1 − (1 − p)^k``), so a model that is merely off for the site
-    does not look like a lying server.
+    none) at the same predicted probability. The comparison is a likelihood
+    ratio test of one factor ``r`` on the change rate of the conditional
+    revisits, ``P(change) = 1 − (1 − p)^(k·r)``, with a rate factor ``k`` of
+    its own for each band of estimated rate (so that a model merely off for
+    the site, or samples that reach faster or slower pages, do not look like
+    a lying server).
     """
 
     name: str
@@ -474,43 +484,50 @@ class ValidatorCheck:
     full_unchanged: int
     full_changed: int
     unconditional: int
-    rate_factor: float
-    """``k``: the site's change rates as its unconditional revisits show them,
-    over the model's (NaN without unconditional revisits)."""
+    unconditional_changed: int
     expected_conditional: float
-    """Changes the conditional revisits should have found at that factor (NaN without it)."""
+    """Changes the conditional revisits would have found, had they found them
+    as often as the unconditional ones at the same estimated rate (NaN
+    without a test)."""
+    rate_ratio: float
+    """``r``: changes found with validators ÷ without, as a rate factor (NaN
+    without a test)."""
     z: float
-    """``(found − expected_conditional) / sd``: far below −3, 304s hide changes."""
+    """Signed root of the likelihood ratio statistic for ``r = 1`` (NaN without a test)."""
+    threshold: float = Z_FLAG
+    """The ``−z`` from which :attr:`hides_changes` holds (higher when many
+    sites are tested at once)."""
+
+    @property
+    def tested(self) -> bool:
+        """Whether there are enough revisits of both kinds to tell:
+        :data:`MIN_FLAG_REVISITS` with validators and without."""
+        return self.conditional >= MIN_FLAG_REVISITS and self.unconditional >= MIN_FLAG_REVISITS
 
     @property
     def honoured(self) -> float:
-        """Share of the conditional revisits of unchanged content answered 304
-        (NaN when none was unchanged)."""
-        unchanged = self.not_modified + self.full_unchanged
-        return self.not_modified / unchanged if unchanged else math.nan
+        """Share of the conditional revisits that found no change answered 304
+        rather than in full (NaN when none found no change). A host whose
+        304s hide changes counts its lies here too."""
+        quiet = self.not_modified + self.full_unchanged
+        return self.not_modified / quiet if quiet else math.nan
 
     @property
     def ignored(self) -> bool:
-        """Validators sent and ignored: at least :data:`MIN_FLAG_REVISITS`
-        conditional revisits of unchanged content, under a tenth answered 304."""
-        unchanged = self.not_modified + self.full_unchanged
-        return unchanged >= MIN_FLAG_REVISITS and self.not_modified < 0.1 * unchanged
+        """Validators sent and never honoured: at least :data:`MIN_FLAG_REVISITS`
+        conditional revisits that found no change, none answered 304 (the
+        bytes a 304 saves are never saved; sending validators costs little, so
+        this is information, not a fault)."""
+        quiet = self.not_modified + self.full_unchanged
+        return quiet >= MIN_FLAG_REVISITS and self.not_modified == 0
 
     @property
     def hides_changes(self) -> bool:
-        """304s while the content changed: enough revisits of both kinds, ``z ≤
-        −3`` and under half the expected changes found."""
-        return (
-            self.conditional >= MIN_FLAG_REVISITS
-            and self.unconditional >= MIN_FLAG_REVISITS
-            and self.z <= -Z_FLAG
-            and self.full_changed < 0.5 * self.expected_conditional
-        )
+        """304s while the content changed: :attr:`tested`, ``z ≤ −threshold``
+        and the conditional revisits finding changes under 0.8 times as often."""
+        return self.tested and self.z <= -self.threshold and self.rate_ratio < 1.0 - RATIO_FLAG
 
     def as_dict(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 4)
-
         return {
             "name": self.name,
             "conditional": self.conditional,
@@ -518,29 +535,82 @@ class ValidatorCheck:
             "full_unchanged": self.full_unchanged,
             "full_changed": self.full_changed,
             "unconditional": self.unconditional,
-            "honoured": num(self.honoured),
-            "rate_factor": num(self.rate_factor),
-            "expected_conditional": num(self.expected_conditional),
-            "z": num(self.z),
+            "unconditional_changed": self.unconditional_changed,
+            "honoured": _num(self.honoured),
+            "expected_conditional": _num(self.expected_conditional),
+            "rate_ratio": _num(self.rate_ratio),
+            "z": _num(self.z),
+            "tested": self.tested,
             "ignored": self.ignored,
             "hides_changes": self.hides_changes,
         }
 
 
-def _rate_factor(p: FloatArray, found: int) -> float:
-    """The ``k`` for which ``Σ 1 − (1 − p)^k`` equals ``found`` (bisection on
-    ``ln k`` within ``[10⁻³, 10³]``, where it stops at an end)."""
-    if p.size == 0:
-        return math.nan
-    q = np.log1p(-np.minimum(p, 1.0 - 1e-12))
-    lo, hi = math.log(1e-3), math.log(1e3)
+def _num(x: float, digits: int = 4) -> float | None:
+    """``x`` rounded for JSON; None for NaN or an infinity."""
+    return None if not math.isfinite(x) else round(x, digits)
+
+
+RATE_BANDS: Final = (1 / 100, 1 / 30, 1 / 10, 1 / 3, 1.0)
+"""Edges (changes per day) of the bands of estimated rate that
+:func:`validator_checks` compares within."""
+
+_EDGE: Final = 15.0  # |log factor| beyond which a fit has run off (all or none changed)
+
+
+def _cloglog_ll(
+    hazard: FloatArray, eta: FloatArray, c: BoolArray, seg: IntArray, n: int
+) -> FloatArray:
+    """Per segment, the log-likelihood of ``c`` under ``P = 1 − e^(−hazard·e^η)``."""
+    mu = hazard * np.exp(eta)
+    ll = np.where(c, np.log(-np.expm1(-np.maximum(mu, 1e-300))), -mu)
+    return np.bincount(seg, weights=ll, minlength=n).astype(np.float64)
+
+
+def _fit_strata(
+    hazard: FloatArray,
+    c: BoolArray,
+    cond: BoolArray,
+    stratum: IntArray,
+    site_of: IntArray,
+    n_sites: int,
+    with_ratio: bool,
+) -> tuple[FloatArray, FloatArray]:
+    """Maximum likelihood of the intercepts (one per stratum) and, ``with_ratio``,
+    one log rate ratio of the conditional revisits per site: Fisher scoring on
+    ``P = 1 − e^(−hazard·e^(a[stratum] + b[site]·cond))``, every site at once
+    (the ratio's step is the Schur complement of the strata's, per site)."""
+    n_strata = len(site_of)
+    a = np.zeros(n_strata)
+    b = np.zeros(n_sites)
+    site = site_of[stratum]
+    cf = cond.astype(np.float64)
     for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if float(np.sum(-np.expm1(q * math.exp(mid)))) < found:
-            lo = mid
+        eta = a[stratum] + b[site] * cf
+        mu = hazard * np.exp(eta)
+        em1 = np.expm1(np.minimum(mu, 700.0))
+        g = np.where(c, mu / np.maximum(em1, 1e-300), 0.0) - np.where(c, 0.0, mu)  # dℓ/dη
+        w = mu * mu / np.maximum(em1, 1e-300)  # Fisher information of η
+        u_a = np.bincount(stratum, weights=g, minlength=n_strata)
+        i_aa = np.bincount(stratum, weights=w, minlength=n_strata) + 1e-9
+        if with_ratio:
+            u_b = np.bincount(site, weights=g * cf, minlength=n_sites)
+            i_ab = np.bincount(stratum, weights=w * cf, minlength=n_strata)
+            i_bb = np.bincount(site, weights=w * cf, minlength=n_sites)
+            schur = i_bb - np.bincount(site_of, weights=i_ab * i_ab / i_aa, minlength=n_sites)
+            rhs = u_b - np.bincount(site_of, weights=i_ab * u_a / i_aa, minlength=n_sites)
+            db = np.where(schur > 1e-12, rhs / np.maximum(schur, 1e-12), 0.0)
+            da = (u_a - i_ab * db[site_of]) / i_aa
         else:
-            hi = mid
-    return math.exp(0.5 * (lo + hi))
+            db = np.zeros(n_sites)
+            da = u_a / i_aa
+        step = max(float(np.abs(da).max(initial=0.0)), float(np.abs(db).max(initial=0.0)))
+        scale = min(1.0, 2.0 / step) if step > 0 else 1.0  # a damped step: never more than e²
+        a = np.clip(a + scale * da, -_EDGE, _EDGE)
+        b = np.clip(b + scale * db, -_EDGE, _EDGE)
+        if step < 1e-8:
+            break
+    return a, b
 
 
 def validator_checks(
@@ -550,6 +620,7 @@ def validator_checks(
     not_modified: ArrayLike,
     groups: ArrayLike,
     names: Sequence[str] | None = None,
+    rate_per_day: ArrayLike | None = None,
 ) -> list[ValidatorCheck]:
     """:class:`ValidatorCheck` of every group with a conditional revisit,
     those whose 304s hide changes first, then by conditional revisits.
@@ -561,45 +632,98 @@ def validator_checks(
     conditional : array_like of bool
         Whether each revisit carried validators.
     not_modified : array_like of bool
-        Whether it was answered 304.
+        Whether it was answered 304 (which only a conditional request gets).
     groups : array_like of int
         Group (site) code of each revisit.
     names : sequence of str, optional
         Name of each group code.
+    rate_per_day : array_like of float, optional
+        The estimated rate behind each prediction: revisits are compared
+        within bands of it (:data:`RATE_BANDS`), so that pages of different
+        speeds in the two samples are not mistaken for lies.
+
+    Examples
+    --------
+    A host that answers 304 to every conditional request, changed or not:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(0.1, 0.6, 400)
+    >>> truth = rng.random(400) < p
+    >>> cond = np.arange(400) % 4 != 0
+    >>> seen = truth & ~cond
+    >>> (v,) = validator_checks(p, seen, cond, cond & ~seen, np.zeros(400, int), ["liar"])
+    >>> v.hides_changes, v.full_changed, round(v.expected_conditional) > 100
+    (True, 0, True)
     """
     p = np.asarray(predicted, dtype=np.float64).reshape(-1)
     c = np.asarray(changed, dtype=bool).reshape(-1)
-    cond = np.asarray(conditional, dtype=bool).reshape(-1)
     nm = np.asarray(not_modified, dtype=bool).reshape(-1)
+    cond = np.asarray(conditional, dtype=bool).reshape(-1) | nm
     g = np.asarray(groups, dtype=np.intp).reshape(-1)
     if not (p.shape == c.shape == cond.shape == nm.shape == g.shape):
         raise ValueError("every array must have one value per revisit")
-    out: list[ValidatorCheck] = []
-    for code in np.unique(g[cond]).tolist():
-        m = g == code
-        mc, mu = m & cond, m & ~cond
-        k = _rate_factor(p[mu], int(np.count_nonzero(c[mu])))
-        found = int(np.count_nonzero(c[mc]))
-        if math.isnan(k):
-            expected = z = math.nan
-        else:
-            pk = -np.expm1(np.log1p(-np.minimum(p[mc], 1.0 - 1e-12)) * k)
-            expected = float(pk.sum())
-            var = float(np.dot(pk, 1.0 - pk))
-            z = (found - expected) / math.sqrt(var) if var > 0 else 0.0
-        out.append(
-            ValidatorCheck(
-                name=names[code] if names is not None else str(code),
-                conditional=int(np.count_nonzero(mc)),
-                not_modified=int(np.count_nonzero(mc & nm)),
-                full_unchanged=int(np.count_nonzero(mc & ~nm & ~c)),
-                full_changed=found,
-                unconditional=int(np.count_nonzero(mu)),
-                rate_factor=k,
-                expected_conditional=expected,
-                z=z,
-            )
+    if not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("predicted probabilities must lie in [0, 1]")
+    band = np.zeros(p.shape, dtype=np.intp)
+    if rate_per_day is not None:
+        band = np.searchsorted(np.array(RATE_BANDS), np.asarray(rate_per_day, dtype=np.float64))
+    sites = np.unique(g[cond])
+    if not sites.size:
+        return []
+    keep = np.isin(g, sites)
+    p, c, nm, cond, g, band = p[keep], c[keep], nm[keep], cond[keep], g[keep], band[keep]
+    site = np.searchsorted(sites, g)
+    n_sites = len(sites)
+
+    def per_site(mask: BoolArray) -> IntArray:
+        return np.bincount(site, weights=mask.astype(np.float64), minlength=n_sites).astype(int)
+
+    n_cond, n_unc = per_site(cond), per_site(~cond)
+    stats = {
+        "not_modified": per_site(cond & nm),
+        "full_unchanged": per_site(cond & ~nm & ~c),
+        "full_changed": per_site(cond & c),
+        "unconditional_changed": per_site(~cond & c),
+    }
+    tested = (n_cond >= MIN_FLAG_REVISITS) & (n_unc >= MIN_FLAG_REVISITS)
+    expected = np.full(n_sites, math.nan)
+    ratio = np.full(n_sites, math.nan)
+    z = np.full(n_sites, math.nan)
+    if tested.any():
+        m = tested[site] & (p > 0)
+        hz = -np.log1p(-np.minimum(p[m], 1.0 - 1e-12))  # the model's hazard λ̂t
+        cm, condm, sm = c[m], cond[m], site[m]
+        strata, stratum = np.unique(sm * (len(RATE_BANDS) + 1) + band[m], return_inverse=True)
+        site_of = strata // (len(RATE_BANDS) + 1)
+        a1, b1 = _fit_strata(hz, cm, condm, stratum, site_of, n_sites, True)
+        a0, _ = _fit_strata(hz, cm, condm, stratum, site_of, n_sites, False)
+        ll1 = _cloglog_ll(hz, a1[stratum] + b1[sm] * condm, cm, sm, n_sites)
+        ll0 = _cloglog_ll(hz, a0[stratum], cm, sm, n_sites)
+        root = np.sqrt(2.0 * np.maximum(ll1 - ll0, 0.0))
+        # at the unconditional revisits' rate: the full fit's bands with r = 1
+        p1 = -np.expm1(-hz * np.exp(a1[stratum]))
+        exp_c = np.bincount(sm, weights=p1 * condm, minlength=n_sites)
+        expected = np.where(tested, exp_c, math.nan)
+        ratio = np.where(tested, np.exp(b1), math.nan)
+        z = np.where(tested, np.copysign(root, b1), math.nan)
+    threshold = _threshold(int(tested.sum()))
+    out = [
+        ValidatorCheck(
+            name=names[code] if names is not None else str(code),
+            conditional=int(n_cond[k]),
+            not_modified=int(stats["not_modified"][k]),
+            full_unchanged=int(stats["full_unchanged"][k]),
+            full_changed=int(stats["full_changed"][k]),
+            unconditional=int(n_unc[k]),
+            unconditional_changed=int(stats["unconditional_changed"][k]),
+            expected_conditional=float(expected[k]),
+            rate_ratio=float(ratio[k]),
+            z=float(z[k]),
+            threshold=threshold,
         )
+        for k, code in enumerate(sites.tolist())
+    ]
     out.sort(key=lambda v: (not v.hides_changes, -v.conditional, v.name))
     return out
 
@@ -634,6 +758,7 @@ def calibration_report(
     conditional: ArrayLike | None = None,
     not_modified: ArrayLike | None = None,
     history: ArrayLike | None = None,
+    rate_per_day: ArrayLike | None = None,
     since: float = math.nan,
     until: float = math.nan,
 ) -> Calibration:
@@ -655,6 +780,9 @@ def calibration_report(
     history : array_like of float, optional
         Revisits of evidence each page had before the revisit, for
         :attr:`Calibration.by_history`.
+    rate_per_day : array_like of float, optional
+        The estimated rate behind each prediction (:func:`validator_checks`
+        compares within bands of it).
     since, until : float
         The window checked, unix seconds (kept on the result).
 
@@ -711,7 +839,7 @@ def calibration_report(
     checks: list[ValidatorCheck] = []
     if groups is not None and conditional is not None and p.size:
         nm = np.zeros(p.shape, dtype=bool) if not_modified is None else not_modified
-        checks = validator_checks(p, c, conditional, nm, groups, names)
+        checks = validator_checks(p, c, conditional, nm, groups, names, rate_per_day)
     by_history: list[GroupCalibration] = []
     if history is not None and p.size:
         h = np.asarray(history, dtype=np.float64).reshape(-1)

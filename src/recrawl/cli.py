@@ -639,20 +639,25 @@ def calibration(
     if apply and by != "site":
         raise typer.BadParameter("--apply needs --by site", param_hint="--apply")
     with _store(db, settings, existing=True) as store:
-        cal = Engine(store, settings).calibration(
-            days=days, by="site" if by == "site" else "group", until=until, apply=apply
-        )
+        engine = Engine(store, settings)
+        cal = engine.calibration(days=days, by="site" if by == "site" else "group", until=until)
+        turned = engine.apply_calibration(cal) if apply else []
     if as_json:
-        _print_json(cal.as_dict())
+        _print_json({**cal.as_dict(), "turned_off": turned})
         return
     _print_calibration(cal, by)
-    if apply and cal.hiding_changes:
+    if turned:
         out.print(
-            f"Validators turned off for {', '.join(map(escape, cal.hiding_changes))} (recorded; "
+            f"Validators turned off for {', '.join(map(escape, turned))} (recorded; "
             "recrawl site validators SITE on turns them back on)."
         )
-    elif cal.hiding_changes:
+    elif cal.hiding_changes and not apply:
         out.print("--apply turns their validators off.")
+    if cal.validators_off:
+        out.print(
+            f"Requests go without validators to {', '.join(map(escape, cal.validators_off))} "
+            "(recrawl site history SITE says since when and why)."
+        )
 
 
 def _print_calibration(cal: Calibration, by: str) -> None:
@@ -699,21 +704,21 @@ def _print_calibration(cal: Calibration, by: str) -> None:
         out.print(h_table)
     if cal.validators:
         v_table = Table(title="Conditional requests (ETag / Last-Modified), by site")
-        for col in (by, "with validators", "304", "full, unchanged", "full, changed", "honoured",
-                    "changes expected", ""):  # fmt: skip
+        for col in (by, "with validators", "304", "full, unchanged", "full, changed",
+                    "without validators", "changes expected", "z", ""):  # fmt: skip
             v_table.add_column(col, justify="left" if col == by else "right")
         for v in cal.validators[:20]:
-            note = (
-                "[red]304s hide changes[/]"
-                if v.hides_changes
-                else ("[yellow]ignored[/]" if v.ignored else "")
-            )
+            if v.hides_changes:
+                note = "[red]304s hide changes[/]"
+            elif not v.tested:
+                note = "too few to tell"
+            else:
+                note = "[yellow]never 304[/]" if v.ignored else ""
             v_table.add_row(
                 escape(v.name), f"{v.conditional:,}", f"{v.not_modified:,}",
-                f"{v.full_unchanged:,}", f"{v.full_changed:,}",
-                "–" if math.isnan(v.honoured) else f"{v.honoured:.0%}",
+                f"{v.full_unchanged:,}", f"{v.full_changed:,}", f"{v.unconditional:,}",
                 "–" if math.isnan(v.expected_conditional) else f"{v.expected_conditional:,.1f}",
-                note,
+                "–" if math.isnan(v.z) else f"{v.z:+.1f}", note,
             )  # fmt: skip
         out.print(v_table)
 

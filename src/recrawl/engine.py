@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -59,6 +59,11 @@ class PlanResult:
 def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
     uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
     return inv.astype(np.int64), [str(u) for u in uniq]
+
+
+def _by_whom(by: str, reason: str) -> str:
+    """A site event's detail for a human's decision: ``by ana: owner asked``."""
+    return f"by {by}" + (f": {reason}" if reason else "")
 
 
 def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
@@ -429,7 +434,6 @@ class Engine:
         days: float = 30.0,
         by: Literal["site", "group"] = "site",
         until: float | None = None,
-        apply: bool = False,
     ) -> Calibration:
         """Whether the change model predicted what the revisits of the last
         ``days`` found (:mod:`recrawl.calibration`).
@@ -440,11 +444,9 @@ class Engine:
         fold's, replayed from the log and, after a prune, from the page's
         checkpoint) and the planner's current group priors; canaries are left
         out. ``by`` groups the figures per ``site`` or per ``group`` (site and
-        page type).
-
-        With ``apply`` (and ``by="site"``), the sites whose 304s hide changes
-        (:attr:`Calibration.hiding_changes`) get no more validators
-        (:meth:`set_validators`, recorded with the figures).
+        page type). Sites whose 304s hide changes are compared within bands
+        of estimated rate (:func:`recrawl.calibration.validator_checks`);
+        :meth:`apply_calibration` acts on them.
         """
         if not (0 < days < math.inf):
             raise ValueError("days must be a positive number")
@@ -500,24 +502,43 @@ class Engine:
         cal = calibration_report(
             pred.predicted, pred.changed, groups, names,
             conditional=h.conditional[src], not_modified=h.not_modified[src],
-            history=pred.history, since=since, until=end,
+            history=pred.history, rate_per_day=pred.rate_per_day, since=since, until=end,
         )  # fmt: skip
-        if apply and by == "site":
-            for v in cal.validators:
-                if v.hides_changes:
-                    self.store.set_validators(
-                        v.name, False, now=self.clock(),
-                        detail=(
-                            f"by calibration: {v.full_changed} changes found by {v.conditional} "
-                            f"conditional revisits where {v.expected_conditional:.1f} were "
-                            f"expected ({v.not_modified} answered 304)"
-                        ),
-                    )  # fmt: skip
-        return cal
+        return replace(cal, validators_off=sorted(self.store.sites_without_validators()), by=by)
+
+    def apply_calibration(self, cal: Calibration, *, now: float | None = None) -> list[str]:
+        """Send no more validators to the sites whose 304s hide changes
+        (:attr:`Calibration.hiding_changes` of a report by site), recorded
+        with the figures; returns those turned off now. Nothing turns them
+        back on by itself: a human does (:meth:`set_validators`), as for a
+        pause."""
+        if cal.by != "site":
+            raise ValueError("validators are turned off per site: check the calibration by site")
+        t = self.clock() if now is None else now
+        done = []
+        for v in cal.validators:
+            if v.name in cal.hiding_changes:
+                detail = (
+                    f"by calibration: {v.full_changed} changes found by {v.conditional} "
+                    f"conditional revisits where {v.expected_conditional:.1f} were expected "
+                    f"({v.not_modified} answered 304; z {v.z:.1f})"
+                )
+                if self.store.set_validators(v.name, False, now=t, detail=detail):
+                    done.append(v.name)
+        return done
 
     def headers_for(self, url: str) -> dict[str, str]:
         """Validators for a conditional request to ``url`` (empty when unknown)."""
         return self.headers_for_many([url]).get(url, {})
+
+    def headers_for_tasks(self, tasks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+        """Validators for each task's fetch (``url`` and ``reason`` of each):
+        none for a verification task (the unconditional sample that tells a
+        host whose 304s hide changes, :meth:`calibration`) or a canary (a 304
+        carries no record to check)."""
+        return self.headers_for_many(
+            [t["url"] for t in tasks if t.get("reason") not in ("verify", "canary")]
+        )
 
     def headers_for_many(self, urls: Sequence[str]) -> dict[str, dict[str, str]]:
         """:meth:`headers_for` for several URLs in one store read."""
@@ -746,7 +767,7 @@ class Engine:
             paused=True,
             concurrency_cap=0,
             event="pause",
-            detail=f"by {by}" + (f": {reason}" if reason else ""),
+            detail=_by_whom(by, reason),
         )
         return True
 
@@ -767,8 +788,7 @@ class Engine:
         :class:`~recrawl.NotFound` for a site the store does not know."""
         t = self.clock() if now is None else now
         self._controls_of(site)
-        detail = f"by {by}" + (f": {reason}" if reason else "")
-        return self.store.set_validators(site, on, now=t, detail=detail)
+        return self.store.set_validators(site, on, now=t, detail=_by_whom(by, reason))
 
     def resume(self, site: str, *, by: str = "operator", now: float | None = None) -> None:
         """A human's way back from a pause: recorded, and the site runs again at

@@ -818,9 +818,7 @@ class Service:
             for g in got:
                 self._spent += float(info[g["url"]].get("cost") or 0.0)
             self.leased_total += len(got)
-        # a verification fetch goes without validators: an unconditional sample is
-        # what tells a host whose 304s hide changes (Engine.calibration)
-        headers = self.engine.headers_for_many([g["url"] for g in got if g["reason"] != "verify"])
+        headers = self.engine.headers_for_tasks(got)
         return [
             {
                 "lease_id": g["lease_id"],

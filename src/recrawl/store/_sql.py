@@ -209,6 +209,7 @@ def _iso(t: float) -> str:
 
 
 _CONDITIONAL_AT: Final = LOG_FIELDS.index("conditional")
+_VALIDATORS_OFF: Final = "validators_off:"  # meta key of a site whose validators are off
 _CONTENT_SQL: Final = ", ".join(f"'{o}'" for o in sorted(CONTENT_OUTCOMES))
 _FAR_FUTURE: Final = (
     1e300  # an unbounded ``until`` in SQL (a parameter cannot be inf on every backend)
@@ -1480,8 +1481,13 @@ class SQLStore:
         return out
 
     def _validators_off(self, db: Any) -> set[str]:
-        raw = self._meta(db, "validators_off")
-        return set(orjson.loads(raw)) if raw else set()
+        # one meta row per site (``validators_off:SITE``): a toggle writes one row
+        # (a key range would follow the database's collation, not the bytes)
+        rows = db.execute(
+            f"SELECT key FROM meta WHERE substr(key, 1, {len(_VALIDATORS_OFF)}) = ?",
+            (_VALIDATORS_OFF,),
+        )
+        return {str(k)[len(_VALIDATORS_OFF) :] for (k,) in rows}
 
     def sites_without_validators(self) -> set[str]:
         """The sites whose requests are sent without validators (:meth:`set_validators`)."""
@@ -1497,16 +1503,18 @@ class SQLStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                off = self._validators_off(db)
-                if (site not in off) == on:
+                key = _VALIDATORS_OFF + site
+                db.execute(
+                    "INSERT INTO sites (site) VALUES (?) ON CONFLICT (site) DO NOTHING", (site,)
+                )
+                if (self._meta(db, key) is None) == on:
                     db.execute("ROLLBACK")
                     return False
-                off = off - {site} if on else off | {site}
-                self._set_meta(db, "validators_off", orjson.dumps(sorted(off)).decode())
-                db.execute(
-                    "INSERT INTO site_events (site, at, kind, detail) VALUES (?, ?, ?, ?)",
-                    (site, now, "validators_on" if on else "validators_off", detail),
-                )
+                if on:
+                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+                else:
+                    self._set_meta(db, key, now)
+                self._site_event(db, site, now, "validators_on" if on else "validators_off", detail)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -1736,17 +1744,20 @@ class SQLStore:
     # -- sites -----------------------------------------------------------------------------
 
     def site_controls(self) -> dict[str, dict[str, Any]]:
-        """Per site: ``paused``, ``cost_multiplier``, ``concurrency_cap``, ``band``."""
+        """Per site: ``paused``, ``cost_multiplier``, ``concurrency_cap``, ``band``,
+        ``validators`` (False when its requests go without them)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT site, paused, cost_multiplier, concurrency_cap, band FROM sites"
             ).fetchall()
+            off = self._validators_off(self._db)
         return {
             r[0]: {
                 "paused": bool(r[1]),
                 "cost_multiplier": r[2],
                 "concurrency_cap": r[3],
                 "band": r[4],
+                "validators": r[0] not in off,
             }
             for r in rows
         }
@@ -1785,14 +1796,18 @@ class SQLStore:
                     ),
                 )
                 if event is not None:
-                    db.execute(
-                        "INSERT INTO site_events (site, at, kind, detail) VALUES (?, ?, ?, ?)",
-                        (site, now, event, detail),
-                    )
+                    self._site_event(db, site, now, event, detail)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+
+    @staticmethod
+    def _site_event(db: Any, site: str, at: float, kind: str, detail: str | None) -> None:
+        db.execute(
+            "INSERT INTO site_events (site, at, kind, detail) VALUES (?, ?, ?, ?)",
+            (site, at, kind, detail),
+        )
 
     def site_events(self, site: str | None = None) -> list[dict[str, Any]]:
         """Recorded site events (pauses, resumes, band changes), oldest first."""

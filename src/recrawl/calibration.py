@@ -551,9 +551,11 @@ def _num(x: float, digits: int = 4) -> float | None:
     return None if not math.isfinite(x) else round(x, digits)
 
 
-RATE_BANDS: Final = (1 / 100, 1 / 30, 1 / 10, 1 / 3, 1.0)
+RATE_BANDS: Final = tuple(2.0 ** (k / 1.5) for k in range(-12, 4))
 """Edges (changes per day) of the bands of estimated rate that
-:func:`validator_checks` compares within."""
+:func:`validator_checks` compares within: a factor 2^(2/3) ≈ 1.59 apart,
+from one change in 256 days to four a day (five bands a factor 3 apart let
+samples of faster and slower pages flag 5 honest hosts in 100)."""
 
 _EDGE: Final = 15.0  # |log factor| beyond which a fit has run off (all or none changed)
 
@@ -606,9 +608,13 @@ def _fit_strata(
             da = u_a / i_aa
         step = max(float(np.abs(da).max(initial=0.0)), float(np.abs(db).max(initial=0.0)))
         scale = min(1.0, 2.0 / step) if step > 0 else 1.0  # a damped step: never more than e²
-        a = np.clip(a + scale * da, -_EDGE, _EDGE)
-        b = np.clip(b + scale * db, -_EDGE, _EDGE)
-        if step < 1e-8:
+        a_new = np.clip(a + scale * da, -_EDGE, _EDGE)
+        b_new = np.clip(b + scale * db, -_EDGE, _EDGE)
+        moved = max(
+            float(np.abs(a_new - a).max(initial=0.0)), float(np.abs(b_new - b).max(initial=0.0))
+        )
+        a, b = a_new, b_new
+        if moved < 1e-7:  # (a fit held at the edge moves no more)
             break
     return a, b
 

@@ -63,6 +63,18 @@ def crawl(
     return out
 
 
+def as_fetches(rows: list[dict[str, object]]) -> tuple[list[int], list[float], list[int]]:
+    """Page index, time and kind (first, changed, unchanged) of each row of :func:`crawl`."""
+    pg = [int(str(r["url"]).rsplit("p", 1)[1]) for r in rows]
+    at = [float(str(r["fetched_at"])) for r in rows]
+    kind, last = [], {}
+    for p, r in zip(pg, rows, strict=True):
+        v = r["record_hash"]
+        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
+        last[p] = v
+    return pg, at, kind
+
+
 def ingest(store: SQLStore, rows: list[dict[str, object]]) -> None:
     ingest_lines(store, (json.dumps(r) + "\n" for r in rows))
 
@@ -102,13 +114,7 @@ def test_a_calibrated_model_is_not_flagged_and_a_speedup_is() -> None:
     expected ones, and every probability bin near its prediction. Rates that
     quadruple for the last 60 days: flagged as under-predicted."""
     rows = crawl(1500, 365.0, seed=3)
-    pg = [int(str(r["url"]).rsplit("p", 1)[1]) for r in rows]
-    at = [float(str(r["fetched_at"])) for r in rows]
-    kind, last = [], {}
-    for p, r in zip(pg, rows, strict=True):
-        v = r["record_hash"]
-        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
-        last[p] = v
+    pg, at, kind = as_fetches(rows)
     since = T0 + 300 * DAY
     r = revisit_predictions(pg, at, kind, np.zeros(1500, dtype=int), since=since)
     c = calibration_report(r.predicted, r.changed)
@@ -123,13 +129,7 @@ def test_a_calibrated_model_is_not_flagged_and_a_speedup_is() -> None:
     fast = crawl(
         1500, 365.0, seed=3, speedup={"a.example": (300.0, 4.0), "b.example": (300.0, 4.0)}
     )
-    pg = [int(str(x["url"]).rsplit("p", 1)[1]) for x in fast]
-    at = [float(str(x["fetched_at"])) for x in fast]
-    kind, last = [], {}
-    for p, x in zip(pg, fast, strict=True):
-        v = x["record_hash"]
-        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
-        last[p] = v
+    pg, at, kind = as_fetches(fast)
     r = revisit_predictions(pg, at, kind, np.zeros(1500, dtype=int), since=since)
     c = calibration_report(r.predicted, r.changed)
     assert c.overall.flagged and c.overall.z > 5 and c.overall.ratio > 1.2
@@ -393,13 +393,7 @@ def test_by_history_shows_the_overshoot_on_pages_barely_known() -> None:
     """Poisson pages revisited every 2 to 10 days: the table by history has
     a bin per amount of evidence, and the bins add up to the whole."""
     rows = crawl(800, 120.0, seed=21)
-    pg = [int(str(r["url"]).rsplit("p", 1)[1]) for r in rows]
-    at = [float(str(r["fetched_at"])) for r in rows]
-    kind, last = [], {}
-    for p, r in zip(pg, rows, strict=True):
-        v = r["record_hash"]
-        kind.append(FIRST if p not in last else (CHANGED if last[p] != v else UNCHANGED))
-        last[p] = v
+    pg, at, kind = as_fetches(rows)
     r = revisit_predictions(pg, at, kind, np.zeros(800, dtype=int))
     c = calibration_report(
         r.predicted, r.changed, history=r.history, since=T0, until=T0 + 120 * DAY

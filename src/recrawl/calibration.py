@@ -659,8 +659,8 @@ def validator_checks(
     >>> cond = np.arange(400) % 4 != 0
     >>> seen = truth & ~cond
     >>> (v,) = validator_checks(p, seen, cond, cond & ~seen, np.zeros(400, int), ["liar"])
-    >>> v.hides_changes, v.full_changed, round(v.expected_conditional) > 100
-    (True, 0, True)
+    >>> v.hides_changes, v.full_changed, round(v.expected_conditional)
+    (True, 0, 93)
     """
     p = np.asarray(predicted, dtype=np.float64).reshape(-1)
     c = np.asarray(changed, dtype=bool).reshape(-1)

@@ -1097,14 +1097,16 @@ site_app = typer.Typer(help="A human's controls over a site.", no_args_is_help=T
 app.add_typer(site_app, name="site")
 
 
+ReasonOpt = Annotated[str, typer.Option(help="Why (kept in the site's history).")]
+ByOpt = Annotated[str, typer.Option(help="Who decided (kept in the site's history).")]
+
+
 @site_app.command("pause")
 def site_pause(
     site: Annotated[str, typer.Argument(help="The site to pause.")],
     db: DbOpt = None,
-    reason: Annotated[str, typer.Option(help="Why (kept in the site's history).")] = "",
-    by: Annotated[
-        str, typer.Option(help="Who decided (kept in the site's history).")
-    ] = os.environ.get("USER", "operator"),
+    reason: ReasonOpt = "",
+    by: ByOpt = os.environ.get("USER", "operator"),
 ) -> None:
     """Pause a site by hand: none of its pages is planned or leased (its canaries
     still run) until a human resumes it."""
@@ -1123,9 +1125,7 @@ def site_pause(
 def site_resume(
     site: Annotated[str, typer.Argument(help="The site to resume.")],
     db: DbOpt = None,
-    by: Annotated[
-        str, typer.Option(help="Who decided (kept in the site's history).")
-    ] = os.environ.get("USER", "operator"),
+    by: ByOpt = os.environ.get("USER", "operator"),
 ) -> None:
     """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
     with _store(db, existing=True) as store:
@@ -1138,10 +1138,8 @@ def site_validators(
     site: Annotated[str, typer.Argument(help="The site.")],
     state: Annotated[str, typer.Argument(help="on or off.")],
     db: DbOpt = None,
-    reason: Annotated[str, typer.Option(help="Why (kept in the site's history).")] = "",
-    by: Annotated[
-        str, typer.Option(help="Who decided (kept in the site's history).")
-    ] = os.environ.get("USER", "operator"),
+    reason: ReasonOpt = "",
+    by: ByOpt = os.environ.get("USER", "operator"),
 ) -> None:
     """Send conditional requests (ETag / Last-Modified) to a site's pages, or not.
 

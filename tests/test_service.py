@@ -1045,8 +1045,19 @@ def test_calibration_finds_a_host_whose_304s_hide_changes_and_leases_follow(
     with serve(clock=clock, reserves={"verify": 0.3}) as (client, engine):
         r = client.post("/v1/observations", content=ndjson(validator_crawl(13)))
         assert r.status_code == 200 and r.json()["rejected"] == [], r.text
+        computed = []
+        compute = engine.calibration
+
+        def counting(**kw: Any) -> Any:
+            computed.append(kw)
+            return compute(**kw)
+
+        engine.calibration = counting  # type: ignore[method-assign]
         r = client.get("/v1/calibration", params={"days": 100})
         assert r.status_code == 200, r.text
+        # the report reads a window of the log under the store lock: once an hour
+        assert client.get("/v1/calibration", params={"days": 100}).json() == r.json()
+        assert len(computed) == 1
         by = {v["name"]: v for v in r.json()["validators"]}
         assert by["liar.example"]["hides_changes"] and not by["honest.example"]["hides_changes"]
         assert "liar.example" in r.json()["verdict"]
@@ -1063,6 +1074,12 @@ def test_calibration_finds_a_host_whose_304s_hide_changes_and_leases_follow(
         assert [(e["kind"], e["detail"]) for e in events] == [
             ("validators_off", "by api: 304s lie")
         ]
+        # a validators change shows at once; a new hour recomputes
+        r = client.get("/v1/calibration", params={"days": 100})
+        assert r.json()["validators_off"] == ["liar.example"] and len(computed) == 2
+        clock.advance(3600)
+        client.get("/v1/calibration", params={"days": 100})
+        assert len(computed) == 3
         tasks = lease(client, "w1", 500)
         assert tasks
         assert all(t["headers"] == {} for t in tasks if t["site"] == "liar.example")

@@ -59,6 +59,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from .._exceptions import ConfigError, InvalidObservation, NotFound
+from ..calibration import Calibration
 from ..config import Settings
 from ..engine import Engine, PlanResult
 from ..ingest import ContentClassifier
@@ -603,7 +604,27 @@ class Service:
         self.ingest_requests = 0
         self.leased_total = 0
         self._ingest_log: deque[tuple[float, int]] = deque()
+        self._calibrations: dict[tuple[float, str, int], Calibration] = {}
+        self._calibration_lock = threading.Lock()
         self.writer = Writer(self._store_observations, group_s=group_s, on_commit=self._committed)
+
+    # -- the model's calibration -----------------------------------------------------------
+
+    def calibration(self, days: float, by: Literal["site", "group"]) -> Calibration:
+        """:meth:`Engine.calibration`, computed at most once an hour for each
+        ``days`` and ``by`` and a validators change: it reads a whole window of
+        the log under the store's lock (seconds on a large store), so a
+        dashboard polling it must not hold up the leases each time."""
+        key = (days, by, int(self.now() // 3600))
+        with self._calibration_lock:  # one computation at a time; the others wait for it
+            cal = self._calibrations.get(key)
+            off = sorted(self.store.sites_without_validators())
+            if cal is None or cal.validators_off != off:
+                cal = self.engine.calibration(days=days, by=by)
+                self._calibrations = {
+                    k: v for k, v in self._calibrations.items() if k[2] == key[2]
+                } | {key: cal}
+            return cal
 
     # -- clock and budget ------------------------------------------------------------------
 
@@ -1353,9 +1374,10 @@ def create_app(
     ) -> Any:
         """Did the change model predict what the revisits of the last ``days`` (before
         the newest fetch) found, and can each site's 304s be trusted? As ``recrawl
-        calibration --json``; ``POST /v1/sites/{site}/validators`` acts on it."""
+        calibration --json``, recomputed at most once an hour (the report reads a
+        whole window of the log); ``POST /v1/sites/{site}/validators`` acts on it."""
         try:
-            cal = svc.engine.calibration(days=days, by=by)
+            cal = svc.calibration(days, by)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         return JSONResponse(cal.as_dict())

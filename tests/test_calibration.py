@@ -467,3 +467,24 @@ def test_many_honest_hosts_are_not_flagged_by_chance() -> None:
     checks = validator_checks(p, seen, cond, nm, groups, None, est)
     assert len(checks) == 100 and not any(v.hides_changes for v in checks)
     assert checks[0].threshold > 3  # 100 sites tested at once
+
+
+def test_plan_json_carries_the_headers_a_lease_would(tmp_path: Path) -> None:
+    """A fetcher driven by `recrawl plan --json` gets the same validators as a
+    lease: its site's ETag for a scored task, none for verification tasks or
+    for a site whose validators are off."""
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in validator_crawl(12)))
+    db = str(tmp_path / "s.db")
+    assert runner.invoke(app, ["ingest", str(log), "--db", db]).exit_code == 0
+    at = str(T0 + 201 * DAY)
+    res = runner.invoke(app, ["plan", "--db", db, "--budget", "60", "--at", at, "--json"])
+    tasks = json.loads(res.output)["tasks"]
+    assert tasks and all("headers" in t for t in tasks)
+    assert all(t["headers"] == {} for t in tasks if t["reason"] == "verify")
+    scored = [t for t in tasks if t["reason"] != "verify" and t["site"] == "honest.example"]
+    assert scored and all(t["headers"].get("If-None-Match") for t in scored)
+    runner.invoke(app, ["site", "validators", "honest.example", "off", "--db", db])
+    res = runner.invoke(app, ["plan", "--db", db, "--budget", "60", "--at", at, "--json"])
+    tasks = json.loads(res.output)["tasks"]
+    assert all(t["headers"] == {} for t in tasks if t["site"] == "honest.example")

@@ -492,7 +492,12 @@ def plan(
     ] = 50,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next cycle's fetch tasks, best first, each with why it was chosen."""
+    """The next cycle's fetch tasks, best first, each with why it was chosen.
+
+    With --json, each task also carries the ``headers`` of a conditional
+    request (If-None-Match / If-Modified-Since), as a lease does: none for
+    verification and canary tasks, or for a site whose validators are off.
+    """
     settings = load_settings(config)
     if objective is not None and objective not in ("freshness", "events"):
         raise typer.BadParameter("must be freshness or events", param_hint="--objective")
@@ -500,9 +505,11 @@ def plan(
         raise typer.BadParameter("must be a number ≥ 0", param_hint="--budget")
     now = _at(at)
     with _store(db, settings, existing=True) as store:
-        result = Engine(store, settings).plan(
-            budget=budget, now=now, objective=objective, policy=policy
-        )
+        engine = Engine(store, settings)
+        result = engine.plan(budget=budget, now=now, objective=objective, policy=policy)
+        # what a lease carries: validators for a conditional request, none for
+        # verification (the unconditional sample the 304 check needs) or canaries
+        headers = engine.headers_for_tasks(result.tasks) if as_json else {}
     if as_json:
         _print_json(
             {
@@ -513,7 +520,7 @@ def plan(
                 "rate_resolution": (
                     result.resolution.as_dict() if result.resolution is not None else None
                 ),
-                "tasks": result.tasks,
+                "tasks": [{**t, "headers": headers.get(t["url"], {})} for t in result.tasks],
             }
         )
         return

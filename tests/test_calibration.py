@@ -136,6 +136,18 @@ def test_a_calibrated_model_is_not_flagged_and_a_speedup_is() -> None:
     assert "more often than estimated" in c.verdict()
 
 
+def test_an_empty_store_has_nothing_to_judge(tmp_path: Path) -> None:
+    from recrawl.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "e.db")
+    try:
+        cal = Engine(store, clock=lambda: T0).calibration()
+    finally:
+        store.close()
+    assert cal.overall.revisits == 0 and cal.until == T0  # the window ends now, not in 1970
+    assert cal.verdict() == "no revisits to check the change model against yet"
+
+
 def test_report_edge_cases() -> None:
     empty = calibration_report([], [])
     assert empty.overall.revisits == 0 and math.isnan(empty.brier)

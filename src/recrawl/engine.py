@@ -456,7 +456,7 @@ class Engine:
         end = until
         if end is None:
             last = cols["last_fetch"]
-            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else 0.0
+            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else self.clock()
         since = end - days * 86400.0
         stop = float(np.nextafter(end, math.inf))  # the window includes ``end``
         h = self.store.content_history(since, stop)

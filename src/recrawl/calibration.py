@@ -497,12 +497,13 @@ class ValidatorCheck:
     threshold: float = Z_FLAG
     """The ``−z`` from which :attr:`hides_changes` holds (higher when many
     sites are tested at once)."""
-
-    @property
-    def tested(self) -> bool:
-        """Whether there are enough revisits of both kinds to tell:
-        :data:`MIN_FLAG_REVISITS` with validators and without."""
-        return self.conditional >= MIN_FLAG_REVISITS and self.unconditional >= MIN_FLAG_REVISITS
+    tested: bool = False
+    """Whether the test ran: :data:`MIN_FLAG_REVISITS` revisits of each kind
+    in bands of estimated rate that hold both kinds, and no 304 reported as
+    the answer to a request without validators (a fetcher that does not
+    report ``conditional`` would make every full answer look unconditional)."""
+    unreported_304: int = 0
+    """304s to requests the reports called unconditional."""
 
     @property
     def honoured(self) -> float:
@@ -541,6 +542,7 @@ class ValidatorCheck:
             "rate_ratio": _num(self.rate_ratio),
             "z": _num(self.z),
             "tested": self.tested,
+            "unreported_304": self.unreported_304,
             "ignored": self.ignored,
             "hides_changes": self.hides_changes,
         }
@@ -579,20 +581,28 @@ def _fit_strata(
     with_ratio: bool,
 ) -> tuple[FloatArray, FloatArray]:
     """Maximum likelihood of the intercepts (one per stratum) and, ``with_ratio``,
-    one log rate ratio of the conditional revisits per site: Fisher scoring on
-    ``P = 1 − e^(−hazard·e^(a[stratum] + b[site]·cond))``, every site at once
-    (the ratio's step is the Schur complement of the strata's, per site)."""
+    one log rate ratio of the conditional revisits per site, under
+    ``P = 1 − e^(−hazard·e^(a[stratum] + b[site]·cond))``, every site at once:
+    Newton steps on the observed information (the log-likelihood is concave
+    in η; the expected information, near zero for a revisit predicted near
+    certain that found nothing, let the steps oscillate), the ratio's step by
+    the Schur complement of the strata's, each site's step halved until its
+    log-likelihood does not fall."""
     n_strata = len(site_of)
     a = np.zeros(n_strata)
     b = np.zeros(n_sites)
     site = site_of[stratum]
     cf = cond.astype(np.float64)
-    for _ in range(60):
-        eta = a[stratum] + b[site] * cf
-        mu = hazard * np.exp(eta)
-        em1 = np.expm1(np.minimum(mu, 700.0))
-        g = np.where(c, mu / np.maximum(em1, 1e-300), 0.0) - np.where(c, 0.0, mu)  # dℓ/dη
-        w = mu * mu / np.maximum(em1, 1e-300)  # Fisher information of η
+
+    def site_ll(a: FloatArray, b: FloatArray) -> FloatArray:
+        return _cloglog_ll(hazard, a[stratum] + b[site] * cf, c, site, n_sites)
+
+    ll = site_ll(a, b)
+    for _ in range(100):
+        mu = hazard * np.exp(a[stratum] + b[site] * cf)
+        q = mu / np.maximum(np.expm1(np.minimum(mu, 700.0)), 1e-300)  # μ/(e^μ − 1)
+        g = np.where(c, q, -mu)  # dℓ/dη
+        w = np.where(c, np.maximum(q * (mu + q - 1.0), 0.0), mu)  # −d²ℓ/dη²
         u_a = np.bincount(stratum, weights=g, minlength=n_strata)
         i_aa = np.bincount(stratum, weights=w, minlength=n_strata) + 1e-9
         if with_ratio:
@@ -601,20 +611,30 @@ def _fit_strata(
             i_bb = np.bincount(site, weights=w * cf, minlength=n_sites)
             schur = i_bb - np.bincount(site_of, weights=i_ab * i_ab / i_aa, minlength=n_sites)
             rhs = u_b - np.bincount(site_of, weights=i_ab * u_a / i_aa, minlength=n_sites)
-            db = np.where(schur > 1e-12, rhs / np.maximum(schur, 1e-12), 0.0)
+            ok = schur > 1e-9 * i_bb  # relative: the ratio is identified
+            db = np.where(ok, rhs / np.where(ok, schur, 1.0), 0.0)
             da = (u_a - i_ab * db[site_of]) / i_aa
         else:
             db = np.zeros(n_sites)
             da = u_a / i_aa
-        step = max(float(np.abs(da).max(initial=0.0)), float(np.abs(db).max(initial=0.0)))
-        scale = min(1.0, 2.0 / step) if step > 0 else 1.0  # a damped step: never more than e²
-        a_new = np.clip(a + scale * da, -_EDGE, _EDGE)
-        b_new = np.clip(b + scale * db, -_EDGE, _EDGE)
+        step = np.abs(db)
+        np.maximum.at(step, site_of, np.abs(da))
+        t = np.minimum(1.0, 2.0 / np.maximum(step, 1e-300))  # per site, never more than e²
+        a_new, b_new, ll_new = a, b, ll
+        for _ in range(40):
+            a_new = np.clip(a + t[site_of] * da, -_EDGE, _EDGE)
+            b_new = np.clip(b + t * db, -_EDGE, _EDGE)
+            ll_new = site_ll(a_new, b_new)
+            worse = ll_new < ll - 1e-12 * (1.0 + np.abs(ll))
+            if not worse.any():
+                break
+            t = np.where(worse, t / 2, t)
         moved = max(
             float(np.abs(a_new - a).max(initial=0.0)), float(np.abs(b_new - b).max(initial=0.0))
         )
-        a, b = a_new, b_new
-        if moved < 1e-7:  # (a fit held at the edge moves no more)
+        gain = float((ll_new - ll).max(initial=0.0))
+        a, b, ll = a_new, b_new, ll_new
+        if moved < 1e-7 or gain < 1e-9:
             break
     return a, b
 
@@ -665,20 +685,27 @@ def validator_checks(
     p = np.asarray(predicted, dtype=np.float64).reshape(-1)
     c = np.asarray(changed, dtype=bool).reshape(-1)
     nm = np.asarray(not_modified, dtype=bool).reshape(-1)
-    cond = np.asarray(conditional, dtype=bool).reshape(-1) | nm
+    reported = np.asarray(conditional, dtype=bool).reshape(-1)
+    cond = reported | nm
     g = np.asarray(groups, dtype=np.intp).reshape(-1)
     if not (p.shape == c.shape == cond.shape == nm.shape == g.shape):
         raise ValueError("every array must have one value per revisit")
     if not np.all((p >= 0) & (p <= 1)):
         raise ValueError("predicted probabilities must lie in [0, 1]")
+    if g.size and g.min() < 0:
+        raise ValueError("group codes must be ≥ 0")
     band = np.zeros(p.shape, dtype=np.intp)
     if rate_per_day is not None:
-        band = np.searchsorted(np.array(RATE_BANDS), np.asarray(rate_per_day, dtype=np.float64))
+        r = np.asarray(rate_per_day, dtype=np.float64).reshape(-1)
+        if r.shape != p.shape:
+            raise ValueError("rate_per_day must have one value per revisit")
+        band = np.searchsorted(np.array(RATE_BANDS), r)
     sites = np.unique(g[cond])
     if not sites.size:
         return []
     keep = np.isin(g, sites)
     p, c, nm, cond, g, band = p[keep], c[keep], nm[keep], cond[keep], g[keep], band[keep]
+    reported = reported[keep]
     site = np.searchsorted(sites, g)
     n_sites = len(sites)
 
@@ -689,10 +716,24 @@ def validator_checks(
     stats = {
         "not_modified": per_site(cond & nm),
         "full_unchanged": per_site(cond & ~nm & ~c),
-        "full_changed": per_site(cond & c),
+        "full_changed": per_site(cond & ~nm & c),
         "unconditional_changed": per_site(~cond & c),
     }
-    tested = (n_cond >= MIN_FLAG_REVISITS) & (n_unc >= MIN_FLAG_REVISITS)
+    unreported = per_site(nm & ~reported)
+    # the test compares within bands: count only the revisits (p > 0) in bands
+    # that hold both kinds
+    key = site * (len(RATE_BANDS) + 1) + band
+    usable = p > 0
+    _, inv = np.unique(key, return_inverse=True)
+    both = (np.bincount(inv, weights=(usable & cond).astype(np.float64)) > 0) & (
+        np.bincount(inv, weights=(usable & ~cond).astype(np.float64)) > 0
+    )
+    shared = usable & both[inv]
+    tested = (
+        (per_site(shared & cond) >= MIN_FLAG_REVISITS)
+        & (per_site(shared & ~cond) >= MIN_FLAG_REVISITS)
+        & (unreported == 0)
+    )
     expected = np.full(n_sites, math.nan)
     ratio = np.full(n_sites, math.nan)
     z = np.full(n_sites, math.nan)
@@ -727,6 +768,8 @@ def validator_checks(
             rate_ratio=float(ratio[k]),
             z=float(z[k]),
             threshold=threshold,
+            tested=bool(tested[k]),
+            unreported_304=int(unreported[k]),
         )
         for k, code in enumerate(sites.tolist())
     ]

@@ -40,6 +40,7 @@ from .estimate import (
     fit_group_priors,
     update_evidence_arrays,
 )
+from .fold import page_rounds
 
 __all__ = [
     "BIN_EDGES",
@@ -209,18 +210,9 @@ def revisit_predictions(
         for dst, src in zip(ev, s_ev, strict=True):
             dst[:] = np.nan_to_num(src, nan=0.0)
 
-    # round r applies the r-th fetch of every page at once, as the fold does
-    first = np.ones(pg.shape[0], dtype=bool)
-    first[1:] = pg[1:] != pg[:-1]
-    starts = np.flatnonzero(first)
-    rank = np.arange(pg.shape[0]) - np.repeat(starts, np.diff(np.append(starts, pg.shape[0])))
-    by_rank = np.argsort(rank, kind="stable")
-    bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max(initial=-1)) + 2))
-
     out_rows: list[IntArray] = []
     out_ev: list[FloatArray] = []
-    for r in range(len(bounds) - 1):
-        rows = by_rank[bounds[r] : bounds[r + 1]]
+    for rows in page_rounds(pg):  # the r-th fetch of every page at once, as the fold does
         p = pg[rows]
         lo = last_ok[p]
         rev = (kd[rows] != FIRST) & ~np.isnan(lo)

@@ -10,7 +10,7 @@ observations one by one in time order (tests check it against
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, Final
@@ -41,6 +41,7 @@ __all__ = [
     "fold_batch",
     "new_page_row",
     "page_from_row",
+    "page_rounds",
     "page_row",
 ]
 
@@ -219,6 +220,19 @@ def _static_codes(
     return out
 
 
+def page_rounds(page_index: NDArray[np.intp]) -> Iterator[NDArray[np.intp]]:
+    """The positions of round 0, 1, 2 … of entries sorted by page (``page_index``
+    non-decreasing): round ``r`` holds the ``r``-th entry of every page that has
+    one, in page order, so a vectorised step touches each page at most once."""
+    n = len(page_index)
+    starts = np.flatnonzero(np.r_[True, page_index[1:] != page_index[:-1]]) if n else page_index[:0]
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max(initial=-1)) + 2))
+    for r in range(len(bounds) - 1):
+        yield by_rank[bounds[r] : bounds[r + 1]]
+
+
 def fold_batch(
     pages: PageArrays,
     page_index: NDArray[np.intp],
@@ -253,15 +267,7 @@ def fold_batch(
     etag_all = _objects([o.etag for o in obs])
     lm_all = _objects([o.last_modified for o in obs])
 
-    # rank of each observation within its page (obs are sorted by page)
-    starts = np.flatnonzero(np.r_[True, page_index[1:] != page_index[:-1]])
-    sizes = np.diff(np.r_[starts, n])
-    rank = np.arange(n) - np.repeat(starts, sizes)
-    by_rank = np.argsort(rank, kind="stable")
-    bounds = np.searchsorted(rank[by_rank], np.arange(int(rank.max()) + 2))
-
-    for r in range(len(bounds) - 1):
-        idx = by_rank[bounds[r] : bounds[r + 1]]
+    for idx in page_rounds(page_index):
         p = page_index[idx]
         fx = fixed[idx]
         ask = np.flatnonzero(fx == _ASK_CLASSIFIER)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from recrawl.cli import app
 from recrawl.engine import Engine
-from recrawl.ingest import ingest_lines
+from recrawl.ingest import PARSE_CHUNK, ingest_lines
 from recrawl.observation import parse_observation
 from recrawl.stats import compute_stats
 from recrawl.store import SQLiteStore, SQLStore
@@ -114,6 +114,28 @@ def test_a_report_older_than_its_pages_pruned_log_is_refused_and_changes_nothing
     assert store.version() > version
     res = store.ingest([_obs(line(A, 350, v=7))])
     assert res.stored == 0 and res.duplicates == 0 and len(res.refused) == 1
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_refused_report_in_a_file_names_its_line(
+    make_store: Callable[[], SQLStore], parallel: bool
+) -> None:
+    """A report older than its page's pruned log is rejected like a bad line:
+    the error names the line, so the operator finds it in a big file."""
+    store = make_store()
+    _ingest(store, history())
+    store.prune(HORIZON)
+    # enough lines for the parallel parser; the bad line and the refused
+    # report sit in the second chunk, after other good lines
+    fill = [line(f"https://filler.example/{i}", 2000 + i) for i in range(2 * PARSE_CHUNK + 10)]
+    lines = [*fill, "not json", line(A, 350, v=7), line(B, 2500, v=1)]
+    rep = ingest_lines(store, lines, parallel=parallel)
+    assert rep.rejected == 2 and rep.stored == len(fill) + 1
+    bad_json, refused = rep.errors
+    assert bad_json.line == len(fill) + 1
+    assert refused.line == len(fill) + 2 and refused.field == "fetched_at"
+    assert str(refused).startswith(f"line {len(fill) + 2}: field 'fetched_at': ")
+    assert "pruned" in str(refused) and A in str(refused)
 
 
 def test_refused_reports_leave_the_store_as_it_was(make_store: Callable[[], SQLStore]) -> None:

@@ -22,6 +22,9 @@ from itertools import chain, islice, starmap
 from operator import attrgetter
 from typing import Any, Literal, ParamSpec, TypeVar
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ._exceptions import InvalidObservation
 from .batch import ObservationColumns, observation_columns
 from .classify import ExtraMarker, ResponseNormals, classify_response
@@ -54,6 +57,10 @@ observations holds several hundred thousand objects at once, so at
 
 _FIELDS = tuple(f.name for f in fields(Observation))
 _as_tuple = attrgetter(*_FIELDS)
+
+
+LineNumbers = NDArray[np.int64]
+"""The input line number (from 1) of each observation of a list."""
 
 
 @dataclass
@@ -171,7 +178,7 @@ def ingest_observations(
     it = iter(observations)
     return _store_lists(
         store,
-        ((items, None) for items in iter(lambda: list(islice(it, batch_size)), [])),
+        ((items, None, None) for items in iter(lambda: list(islice(it, batch_size)), [])),
         batch_size=batch_size,
         classifier=classifier,
         report=report,
@@ -181,7 +188,7 @@ def ingest_observations(
 
 def _store_lists(
     store: Store,
-    lists: Iterable[tuple[list[Observation], ObservationColumns | None]],
+    lists: Iterable[tuple[list[Observation], ObservationColumns | None, LineNumbers | None]],
     *,
     batch_size: int,
     classifier: Classifier | None,
@@ -190,20 +197,29 @@ def _store_lists(
     on_error: Callable[[InvalidObservation], None] | None = None,
 ) -> IngestReport:
     """Store observations that arrive in lists (with their columns, when the
-    parser computed them), in batches of about ``batch_size`` (whole lists: a
-    batch ends with the list that fills it). An observation the store refuses
-    (older than its page's pruned log) is a rejection, like a bad line."""
+    parser computed them, and their input line numbers, when they come from
+    lines), in batches of about ``batch_size`` (whole lists: a batch ends with
+    the list that fills it). An observation the store refuses (older than its
+    page's pruned log) is a rejection, like a bad line, and names its line."""
     rep = report or IngestReport()
     batch: list[Observation] = []
     parts: list[ObservationColumns | None] = []
+    numbers: list[tuple[int, LineNumbers | None]] = []  # each list's size and line numbers
+
+    def line_of(i: int) -> int | None:
+        for size, nums in numbers:
+            if i < size:
+                return None if nums is None else int(nums[i])
+            i -= size
+        return None
 
     def flush() -> None:
         given = [p for p in parts if p is not None]
         cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
         res = store.ingest(batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
-        for i, why in res.refused:  # no line number here: the URL finds it in the file
-            bad = InvalidObservation(f"{why} ({batch[i].url})", field="fetched_at")
+        for i, why in res.refused:
+            bad = InvalidObservation(f"{why} ({batch[i].url})", field="fetched_at", line=line_of(i))
             rep.rejected += 1
             if len(rep.errors) < MAX_KEPT_ERRORS:
                 rep.errors.append(bad)
@@ -211,15 +227,17 @@ def _store_lists(
                 on_error(bad)
         batch.clear()
         parts.clear()
+        numbers.clear()
         if on_batch is not None:
             on_batch(rep)
 
-    for items, cols in lists:
+    for items, cols, nums in lists:
         if not items:
             continue
         rep.read += len(items)
         batch += items
         parts.append(cols)
+        numbers.append((len(items), nums))
         if len(batch) >= batch_size:
             flush()
     if batch:
@@ -227,20 +245,26 @@ def _store_lists(
     return rep
 
 
-_Parsed = tuple[list[tuple[Any, ...]], list[tuple[int, str | None, str]], ObservationColumns]
+_Parsed = tuple[
+    list[tuple[Any, ...]], list[tuple[int, str | None, str]], ObservationColumns, LineNumbers
+]
+_Chunk = tuple[list[Observation], list[InvalidObservation], ObservationColumns | None, LineNumbers]
 
 
 def _parse_chunk(start: int, lines: list[str], rules: Mapping[str, FieldRule] | None) -> _Parsed:
     """Parse lines ``start + 1 ...`` in a worker process: observations as
-    tuples, errors, and the observations' columns for the store."""
+    tuples, errors, the observations' columns for the store and their line numbers."""
     ok: list[Observation] = []
+    at: list[int] = []
     bad: list[tuple[int, str | None, str]] = []
     for n, item in read_observations(lines, rules=rules):
         if isinstance(item, InvalidObservation):
             bad.append((start + n, item.field, item.reason))
         else:
             ok.append(item)
-    return list(map(_as_tuple, ok)), bad, observation_columns(ok)
+            at.append(start + n)
+    nums = np.array(at, dtype=np.int64)
+    return list(map(_as_tuple, ok)), bad, observation_columns(ok), nums
 
 
 def _parse_workers() -> int:
@@ -266,9 +290,9 @@ def _exit_with_parent(parent: int) -> None:
 
 def _parallel_parse(
     lines: Iterator[str], rules: Mapping[str, FieldRule] | None, workers: int, ahead: int
-) -> Iterator[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]:
+) -> Iterator[_Chunk]:
     """Parse JSONL in ``workers`` processes, chunk by chunk, yielding each chunk's
-    observations, errors and columns, in input order.
+    observations, errors, columns and line numbers, in input order.
 
     At most ``ahead`` chunks are in flight (enough for the workers to parse
     the next batch while this process stores one), so memory does not grow
@@ -295,23 +319,25 @@ def _parallel_parse(
                 start += len(chunk)
             if not window:
                 return
-            ok, bad, cols = window.popleft().result()
+            ok, bad, cols, nums = window.popleft().result()
             yield (
                 list(starmap(Observation, ok)),
                 [InvalidObservation(reason, field=fld, line=n) for n, fld, reason in bad],
                 cols,
+                nums,
             )
 
 
 def _serial_parse(
     lines: Iterable[str], fmt: Literal["jsonl", "csv"], rules: Mapping[str, FieldRule] | None
-) -> Iterator[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]:
+) -> Iterator[_Chunk]:
     """:func:`_parallel_parse`'s chunks, parsed in this process (the store computes the columns)."""
     items = read_observations(lines, fmt=fmt, rules=rules)
     while chunk := list(islice(items, PARSE_CHUNK)):
         ok = [x for _, x in chunk if not isinstance(x, InvalidObservation)]
         bad = [x for _, x in chunk if isinstance(x, InvalidObservation)]
-        yield ok, bad, None
+        nums = [n for n, x in chunk if not isinstance(x, InvalidObservation)]
+        yield ok, bad, None, np.array(nums, dtype=np.int64)
 
 
 _P = ParamSpec("_P")
@@ -356,7 +382,7 @@ def ingest_lines(
     for each rejected line, with the error naming its line and field.
     """
     rep = IngestReport()
-    chunks: Iterable[tuple[list[Observation], list[InvalidObservation], ObservationColumns | None]]
+    chunks: Iterable[_Chunk]
     it = iter(lines)
     head = list(islice(it, 2 * PARSE_CHUNK))
     if (
@@ -372,15 +398,15 @@ def ingest_lines(
     else:
         chunks = _serial_parse(chain(head, it), fmt, rules)
 
-    def good() -> Iterator[tuple[list[Observation], ObservationColumns | None]]:
-        for ok, bad, cols in chunks:
+    def good() -> Iterator[tuple[list[Observation], ObservationColumns | None, LineNumbers]]:
+        for ok, bad, cols, nums in chunks:
             for item in bad:
                 rep.rejected += 1
                 if len(rep.errors) < MAX_KEPT_ERRORS:
                     rep.errors.append(item)
                 if on_error is not None:
                     on_error(item)
-            yield ok, cols
+            yield ok, cols, nums
 
     return _store_lists(
         store, good(), batch_size=batch_size, classifier=classifier, report=rep,

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -280,6 +281,62 @@ def test_leases_carry_validators_for_a_conditional_request(serve: Serve) -> None
             "If-Modified-Since": "Mon, 01 Jan 2024 00:00:00 GMT",
         }
         assert tasks[url]["page_type"] == "page" and tasks[url]["site"] == "a.example"
+
+
+def plan_tasks(client: httpx.Client) -> dict[str, dict[str, Any]]:
+    """Every task of ``GET /v1/plan``, by URL."""
+    r = client.get("/v1/plan", params={"limit": 100_000})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["tasks"]) == r.json()["tasks_total"]
+    return {t["url"]: t for t in r.json()["tasks"]}
+
+
+def test_the_plan_shows_the_headers_its_leases_carry(serve: Serve, tmp_path: Path) -> None:
+    """GET /v1/plan gives each task the request headers a lease of it carries (as
+    ``recrawl plan --json`` does): the validators of a page on record, none for
+    a verification task (its tasks had no ``headers`` at all)."""
+    from test_calibration import T0, validator_crawl
+
+    clock = ManualClock()
+    with serve(clock=clock, reserves={"verify": 0.0}) as (client, _):
+        url = "https://a.example/item"
+        r = client.post(
+            "/v1/observations",
+            json=[
+                obs(url, clock() - 3 * 86400, etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT",
+                    record={"price": 1}),
+                obs("https://a.example/bare", clock() - 3 * 86400, record={"price": 2}),
+            ],
+        )  # fmt: skip
+        assert r.status_code == 200 and r.json()["stored"] == 2, r.text
+        planned = plan_tasks(client)
+        assert planned[url]["headers"] == {
+            "If-None-Match": '"v1"',
+            "If-Modified-Since": "Mon, 01 Jan 2024 00:00:00 GMT",
+        }
+        assert planned["https://a.example/bare"]["headers"] == {}
+        leased = {t["url"]: t for t in lease(client, "w1")}
+        assert set(leased) == set(planned)
+        assert {u: t["headers"] for u, t in leased.items()} == {
+            u: t["headers"] for u, t in planned.items()
+        }
+
+    clock = ManualClock(T0 + 201 * 86400)
+    with serve(clock=clock, reserves={"verify": 0.3}, db=str(tmp_path / "crawl.db")) as (client, _):
+        r = client.post("/v1/observations", content=ndjson(validator_crawl(13)))
+        assert r.status_code == 200 and r.json()["rejected"] == [], r.text
+        planned = plan_tasks(client)
+        verify = [t for t in planned.values() if t["reason"] == "verify"]
+        assert verify and all(t["headers"] == {} for t in verify)
+        others = [t for t in planned.values() if t["reason"] != "verify"]
+        assert any("If-None-Match" in t["headers"] for t in others)
+        leased = lease(client, "w1", 1000)
+        assert leased
+        for t in leased:  # a lease carries what the plan showed for its task
+            assert (t["reason"], t["headers"]) == (
+                planned[t["url"]]["reason"],
+                planned[t["url"]]["headers"],
+            ), t["url"]
 
 
 def test_a_paused_site_hands_out_only_its_canaries_and_a_cap_holds(serve: Serve) -> None:
@@ -689,6 +746,151 @@ def test_an_unknown_encoding_is_refused_only_after_the_token(serve: Serve) -> No
         assert r.status_code == 415 and r.json() == refused
         r = httpx.post(client.base_url.join("/v1/observations"), headers=br)
         assert r.status_code == 401
+
+
+def declare_huge_body(
+    base: httpx.URL, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, dict[str, str], Any]:
+    """Send a request head declaring a body of a terabyte and none of it, on a
+    connection of its own: ``(status, headers, JSON body)`` of the answer, which
+    must come without the body and close the connection."""
+    head = f"{method} {path} HTTP/1.1\r\nHost: {base.host}\r\nContent-Length: {10**12}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    assert base.port is not None
+    with socket.create_connection((base.host, base.port), timeout=10) as sock:
+        sock.sendall(head.encode("latin-1"))
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            pytest.fail(f"{method} {path}: no answer, or the connection was kept open: {answer!r}")
+    top, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *lines = top.decode("latin-1").split("\r\n")
+    fields = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines)}
+    return int(status_line.split()[1]), fields, orjson.loads(body)
+
+
+def test_a_body_declared_too_large_gets_401_without_the_token_and_413_with_it(
+    serve: Serve,
+) -> None:
+    """A client without the token gets 401 whatever the size of its body (it got
+    413, which told a stranger the limit); with it, 413. Either way the body is
+    not read: the answer comes at once and the connection is closed."""
+    too_large = {"detail": "request body larger than 2000 bytes"}
+    read = {"Authorization": "Bearer read-secret"}
+    with serve(read_token="read-secret", max_body_bytes=2000) as (client, engine):
+        base = client.base_url
+        for auth in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic x"}):
+            for method, path, extra in (
+                ("POST", "/v1/observations", {}),
+                ("POST", "/v1/observations", GZ),
+                ("POST", "/v1/urls", {"Content-Type": "application/json"}),  # a JSON route
+                ("POST", "/v1/sites/a.example/resume", {}),
+                ("GET", "/v1/stats", {}),
+            ):
+                status, fields, body = declare_huge_body(base, method, path, {**extra, **auth})
+                assert status == 401, (method, path, auth, body)
+                assert fields["www-authenticate"] == "Bearer"
+                assert fields["connection"] == "close"
+                assert "larger" not in str(body)
+        # the read token does not write
+        status, _, _ = declare_huge_body(base, "POST", "/v1/observations", read)
+        assert status == 401
+        for method, path, auth in (
+            ("POST", "/v1/observations", AUTH),
+            ("POST", "/v1/urls", AUTH),
+            ("POST", "/v1/leases", AUTH),
+            ("GET", "/v1/stats", read),
+            ("GET", "/metrics", AUTH),
+        ):
+            status, fields, body = declare_huge_body(base, method, path, auth)
+            assert (status, body) == (413, too_large), (method, path)
+            assert fields["connection"] == "close"
+        # a body that is sent: the same, by Content-Length or counted as it arrives
+        now = time.time()
+        big = ndjson([obs(f"https://a.example/{i}", now) for i in range(100)])
+        urls = orjson.dumps([{"url": f"https://a.example/{i}"} for i in range(100)])
+        assert len(big) > 2000 and len(urls) > 2000
+
+        def chunks(body: bytes) -> Iterator[bytes]:  # no Content-Length
+            for i in range(0, len(body), 500):
+                yield body[i : i + 500]
+
+        for path, body in (("/v1/observations", big), ("/v1/urls", urls)):
+            for content in (body, chunks(body)):
+                r = httpx.post(base.join(path), content=content)
+                assert r.status_code == 401, (path, r.text)
+            for content in (body, chunks(body)):
+                r = client.post(path, content=content)
+                assert r.status_code == 413 and r.json() == too_large, (path, r.text)
+        assert engine.store.observation_count() == 0
+        assert engine.store.page_columns()["url"] == []
+        assert client.post("/v1/urls", json=[{"url": "https://a.example/x"}]).status_code == 200
+    with serve(max_body_bytes=2000) as (client, _):
+        # no read token: every client may read, so a read gets its 413 at once
+        status, _, body = declare_huge_body(client.base_url, "GET", "/v1/stats", {})
+        assert (status, body) == (413, too_large)
+        status, _, _ = declare_huge_body(client.base_url, "POST", "/v1/urls", {})
+        assert status == 401
+
+
+def test_a_broken_or_bomb_body_on_a_json_route_gets_401_without_the_token(
+    serve: Serve,
+) -> None:
+    """A JSON route read its body before checking the token: a corrupt gzip body
+    got 400, a gzip bomb 413 and a body that is not JSON 422 without the token.
+    Now 401 first; with the token, the same answers as before."""
+    limit = 1 << 16
+    bomb = gzip.compress(bytes(4 << 20), compresslevel=9)  # 4 MiB of zeros in ~4 KiB
+    lease_body = b'{"worker": "w", "max": 5}'
+    with serve(max_body_bytes=limit) as (client, engine):
+        base = client.base_url
+        cases = [
+            ("/v1/urls", b'[{"url": "https://a.example/x"}]'[:-5], {}, 422),  # not JSON
+            ("/v1/urls", b"not gzip at all", GZ, 400),
+            ("/v1/urls", gzip.compress(b'[{"url": "https://a.example/x"}]')[:20], GZ, 400),
+            ("/v1/urls", bomb, GZ, 413),
+            ("/v1/leases", zlib.compress(lease_body) + b"garbage", {"Content-Encoding": "deflate"}, 400),
+            ("/v1/leases", bomb, GZ, 413),
+            ("/v1/urls/remove", b"\x1f\x8b\x08broken", GZ, 400),
+            ("/v1/sites/a.example/pause", bomb, GZ, 413),
+            ("/v1/observations", b"not gzip at all", GZ, 400),
+            ("/v1/observations", bomb, GZ, 413),
+        ]  # fmt: skip
+        for path, body, headers, _status in cases:
+            for auth in ({}, {"Authorization": "Bearer nope"}):
+                r = httpx.post(base.join(path), content=body, headers={**headers, **auth})
+                assert r.status_code == 401, (path, headers, auth, r.text)
+                assert r.headers["www-authenticate"] == "Bearer"
+        for path, body, headers, status in cases:
+            r = client.post(path, content=body, headers=headers)
+            assert r.status_code == status, (path, headers, r.text)
+        assert engine.store.observation_count() == 0
+        assert engine.store.page_columns()["url"] == []
+        assert engine.store.site_controls() == {}
+
+
+def test_healthz_answers_200_whatever_the_request_carries(serve: Serve) -> None:
+    """/healthz reads no body, so it has no body to refuse: an unknown or broken
+    Content-Encoding, a body declared too large or no token (with a read token
+    configured) still get 200, and the connection of a body sent goes on."""
+    with serve(read_token="read-secret", max_body_bytes=2000) as (client, _):
+        base = client.base_url
+        with httpx.Client(base_url=base) as plain:  # no token; one kept-alive connection
+            for headers, body in (
+                ({}, None),
+                ({"Content-Encoding": "br"}, None),
+                ({"Content-Encoding": "br"}, b"\x8b\x02\x80{}"),
+                (GZ, b"not gzip at all"),
+                ({"Content-Encoding": "deflate"}, b"garbage"),
+            ):
+                r = plain.request("GET", "/healthz", headers=headers, content=body)
+                assert r.status_code == 200 and r.json()["status"] == "ok", (headers, r.text)
+            assert plain.get("/v1/stats").status_code == 401
+        status, fields, body = declare_huge_body(base, "GET", "/healthz", {})
+        assert (status, body["status"]) == (200, "ok")
+        assert fields["connection"] == "close"
 
 
 def test_the_docs_load_on_a_host_without_the_internet(serve: Serve) -> None:

@@ -228,12 +228,21 @@ class JSONBodyRoute(APIRoute):
     error). A body that is not JSON is still a 422 (``body is not valid JSON``).
     Safe for the write routes: they need a bearer token, which a browser never
     sends cross-site without a CORS preflight.
+
+    The route's :class:`TokenCheck` runs before its body is read (FastAPI reads
+    a body parameter before it solves the dependencies): without the token a
+    client gets 401 whatever it sent, not the 400, 413 or 422 of its body.
     """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        checks = [d.dependency for d in self.dependencies if isinstance(d.dependency, TokenCheck)]
 
         async def handle(request: Request) -> Response:
+            if checks:
+                creds = await _bearer(request)
+                for check in checks:
+                    await check(request, creds)
             scope = dict(request.scope)
             headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-type"]
             scope["headers"] = [*headers, (b"content-type", b"application/json")]
@@ -279,6 +288,9 @@ def page_target(scope: Scope, url: str) -> str:
 
 # -- body size limit -------------------------------------------------------------------------
 
+# the scope key under which BodyLimit marks a request whose declared body is too large
+_TOO_LARGE = "recrawl.body_too_large"
+
 
 class _BodyMiddleware:
     """An ASGI middleware over HTTP request bodies of at most ``limit`` bytes;
@@ -301,8 +313,13 @@ class _BodyMiddleware:
 class BodyLimit(_BodyMiddleware):
     """ASGI middleware: refuse request bodies larger than ``limit`` bytes with 413.
 
-    A declared ``Content-Length`` over the limit is refused before reading; a
-    chunked body is counted as it arrives and refused once it passes the limit.
+    A chunked body is counted as it arrives and refused once it passes the
+    limit. A declared ``Content-Length`` over the limit is never read: the
+    request is passed on with an empty body (and no ``Content-Length``),
+    marked, so that its route answers 413 once the request has passed
+    authentication (:func:`refuse_too_large`): a client without the token gets
+    401 and learns nothing of the limit. Every answer to such a request closes
+    the connection (the body left on the wire is not read).
     """
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -313,7 +330,7 @@ class BodyLimit(_BodyMiddleware):
                 except ValueError:
                     declared = 0
                 if declared > self.limit:
-                    await _too_large(send, self.limit)
+                    await self._unread(scope, receive, send)
                     return
         seen = 0
         limit = self.limit
@@ -329,27 +346,40 @@ class BodyLimit(_BodyMiddleware):
 
         await self.app(scope, counted, send)
 
+    async def _unread(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass on a request whose declared body is too large, without its body."""
+        headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-length"]
+        unread = True
 
-async def _too_large(send: Send, limit: int) -> None:
-    await _refuse(send, 413, f"request body larger than {limit} bytes")
+        async def nothing() -> Message:
+            nonlocal unread
+            if unread:
+                unread = False
+                return {"type": "http.request", "body": b"", "more_body": False}
+            while True:  # after the (empty) body only a disconnect is awaited
+                msg = await receive()
+                if msg["type"] != "http.request":
+                    return msg
+
+        async def closing(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                kept = [(k, v) for k, v in msg.get("headers", ()) if k.lower() != b"connection"]
+                msg = {**msg, "headers": [*kept, (b"connection", b"close")]}
+            await send(msg)
+
+        marked = {**scope, "headers": headers, _TOO_LARGE: self.limit}
+        await self.app(marked, nothing, closing)
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
-    """Answer ``{"detail": detail}`` with ``status`` without reading the request body
-    (so the connection is closed after it)."""
-    body = orjson.dumps({"detail": detail})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+def refuse_too_large(scope: Scope) -> None:
+    """Raise HTTPException 413 when the request declared a body larger than
+    :class:`BodyLimit` takes (its body was not read). The routes' token checks
+    call it once they pass."""
+    limit = scope.get(_TOO_LARGE)
+    if limit is not None:
+        raise HTTPException(
+            413, f"request body larger than {limit} bytes", headers={"Connection": "close"}
+        )
 
 
 # -- compressed request bodies ---------------------------------------------------------------
@@ -1099,6 +1129,50 @@ _bearer = HTTPBearer(auto_error=False, description="The write token, or the read
 Creds = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
+def _matches(given: str, token: str | None) -> bool:
+    return token is not None and secrets.compare_digest(given.encode(), token.encode())
+
+
+def _unauthorized(msg: str) -> HTTPException:
+    return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
+
+
+class TokenCheck:
+    """A route's token check, as a dependency: 401 without the right bearer
+    token; once it passes, 413 or 415 for a body the middleware left unread
+    (:func:`refuse_too_large`, :func:`refuse_undecodable`). The token comes
+    first: a 413 or 415 would tell a stranger how bodies are read.
+
+    ``write``: the write token only. Otherwise the read token or the write
+    token, or none when no read token is configured (the dashboard at ``/``
+    may give it as ``?token=``). Async: checked on the event loop, not in a
+    worker thread (it only compares tokens). :class:`JSONBodyRoute` runs it
+    before reading the body as well.
+    """
+
+    def __init__(self, write_token: str, read_token: str | None, *, write: bool) -> None:
+        self.write_token = write_token
+        self.read_token = read_token
+        self.write = write
+
+    async def __call__(self, request: Request, creds: Creds) -> None:
+        if self.write:
+            if creds is None:
+                raise _unauthorized("missing bearer token")
+            if not _matches(creds.credentials, self.write_token):
+                raise _unauthorized("wrong token")
+        elif self.read_token is not None:
+            given = creds.credentials if creds is not None else None
+            if given is None and request.url.path == "/":
+                given = request.query_params.get("token")
+            if given is None:
+                raise _unauthorized("missing bearer token")
+            if not (_matches(given, self.read_token) or _matches(given, self.write_token)):
+                raise _unauthorized("wrong token")
+        refuse_too_large(request.scope)
+        refuse_undecodable(request.scope)
+
+
 def create_app(
     engine_or_db: Engine | SQLStore | str | Path,
     settings: Settings | None = None,
@@ -1149,35 +1223,9 @@ def create_app(
     app.add_middleware(DecodeBody, limit=settings.max_body_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
-    def _matches(given: str, token: str | None) -> bool:
-        return token is not None and secrets.compare_digest(given.encode(), token.encode())
-
-    def _unauthorized(msg: str) -> HTTPException:
-        return HTTPException(401, msg, headers={"WWW-Authenticate": "Bearer"})
-
-    # async: checked on the event loop, not in a worker thread (they only compare tokens).
-    # The token first, then the body's coding: a 415 would tell a stranger how
-    # bodies are read.
-    async def require_write(request: Request, creds: Creds) -> None:
-        if creds is None:
-            raise _unauthorized("missing bearer token")
-        if not _matches(creds.credentials, write_token):
-            raise _unauthorized("wrong token")
-        refuse_undecodable(request.scope)
-
-    async def require_read(request: Request, creds: Creds) -> None:
-        if read_token is not None:
-            given = creds.credentials if creds is not None else None
-            if given is None and request.url.path == "/":
-                given = request.query_params.get("token")
-            if given is None:
-                raise _unauthorized("missing bearer token")
-            if not (_matches(given, read_token) or _matches(given, write_token)):
-                raise _unauthorized("wrong token")
-        refuse_undecodable(request.scope)
-
-    Write = Depends(require_write)
-    Read = Depends(require_read)
+    # the token first, then the body (see TokenCheck); JSONBodyRoute checks before reading it
+    Write = Depends(TokenCheck(write_token, read_token, write=True))
+    Read = Depends(TokenCheck(write_token, read_token, write=False))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -1321,17 +1369,23 @@ def create_app(
 
     @app.get("/v1/plan", dependencies=[Read], tags=["read"])
     def get_plan(limit: Annotated[int, Query(ge=0, le=100_000)] = 100) -> Any:
-        """The current cycle's plan: budget, spend, split by reason and the first tasks."""
+        """The current cycle's plan: budget, spend, split by reason and the first tasks,
+        each with the ``headers`` its lease would carry (as ``recrawl plan --json``)."""
         try:
             plan = svc.plan()
         except ValueError as exc:
             raise HTTPException(409, str(exc)) from None
+        shown = plan.tasks[:limit]
+        # what a lease of each would carry (as ``recrawl plan --json``): validators
+        # for a conditional request, none for verification or canary tasks
+        headers = svc.engine.headers_for_tasks(shown)
         tasks = []
-        for t in plan.tasks[:limit]:
+        for t in shown:
             rate = plan.rates.get(t["url"])
             tasks.append(
                 {
                     **t,
+                    "headers": headers.get(t["url"], {}),
                     "rate_per_day": rate[0] if rate else None,
                     "rate_sd_per_day": rate[1] if rate else None,
                 }
@@ -1394,6 +1448,10 @@ def create_app(
 
         return Response(render_metrics(svc), media_type=CONTENT_TYPE)
 
+    # No token check, hence no 413 or 415 (refuse_too_large, refuse_undecodable):
+    # it reads no body, so a body's coding or size cannot matter (the middleware
+    # leaves one it cannot take unread), and a load balancer's probe gets 200
+    # whatever it sends.
     @app.get("/healthz", tags=["read"])
     def healthz() -> Any:
         """Liveness: the store answers."""

@@ -891,6 +891,8 @@ def test_healthz_answers_200_whatever_the_request_carries(serve: Serve) -> None:
         status, fields, body = declare_huge_body(base, "GET", "/healthz", {})
         assert (status, body["status"]) == (200, "ok")
         assert fields["connection"] == "close"
+        head = httpx.head(f"{base}/healthz")  # a load balancer's probe
+        assert head.status_code == 200 and head.content == b""
 
 
 def test_the_docs_load_on_a_host_without_the_internet(serve: Serve) -> None:

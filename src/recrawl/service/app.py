@@ -1452,9 +1452,11 @@ def create_app(
     # it reads no body, so a body's coding or size cannot matter (the middleware
     # leaves one it cannot take unread), and a load balancer's probe gets 200
     # whatever it sends.
+    # HEAD too (load balancers' probes may use it), kept out of the OpenAPI description
+    @app.head("/healthz", include_in_schema=False)
     @app.get("/healthz", tags=["read"])
     def healthz() -> Any:
-        """Liveness: the store answers."""
+        """Liveness: the store answers (``GET`` or ``HEAD``)."""
         svc.store.outstanding_leases(svc.now())
         return JSONResponse({"status": "ok", "version": __version__})
 

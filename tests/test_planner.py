@@ -566,3 +566,63 @@ def test_a_fetch_reported_after_now_does_not_stop_the_plan(policy: str) -> None:
     plan = plan_cycle(s, 20.0, NOW, policy=policy, config=NO_RESERVES)
     assert len(plan) > 0 and np.all(np.isfinite(plan.expected_gain))
     assert np.all(plan.expected_gain >= 0)
+
+
+# -- cheap signals: a trusted sitemap's lastmod -------------------------------------------
+
+
+def test_a_page_known_stale_goes_first_and_one_vouched_for_waits() -> None:
+    s = known_pages(100)
+    model = reallocate(s, 10.0, NOW, config=NO_RESERVES)
+    overdue = (NOW - s.last_fetch) / DAY * model.visits_per_day
+    order = np.argsort(-overdue)
+    top5 = order[:5]
+    plan = plan_cycle(s, 5.0, NOW, config=NO_RESERVES, model=model)
+    assert set(plan.index.tolist()) == set(top5.tolist())
+    # the most overdue page is vouched for until now; a page far down the list
+    # (but followed) is known stale
+    followed = order[model.visits_per_day[order] > 0]
+    late = int(followed[-1])
+    s.checked_at = np.full(len(s), np.nan)
+    s.checked_at[top5[0]] = NOW
+    s.known_stale = np.zeros(len(s), dtype=bool)
+    s.known_stale[late] = True
+    plan = plan_cycle(s, 5.0, NOW, config=NO_RESERVES, model=model)
+    chosen = plan.index.tolist()
+    assert chosen[0] == late and int(top5[0]) not in chosen
+    assert set(chosen) == {late, *top5[1:].tolist()}
+    # its expected gain is that of a page stale for certain: the whole fresh time ahead
+    gain = freshness_gain(model.rate_per_day[late], np.inf, 1.0 / model.visits_per_day[late])
+    assert plan.expected_gain[0] == pytest.approx(gain * s.value[late])
+
+
+def test_a_known_stale_page_too_fast_to_follow_is_still_left_alone() -> None:
+    s = known_pages(100)
+    model = reallocate(s, 10.0, NOW, config=NO_RESERVES)
+    dropped = np.flatnonzero(model.visits_per_day == 0)
+    assert dropped.size  # rates up to two a day: the fastest are not followed
+    s.known_stale = np.zeros(len(s), dtype=bool)
+    s.known_stale[dropped] = True
+    plan = plan_cycle(s, 5.0, NOW, config=NO_RESERVES, model=model)
+    assert not set(plan.index.tolist()) & set(dropped.tolist())
+
+
+@pytest.mark.parametrize("policy", ["greedy", "uniform", "nutch", "proportional"])
+def test_every_policy_takes_a_known_stale_page(policy: str) -> None:
+    s = known_pages(50)
+    s.nutch_interval[:] = 40 * DAY  # nothing due for nutch
+    newest = int(np.argmax(s.last_fetch))  # the last any blind policy would take
+    s.ev_nc[newest], s.ev_nu[newest] = 1.0, 49.0  # slow enough to be worth following
+    s.known_stale = np.zeros(len(s), dtype=bool)
+    s.known_stale[newest] = True
+    plan = plan_cycle(s, 3.0, NOW, policy=policy, config=NO_RESERVES)
+    assert newest in plan.index.tolist()
+
+
+def test_the_signal_arrays_must_match_the_pages() -> None:
+    s = PageState.new(5)
+    fields = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
+    with pytest.raises(ValueError, match=r"checked_at must have shape \(5,\)"):
+        PageState(**{**fields, "checked_at": np.zeros(4)})
+    with pytest.raises(ValueError, match="known_stale"):
+        PageState(**{**fields, "known_stale": np.zeros(6, dtype=bool)})

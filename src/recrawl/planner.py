@@ -179,6 +179,18 @@ class PageState:
     active : ndarray of bool
         The page may be fetched at all (not gone, not outside its lifetime);
         every page if omitted.
+    checked_at : ndarray of float, optional
+        Unix seconds until which a trusted cheap signal (a sitemap's or
+        feed's ``lastmod``, see :mod:`recrawl.hints`) shows the page unchanged
+        since its last fetch; NaN (or not after ``last_fetch``) where there is
+        none. The page's chance of being stale counts from the later of the
+        two, so a page a signal vouches for waits.
+    known_stale : ndarray of bool, optional
+        A trusted cheap signal shows a change since the last fetch: the page
+        is stale for certain. The ``recrawl`` policy fetches it before every
+        page merely due, if its allocation gives it visits at all (a page
+        changing too fast to be worth following stays unfetched); ``greedy``
+        scores it with P(stale) = 1; the baselines take it as due.
 
     Every per-page array must have shape ``(n,)``, ``n`` the length of
     ``value``; one of another shape raises ValueError.
@@ -200,6 +212,8 @@ class PageState:
     site_cost_multiplier: FloatArray
     site_paused: BoolArray
     active: BoolArray = field(default_factory=lambda: _ALL_ACTIVE)
+    checked_at: FloatArray | None = None
+    known_stale: BoolArray | None = None
 
     def __post_init__(self) -> None:
         if self.value.ndim != 1:
@@ -225,6 +239,10 @@ class PageState:
             shape = getattr(self, name).shape
             if shape != (n,):
                 raise ValueError(f"PageState.{name} must have shape ({n},), got {shape}")
+        for name in ("checked_at", "known_stale"):
+            a = getattr(self, name)
+            if a is not None and a.shape != (n,):
+                raise ValueError(f"PageState.{name} must have shape ({n},), got {a.shape}")
         if self.site_cost_multiplier.shape != self.site_paused.shape:
             raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
 
@@ -796,6 +814,9 @@ class _Selector:
 
 _PRIORITY_CHUNK = 1 << 16
 
+STALE_FIRST = 1e9
+"""Added to the priority of a page known to be stale (:attr:`PageState.known_stale`)."""
+
 
 def _best_first(priority: NDArray[np.floating[Any]], idx: IntArray) -> IntArray:
     """``idx`` (ascending) ordered by decreasing priority, ties kept in order.
@@ -940,15 +961,21 @@ def _priorities(
         factor = model.greedy_factor(interval, pages.value, eff_cost, objective)
         lam_neg = model.neg_rate32
     positive: dict[int, int] = {}
+    checked, stale = pages.checked_at, pages.known_stale
 
     def work(start: int) -> None:
         sl = slice(start, min(n, start + _PRIORITY_CHUNK))
         q = out[sl]  # computed in place, no temporaries
+        # the page was last known unchanged at its last fetch, or later when a
+        # trusted signal vouches for it (fmax: NaN is no signal)
+        last = (
+            pages.last_fetch[sl] if checked is None else np.fmax(pages.last_fetch[sl], checked[sl])
+        )
         if policy == "greedy":
             # float32: several times faster, and the ranking needs no more
             # than a relative precision of 1e-6; the subtraction is done in
             # float64 and rounded on the way out
-            np.subtract(now, pages.last_fetch[sl], out=q, casting="same_kind")
+            np.subtract(now, last, out=q, casting="same_kind")
             q *= lam_neg[sl]  # −λ × seconds since the last fetch
             # a fetch "after" now counts as now; below −20, 1 − e^q rounds to 1
             # in float32 anyway, and expm1 is faster away from its underflow range
@@ -959,7 +986,7 @@ def _priorities(
             np.negative(q, out=q)  # P(stale)
             q *= factor[sl]  # value × fresh days after the visit ÷ cost
         else:
-            np.subtract(now, pages.last_fetch[sl], out=q)
+            np.subtract(now, last, out=q)
             q *= 1.0 / DAY_S
             np.maximum(q, 0.0, out=q)  # days since the last fetch
             if policy in ("recrawl", "proportional"):
@@ -970,6 +997,15 @@ def _priorities(
                 q *= DAY_S
                 q /= pages.nutch_interval[sl]
                 q[q < 1.0] = 0.0
+        if stale is not None and (st := stale[sl]).any():
+            if policy == "greedy":
+                q[st] = factor[sl][st]  # P(stale) = 1
+            elif policy in ("recrawl", "proportional"):
+                # ahead of every page merely due, if the allocation follows it at all
+                follow = st & (model.visits_per_day[sl] > 0)  # type: ignore[union-attr]
+                q[follow] += STALE_FIRST
+            else:
+                q[st] += STALE_FIRST
         kn = known[sl]
         if not kn.all():
             q[~kn] = 0.0
@@ -1119,8 +1155,14 @@ def plan_cycle(
     reason = np.concatenate([np.full(p.size, r, dtype=np.int8) for p, r in parts])
     # expected gain of each chosen visit, times value
     # a fetch reported after ``now`` (a clock ahead, a past ``--at``) is as recent as can be
-    since = np.maximum(now - pages.last_fetch[index], 0.0) / DAY_S
-    ds = np.where(pages.never_fetched[index], np.inf, since)
+    last = pages.last_fetch[index]
+    if pages.checked_at is not None:
+        last = np.fmax(last, pages.checked_at[index])
+    since = np.maximum(now - last, 0.0) / DAY_S
+    unknown = pages.never_fetched[index]
+    if pages.known_stale is not None:
+        unknown = unknown | pages.known_stale[index]  # stale for certain: P(stale) = 1
+    ds = np.where(unknown, np.inf, since)
     if model is not None:
         lam = model.rate_per_day[index]
     else:

@@ -1,0 +1,419 @@
+"""Cheap signals: what a sitemap, a feed or a listing page says of a page's last change.
+
+A sitemap or feed read costs one fetch for thousands of pages and gives each
+a ``lastmod``: the time its site says the page last changed. Where those
+dates prove reliable they replace blind revisits (SPEC §2, "cheap signals
+before expensive fetches"):
+
+- a ``lastmod`` after the page's last fetch says the page is stale for certain:
+  fetch it first (:attr:`recrawl.planner.PageState.known_stale`);
+- a ``lastmod`` not after it, read at ``seen_at``, says the page was unchanged
+  until ``seen_at``: its chance of being stale counts from there
+  (:attr:`recrawl.planner.PageState.checked_at`), and its revisit waits.
+
+Reliability is judged per site and source against what the crawl's own
+revisits found (:func:`source_trust`): a source whose ``lastmod`` moved in
+(nearly) every revisit interval that found a change may vouch for pages
+(``quiet``); one whose moves were (nearly) all real changes may prove them
+(``changes``). A source starts untrusted: its hints are kept and judged,
+never acted on, until the revisits show it right. Many sitemaps stamp every
+URL with the time the file was generated, or move ``lastmod`` for edits to
+parts of the page the crawl does not hash: those fail ``changes`` (and,
+with every ``lastmod`` after the last fetch, never vouch for a page).
+
+A listing page (a category or search page that shows a summary of many
+items) is a source too: report, for each item, the first time you saw its
+current summary as ``lastmod``.
+
+Everything here is pure: no I/O, no clock.
+
+>>> h = parse_hint({"url": "https://shop.example/p/1", "seen_at": 1.7e9,
+...                 "source": "sitemap", "lastmod": "2023-11-14"})
+>>> h.lastmod == parse_timestamp("2023-11-14T23:59:59Z")  # a date: its last second
+True
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._exceptions import InvalidObservation
+from .observation import normalize_url, parse_timestamp
+
+__all__ = [
+    "MIN_CHANGES",
+    "MIN_MOVES",
+    "PRECISION_TO_TRUST",
+    "RECALL_TO_TRUST",
+    "Hint",
+    "SourceTrust",
+    "parse_hint",
+    "parse_lastmod",
+    "read_hints",
+    "read_sitemap",
+    "revisit_moves",
+    "signal_state",
+    "source_trust",
+]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+RECALL_TO_TRUST = 0.9
+"""Share of the revisits that found a change in which ``lastmod`` moved, for a
+source's silence to vouch for its pages."""
+PRECISION_TO_TRUST = 0.8
+"""Share of ``lastmod`` moves that the next revisit found to be a change, for a
+move to prove one."""
+MIN_CHANGES = 10
+"""Revisits that found a change, at least, before a source may vouch."""
+MIN_MOVES = 10
+"""Revisits across a ``lastmod`` move, at least, before a move may prove a change."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """What a source said of one page when it was read.
+
+    ``seen_at``: unix seconds the source was read; ``lastmod``: unix seconds
+    it gives as the page's last change (a date alone: its last second, so a
+    change later that day is never taken for one before a fetch that day).
+    """
+
+    url: str
+    seen_at: float
+    source: str
+    lastmod: float
+
+
+class InvalidHint(InvalidObservation):
+    """A hint line is malformed (``line`` counts from 1, ``field`` names the field)."""
+
+
+def parse_lastmod(value: Any) -> float:
+    """Unix seconds from a sitemap's W3C datetime, RFC 3339 or unix seconds.
+
+    A date alone (``2024-05-01``) is its last second, UTC; a time without an
+    offset is refused (its zone is unknown).
+
+    >>> parse_lastmod("2024-05-01") - parse_lastmod("2024-05-01T00:00:00Z")
+    86399.0
+    >>> parse_lastmod("2024-05-01T10:00+02:00")
+    1714550400.0
+    """
+    if isinstance(value, str):
+        s = value.strip()
+        if len(s) == 10 and s[4] == "-" and s[7] == "-":
+            try:
+                day = datetime.strptime(s, "%Y-%m-%d").replace(tzinfo=UTC)
+            except ValueError:
+                raise ValueError("is not a date (YYYY-MM-DD)") from None
+            return day.timestamp() + 86_399.0
+        if s.endswith(("z", "Z")):
+            s = s[:-1] + "+00:00"
+        return parse_timestamp(s)
+    return parse_timestamp(value)
+
+
+def parse_hint(
+    raw: Mapping[str, Any],
+    *,
+    source: str | None = None,
+    seen_at: float | None = None,
+    line: int | None = None,
+) -> Hint:
+    """A :class:`Hint` from one JSON object: ``url``, ``lastmod`` and, unless
+    given here as defaults, ``source`` and ``seen_at``.
+
+    Raises :class:`InvalidHint` naming the field.
+    """
+
+    def bad(why: str, name: str | None) -> InvalidHint:
+        return InvalidHint(why, field=name, line=line)
+
+    if not isinstance(raw, Mapping):
+        raise bad("is not a JSON object", None)
+    url = raw.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise bad("is missing or not a string", "url")
+    try:
+        url = normalize_url(url)
+    except ValueError as exc:
+        raise bad(str(exc), "url") from None
+    src = raw.get("source", source)
+    if not isinstance(src, str) or not src.strip():
+        raise bad("is missing (a name such as sitemap, feed or listing)", "source")
+    if len(src) > 100 or "\x00" in src:
+        raise bad("is longer than 100 characters or holds NUL", "source")
+    times: dict[str, float] = {}
+    for name, default in (("seen_at", seen_at), ("lastmod", None)):
+        value = raw.get(name, default)
+        if value is None:
+            raise bad("is missing", name)
+        try:
+            times[name] = parse_lastmod(value)
+        except ValueError as exc:
+            raise bad(str(exc), name) from None
+    return Hint(url=url, seen_at=times["seen_at"], source=src.strip(), lastmod=times["lastmod"])
+
+
+def read_hints(
+    lines: Iterable[str], *, source: str | None = None, seen_at: float | None = None
+) -> Iterator[tuple[int, Hint | InvalidHint]]:
+    """Yield ``(line number, Hint or InvalidHint)`` for each non-blank JSONL line."""
+    import orjson
+
+    for n, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        try:
+            raw = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            yield n, InvalidHint(f"not JSON ({exc})", line=n)
+            continue
+        try:
+            yield n, parse_hint(raw, source=source, seen_at=seen_at, line=n)
+        except InvalidHint as exc:
+            yield n, exc
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def read_sitemap(
+    data: IO[bytes], *, seen_at: float, source: str = "sitemap"
+) -> Iterator[Hint | InvalidHint]:
+    """Hints from a sitemap (``<urlset>``, sitemaps.org 0.9), read as a stream.
+
+    Each ``<url>`` with a ``<loc>`` and a ``<lastmod>`` gives a hint seen at
+    ``seen_at``; one without ``<lastmod>`` says nothing and is skipped; a bad
+    one is an :class:`InvalidHint` naming its ``<loc>`` (``line`` is the
+    entry's number). A sitemap index (``<sitemapindex>``) raises ValueError:
+    give its sitemaps one by one.
+    """
+    n = 0
+    root_seen = False
+    for event, el in ET.iterparse(data, events=("start", "end")):
+        name = _local(el.tag)
+        if event == "start":
+            if not root_seen:
+                root_seen = True
+                if name == "sitemapindex":
+                    raise ValueError("a sitemap index: give the sitemaps it lists one by one")
+                if name != "urlset":
+                    raise ValueError(f"not a sitemap: the root element is <{name}>, not <urlset>")
+            continue
+        if name != "url":
+            continue
+        n += 1
+        loc = lastmod = None
+        for child in el:
+            if _local(child.tag) == "loc":
+                loc = (child.text or "").strip()
+            elif _local(child.tag) == "lastmod":
+                lastmod = (child.text or "").strip()
+        el.clear()
+        if lastmod is None or not lastmod:
+            continue
+        try:
+            yield parse_hint(
+                {"url": loc, "lastmod": lastmod}, source=source, seen_at=seen_at, line=n
+            )
+        except InvalidHint as exc:
+            yield InvalidHint(f"{exc.reason} (<loc>{loc}</loc>)", field=exc.field, line=n)
+
+
+# -- judging a source against the crawl's revisits ---------------------------------------------
+
+
+def revisit_moves(
+    rev_page: IntArray,
+    rev_prev: FloatArray,
+    rev_at: FloatArray,
+    log_page: IntArray,
+    log_lastmod: FloatArray,
+    first_seen: FloatArray,
+    last_seen: FloatArray,
+) -> tuple[BoolArray, BoolArray]:
+    """For each revisit ``(rev_prev, rev_at]`` of page ``rev_page``, whether one
+    source covered it and whether its ``lastmod`` moved inside it.
+
+    ``log_page``, ``log_lastmod``: every distinct ``lastmod`` the source gave
+    each page (any order). ``first_seen``, ``last_seen``: per page index, when
+    the source first and last listed the page (NaN: never). A revisit is
+    covered when the source listed the page at its previous fetch already
+    and was read again after it; the move is a ``lastmod`` in the interval.
+    Times are unix seconds. Returns ``(covered, moved)``.
+    """
+    rev_page = np.asarray(rev_page, dtype=np.int64)
+    prev = np.asarray(rev_prev, dtype=np.float64)
+    at = np.asarray(rev_at, dtype=np.float64)
+    first = np.asarray(first_seen, dtype=np.float64)[rev_page]
+    last = np.asarray(last_seen, dtype=np.float64)[rev_page]
+    with np.errstate(invalid="ignore"):
+        covered = (first <= prev) & (last >= at)
+    lp = np.asarray(log_page, dtype=np.int64)
+    lm = np.asarray(log_lastmod, dtype=np.float64)
+    order = np.lexsort((lm, lp))
+    lp, lm = lp[order], lm[order]
+    # count the page's lastmods in (prev, at]: search (page, time) pairs in the sorted log
+    lo = _search(lp, lm, rev_page, prev)
+    hi = _search(lp, lm, rev_page, at)
+    return covered, covered & (hi > lo)
+
+
+def _search(lp: IntArray, lm: FloatArray, page: IntArray, t: FloatArray) -> IntArray:
+    """Index after the last log entry ``(p, m) <= (page, t)`` of a log sorted by
+    ``(p, m)``: a binary search within each page's slice, all queries at once."""
+    lo = np.searchsorted(lp, page, side="left")
+    hi = np.searchsorted(lp, page, side="right")
+    while np.any(go := lo < hi):
+        mid = (lo + hi) // 2
+        right = go & (lm[np.where(go, mid, 0)] <= t)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(go & ~right, mid, hi)
+    return lo
+
+
+@dataclass(frozen=True)
+class SourceTrust:
+    """How far one source's ``lastmod`` agreed with a site's revisits.
+
+    ``revisits``: revisits the source covered; ``changed``: of those, found a
+    change; ``moved``: ``lastmod`` moved inside; ``both``: found a change and
+    ``lastmod`` moved. ``quiet``: its silence may vouch for a page (recall
+    ``both / changed`` ≥ :data:`RECALL_TO_TRUST` over ≥ :data:`MIN_CHANGES`
+    changes); ``changes``: a move may prove a change (precision
+    ``both / moved`` ≥ :data:`PRECISION_TO_TRUST` over ≥ :data:`MIN_MOVES`).
+    """
+
+    site: str
+    source: str
+    revisits: int
+    changed: int
+    moved: int
+    both: int
+    quiet: bool
+    changes: bool
+
+    @property
+    def recall(self) -> float:
+        return self.both / self.changed if self.changed else math.nan
+
+    @property
+    def precision(self) -> float:
+        return self.both / self.moved if self.moved else math.nan
+
+    @property
+    def verdict(self) -> str:
+        if self.quiet and self.changes:
+            return "trusted"
+        if self.quiet:
+            return "vouches for pages (its moves are not all changes)"
+        if self.changes:
+            return "proves changes (misses some)"
+        if self.changed < MIN_CHANGES and self.moved < MIN_MOVES:
+            return "too few revisits to judge"
+        return "not trusted"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "source": self.source,
+            "revisits": self.revisits,
+            "changed": self.changed,
+            "moved": self.moved,
+            "both": self.both,
+            "recall": None if math.isnan(self.recall) else round(self.recall, 4),
+            "precision": None if math.isnan(self.precision) else round(self.precision, 4),
+            "quiet": self.quiet,
+            "changes": self.changes,
+            "verdict": self.verdict,
+        }
+
+
+def source_trust(
+    site: IntArray,
+    source: IntArray,
+    covered: BoolArray,
+    moved: BoolArray,
+    changed: BoolArray,
+    site_names: list[str],
+    source_names: list[str],
+) -> list[SourceTrust]:
+    """Judge each (site, source) pair from its covered revisits.
+
+    One entry per revisit and source: the revisit's ``site`` and ``source``
+    codes (indexes into the names), whether the source ``covered`` it, whether
+    its ``lastmod`` ``moved`` inside, and whether the fetch found the page
+    ``changed``. Pairs without a covered revisit are left out; the result is
+    sorted by site and source.
+    """
+    c = np.asarray(covered, dtype=bool)
+    s = np.asarray(site, dtype=np.int64)[c]
+    r = np.asarray(source, dtype=np.int64)[c]
+    mv = np.asarray(moved, dtype=bool)[c]
+    ch = np.asarray(changed, dtype=bool)[c]
+    n_src = max(len(source_names), 1)
+    key = s * n_src + r
+    keys, inv = np.unique(key, return_inverse=True)
+    m = keys.size
+    total = np.bincount(inv, minlength=m)
+    n_changed = np.bincount(inv, weights=ch, minlength=m).astype(np.int64)
+    n_moved = np.bincount(inv, weights=mv, minlength=m).astype(np.int64)
+    n_both = np.bincount(inv, weights=ch & mv, minlength=m).astype(np.int64)
+    out = []
+    for i, k in enumerate(keys.tolist()):
+        nc, nm, nb = int(n_changed[i]), int(n_moved[i]), int(n_both[i])
+        out.append(
+            SourceTrust(
+                site=site_names[k // n_src],
+                source=source_names[k % n_src],
+                revisits=int(total[i]),
+                changed=nc,
+                moved=nm,
+                both=nb,
+                quiet=nc >= MIN_CHANGES and nb >= RECALL_TO_TRUST * nc,
+                changes=nm >= MIN_MOVES and nb >= PRECISION_TO_TRUST * nm,
+            )
+        )
+    return out
+
+
+def signal_state(
+    last_fetch: FloatArray,
+    lastmod: FloatArray,
+    seen_at: FloatArray,
+    quiet: BoolArray,
+    changes: BoolArray,
+) -> tuple[FloatArray, BoolArray]:
+    """Each page's ``(checked_at, known_stale)`` for the planner from one source.
+
+    Per page: its last fetch, the source's latest ``lastmod`` and when it was
+    read (NaN: the source does not list the page), and whether the source is
+    trusted to vouch (``quiet``) and to prove (``changes``) on the page's
+    site. Combine several sources with ``np.fmax`` and ``|``.
+
+    >>> signal_state(np.array([100.0, 100.0]), np.array([50.0, 150.0]),
+    ...              np.array([200.0, 200.0]), np.array([True, True]), np.array([True, True]))
+    (array([200.,  nan]), array([False,  True]))
+    """
+    last = np.asarray(last_fetch, dtype=np.float64)
+    lm = np.asarray(lastmod, dtype=np.float64)
+    seen = np.asarray(seen_at, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        after = lm > last
+        stale = after & np.asarray(changes, dtype=bool)
+        vouch = np.asarray(quiet, dtype=bool) & (lm <= last) & (seen > last)
+    checked = np.where(vouch, seen, np.nan)
+    return checked, stale

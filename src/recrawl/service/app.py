@@ -642,9 +642,9 @@ class Service:
 
     def calibration(self, days: float, by: Literal["site", "group"]) -> Calibration:
         """:meth:`Engine.calibration`, computed at most once an hour for each
-        ``days`` and ``by`` and a validators change: it reads a whole window of
-        the log under the store's lock (seconds on a large store), so a
-        dashboard polling it must not hold up the leases each time."""
+        ``days`` and ``by`` and a validators change: it reads and replays a
+        whole window of the log (seconds on a large store; on the store's
+        separate read connection, so leases and reports go on meanwhile)."""
         key = (days, by, int(self.now() // 3600))
         with self._calibration_lock:  # one computation at a time; the others wait for it
             cal = self._calibrations.get(key)

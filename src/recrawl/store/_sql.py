@@ -12,10 +12,13 @@ serialised and what a write method has returned is durable.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import secrets
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
@@ -46,6 +49,8 @@ from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observati
 from ._protocol import BatchResult, GroupTotals, PruneReport
 
 __all__ = ["SQLStore"]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 5
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
@@ -419,6 +424,13 @@ class SQLStore:
         # store's last committed ingest wrote: the next batch adds to them in
         # numpy instead of a per-row function in SQL. Same validity as the page cache.
         self._bucket_rows: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+        # The connection of long reads (``content_history``), which run in one
+        # snapshot of their own instead of holding ``_lock``: opened at the first
+        # such read, by the process in ``_reader_pid``, one read at a time.
+        self._reader: Any = None
+        self._reader_pid = 0
+        self._reader_lock = threading.Lock()
+        self._closed = False
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
@@ -443,6 +455,54 @@ class SQLStore:
 
     def _connect(self) -> Any:
         raise NotImplementedError
+
+    def _open_reader(self) -> Any | None:
+        """A new connection to this store for long reads, or None when the backend
+        cannot open one that sees the store's data in a snapshot while writers
+        go on (those reads then hold the store's lock on its own connection)."""
+        return None
+
+    def _begin_read(self, db: Any) -> None:
+        """Start a read-only transaction on the reader ``db``: its statements
+        all see the store as it was at its first one."""
+        db.execute("BEGIN")
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[Any]:
+        """A connection on which to run a long read without holding up the
+        store's other operations: the reader (see :meth:`_open_reader`), in one
+        read transaction, so that all the statements run in the block see one
+        snapshot of the store; where the backend has none, the store's own
+        connection under its lock (each statement then sees its own snapshot).
+
+        A reader that fails is closed; the next read opens another. One that
+        cannot be opened (logged at WARNING) leaves the read on the store's
+        connection, under its lock.
+        """
+        with self._reader_lock:
+            db = self._reader
+            if db is not None and self._reader_pid != os.getpid():
+                # opened before a fork: the parent's to use and close, not this process's
+                db = self._reader = None
+            if db is None and not self._closed:
+                try:
+                    db = self._reader = self._open_reader()
+                except StoreError as exc:  # the read can still hold the store, as it did
+                    _log.warning("long reads of %s hold the store: %s", self.path, exc)
+                self._reader_pid = os.getpid()
+            if db is not None:
+                try:
+                    self._begin_read(db)
+                    yield db
+                    db.execute("COMMIT")
+                except BaseException:
+                    self._reader = None
+                    with suppress(Exception):  # already failing with the read's error
+                        db.close()
+                    raise
+                return
+        with self._lock:
+            yield self._db
 
     def _migrate(self, found: int) -> None:
         """Bring a store of schema ``found`` (2, 3 or 4) to :data:`SCHEMA_VERSION`.
@@ -1558,7 +1618,11 @@ class SQLStore:
         from ``since`` on was conditional, and the checkpoints of those pages
         whose log was pruned (their state before the listed fetches): what
         :mod:`recrawl.calibration` replays. One statement, so a prune running
-        meanwhile cannot show a fetch both in the log and in a checkpoint."""
+        meanwhile cannot show a fetch both in the log and in a checkpoint.
+
+        It runs on the store's reader connection, in one read transaction, so
+        ingests, leases and prunes go on meanwhile (they are not seen); on an
+        in-memory SQLite store, which has no reader, it holds the store."""
         hi = until if until < math.inf else _FAR_FUTURE
         recent = (
             "SELECT DISTINCT page FROM observations WHERE fetched_at >= ? AND fetched_at < ? "
@@ -1578,8 +1642,8 @@ class SQLStore:
         codes: list[NDArray[np.int64]] = []
         cond: list[NDArray[np.bool_]] = []
         start: dict[int, tuple[float, ...]] = {}
-        with self._lock:
-            cur = self._db.execute(q, (since, hi, since, hi, since, hi))
+        with self._snapshot() as db:
+            cur = db.execute(q, (since, hi, since, hi, since, hi))
             while rows := cur.fetchmany(100_000):
                 log = [r for r in rows if r[2] >= 0]
                 if len(log) < len(rows):
@@ -1599,7 +1663,7 @@ class SQLStore:
                     )
                 )
             urls = dict(
-                self._db.execute(f"SELECT id, url FROM pages WHERE id IN ({recent})", (since, hi))
+                db.execute(f"SELECT id, url FROM pages WHERE id IN ({recent})", (since, hi))
             )
 
         def cat(parts: list[Any], dtype: Any) -> Any:
@@ -1997,6 +2061,12 @@ class SQLStore:
             self._db.execute("VACUUM observations")
 
     def close(self) -> None:
+        with self._reader_lock:  # waits for a read in progress
+            self._closed = True
+            if self._reader is not None:
+                if self._reader_pid == os.getpid():
+                    self._reader.close()
+                self._reader = None
         with self._lock:
             self._db.close()
 

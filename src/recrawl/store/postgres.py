@@ -185,6 +185,15 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {self.path}: {exc}".strip()) from None
 
+    def _open_reader(self) -> Any:
+        """A second connection, for the reads that run outside the store's lock
+        (each in a ``REPEATABLE READ`` read-only transaction: one snapshot)."""
+        return _Conn(self._psycopg_connect())
+
+    def _begin_read(self, db: Any) -> None:
+        # straight to psycopg: _Conn's BEGIN would take the writers' advisory lock
+        db.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
     def _watch_writes(self) -> None:
         """Create the triggers that announce writes on :data:`CHANNEL`, unless there
         (opening a store that has them writes nothing). It takes the owner of the

@@ -37,6 +37,7 @@ class SQLiteStore(SQLStore):
         maintain_buckets: bool = True,
     ) -> None:
         self.path = str(path)
+        self._wal = False  # the file is in WAL mode (set by _connect)
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
 
     def outside_writes(self) -> int | None:
@@ -73,7 +74,8 @@ class SQLiteStore(SQLStore):
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
             db.create_function("recrawl_sparse", 1, _sparse, deterministic=True)
-            db.execute("PRAGMA journal_mode=WAL")
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            self._wal = str(mode).lower() == "wal"  # "memory" for an in-memory store
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA cache_size=-131072")
             db.execute("PRAGMA temp_store=MEMORY")
@@ -84,4 +86,28 @@ class SQLiteStore(SQLStore):
             db.execute("PRAGMA journal_size_limit=67108864")
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open the store {self.path!r}: {exc}") from None
+        return db
+
+    def _open_reader(self) -> Any:
+        """A second connection to the file, for the reads that run outside the
+        store's lock: in WAL mode its read transactions see a snapshot while
+        this store's writes go on. None for an in-memory or temporary store
+        (a second connection would open another, empty database) and a file not
+        in WAL mode (a reader there would hold writers back)."""
+        if not self._wal or self.path in ("", ":memory:"):
+            return None
+        try:
+            db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            try:
+                db.execute("PRAGMA query_only=ON")
+                # as the store's: the ORDER BY of a long read sorts in memory
+                db.execute("PRAGMA cache_size=-131072")
+                db.execute("PRAGMA temp_store=MEMORY")
+            except BaseException:
+                db.close()
+                raise
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise StoreError(f"cannot open a reader of the store {self.path!r}: {exc}") from None
         return db

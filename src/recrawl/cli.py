@@ -1549,6 +1549,11 @@ def prune(
     )
 
 
+from .cli_hints import hints_app  # noqa: E402  (it imports this module's options)
+
+app.add_typer(hints_app, name="hints")
+
+
 def main() -> None:
     """Entry point: one clear sentence on error, never a traceback."""
     try:

@@ -17,12 +17,14 @@ import numpy as np
 
 from .calibration import (
     Calibration,
+    RevisitPredictions,
     calibration_report,
     revisit_predictions,
 )
 from .config import Settings
 from .estimate import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
+from .hints import Hint, SourceTrust, revisit_moves, signal_state, source_trust
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -30,10 +32,29 @@ from .planner import PageState as PageArrays
 from .planner import PlannerConfig, group_priors, plan_cycle, reallocate
 from .stats import compute_stats
 from .store import SQLStore
+from .store._protocol import HintResult
+from .store._sql import ContentHistory, HintRows
 
 __all__ = ["Engine", "PlanResult", "url_registration"]
 
 DAY_S = 86400.0
+HINT_TRUST_DAYS = 90.0
+"""Days of revisits :meth:`Engine.hint_trust` judges the sources on, for the plan."""
+_TRUST_TTL_S = 3600.0  # the plan's trust in the hint sources is judged again hourly
+
+
+@dataclass(frozen=True)
+class _Revisits:
+    """The content revisits of a window (see :meth:`Engine._revisits`): the
+    page columns, the history read, the rows of it kept (``keep``: fetches of
+    pages still there, canaries left out) and the predictions made for them."""
+
+    cols: dict[str, Any]
+    history: ContentHistory
+    keep: np.ndarray[Any, np.dtype[np.intp]]
+    pred: RevisitPredictions
+    since: float
+    end: float
 
 
 @dataclass
@@ -59,6 +80,25 @@ class PlanResult:
 def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
     uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
     return inv.astype(np.int64), [str(u) for u in uniq]
+
+
+def _id_index(ids: np.ndarray[Any, Any], *others: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A lookup array from page id to the position of that id in ``ids`` (−1:
+    not there), long enough to be indexed by every id of ``ids`` and ``others``."""
+    top = max([int(a.max()) for a in (ids, *others) if len(a)], default=-1)
+    out = np.full(top + 1, -1, dtype=np.intp)
+    out[ids] = np.arange(len(ids))
+    return out
+
+
+def _recode(
+    codes: np.ndarray[Any, np.dtype[np.int64]], names: list[str], into: list[str]
+) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """``codes`` (indexes of ``names``) as indexes of ``into`` (−1: not there)."""
+    where = {name: i for i, name in enumerate(into)}
+    table = np.array([where.get(name, -1) for name in names] + [-1], dtype=np.int64)
+    out: np.ndarray[Any, np.dtype[np.int64]] = table[codes]
+    return out
 
 
 def _by_whom(by: str, reason: str) -> str:
@@ -154,6 +194,10 @@ class Engine:
         self.clock = clock
         # page_info's model, re-solved each hour or when the store changed
         self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
+        # the plan's trust in the hint sources, judged again each hour (key:
+        # hour, 0), and the latest hints (key: hints_version)
+        self._trust_cache: tuple[tuple[int, int], list[SourceTrust]] | None = None
+        self._hint_cache: tuple[int, HintRows] | None = None
 
     # -- observations ----------------------------------------------------------------------
 
@@ -209,12 +253,15 @@ class Engine:
         return out
 
     def page_arrays(
-        self, now: float, exclude: set[str] | None = None
+        self, now: float, exclude: set[str] | None = None, *, signals: bool = True
     ) -> tuple[PageArrays, dict[str, Any]]:
         """The planner's arrays for every page, and the columns they came from.
 
         The columns also hold ``live``: pages neither gone nor canaries, whether
         ``exclude`` holds them or not (``active`` is ``live`` minus ``exclude``).
+        With ``signals``, ``checked_at`` and ``known_stale`` come from the
+        latest hints of the sources trusted on each page's site
+        (:meth:`_hint_signals`); without hints in the store, they stay None.
         """
         cols = self.store.page_columns()
         n = len(cols["url"])
@@ -266,7 +313,145 @@ class Engine:
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
         )
+        if signals and n:
+            checked, stale = self._hint_signals(now, cols, site_code, site_names)
+            if checked is not None:
+                pages = replace(pages, checked_at=checked, known_stale=stale)
         return pages, cols
+
+    # -- cheap signals (recrawl.hints) -------------------------------------------------------
+
+    def ingest_hints(
+        self,
+        hints: Iterable[Hint],
+        *,
+        add_urls: bool = False,
+        on_batch: Callable[[HintResult], None] | None = None,
+    ) -> HintResult:
+        """Store hints (:meth:`SQLStore.ingest_hints`, ``on_batch`` called with
+        the running totals after each transaction); the next plan judges the
+        sources again."""
+        return self.store.ingest_hints(hints, add_urls=add_urls, on_batch=on_batch)
+
+    def hint_trust(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> list[SourceTrust]:
+        """How far each source's ``lastmod`` agreed with what the revisits of
+        the last ``days`` found, per site and source (:func:`recrawl.hints.source_trust`).
+
+        The window ends at ``until`` (unix seconds; default: the newest fetch in
+        the log), as :meth:`calibration`'s. A revisit counts for a source when
+        the source listed the page at the revisit's previous fetch already and
+        was read again after the revisit; it ``moved`` when one of the
+        source's ``lastmod`` values for the page falls between the two fetches.
+        Empty without hints.
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if self.store.hints_version() == 0:
+            return []
+        latest = self.store.hint_state()
+        if not len(latest):
+            return []
+        rv = self._revisits(days, until)
+        pred = rv.pred
+        if not len(pred.page):
+            return []
+        prev = pred.at - pred.interval_days * DAY_S
+        log = self.store.hint_log(float(prev.min()))
+        n = len(rv.cols["url"])
+        index = _id_index(rv.cols["id"], latest.page, log.page)
+        l_idx = index[latest.page]
+        g_idx = index[log.page]
+        g_src = _recode(log.source, log.sources, latest.sources)
+        sites: list[np.ndarray[Any, np.dtype[np.int64]]] = []
+        srcs: list[np.ndarray[Any, np.dtype[np.int64]]] = []
+        covered: list[np.ndarray[Any, np.dtype[np.bool_]]] = []
+        moved: list[np.ndarray[Any, np.dtype[np.bool_]]] = []
+        site_code, site_names = _codes(rv.cols["site"])
+        rev_site = site_code[pred.page]
+        for k in range(len(latest.sources)):
+            mine = (latest.source == k) & (l_idx >= 0)
+            first = np.full(n, np.nan)
+            last = np.full(n, np.nan)
+            first[l_idx[mine]] = latest.first_seen[mine]
+            last[l_idx[mine]] = latest.last_seen[mine]
+            in_log = (g_src == k) & (g_idx >= 0)
+            c, m = revisit_moves(
+                pred.page, prev, pred.at, g_idx[in_log], log.lastmod[in_log], first, last
+            )
+            sites.append(rev_site)
+            srcs.append(np.full(len(c), k, dtype=np.int64))
+            covered.append(c)
+            moved.append(m)
+        return source_trust(
+            np.concatenate(sites),
+            np.concatenate(srcs),
+            np.concatenate(covered),
+            np.concatenate(moved),
+            np.tile(pred.changed, len(latest.sources)),
+            site_names,
+            latest.sources,
+        )
+
+    def _hint_signals(
+        self,
+        now: float,
+        cols: dict[str, Any],
+        site_code: np.ndarray[Any, np.dtype[np.int64]],
+        site_names: list[str],
+    ) -> tuple[
+        np.ndarray[Any, np.dtype[np.float64]] | None, np.ndarray[Any, np.dtype[np.bool_]] | None
+    ]:
+        """The planner's ``checked_at`` and ``known_stale`` for the pages of
+        ``cols`` (:meth:`SQLStore.page_columns`; ``site_code`` indexes
+        ``site_names``, one per page): each trusted (site, source)
+        pair's latest hints through :func:`recrawl.hints.signal_state` against
+        the page's last success, several sources combined (the latest
+        vouching, any change proven). ``(None, None)`` when no source is
+        trusted on any site, or the store holds no hints (one read of a counter).
+
+        The trust (:meth:`hint_trust` over :data:`HINT_TRUST_DAYS`: it reads
+        and replays the fetch log, seconds on a large store) is judged again at
+        most once an hour of ``now``, whatever was written meanwhile (a trust
+        built on weeks of revisits moves little in an hour); the latest hints
+        are read again whenever hints were written.
+        """
+        version = self.store.hints_version()
+        if version == 0:
+            return None, None
+        key = (int(now // _TRUST_TTL_S), 0)
+        if self._trust_cache is None or self._trust_cache[0] != key:
+            self._trust_cache = (key, self.hint_trust())
+        trusted = {(t.site, t.source): t for t in self._trust_cache[1] if t.quiet or t.changes}
+        if not trusted:
+            return None, None
+        if self._hint_cache is None or self._hint_cache[0] != version:
+            self._hint_cache = (version, self.store.hint_state())
+        latest = self._hint_cache[1]
+        n = len(cols["url"])
+        idx = _id_index(cols["id"], latest.page)[latest.page]
+        last_ok = cols["last_ok"]
+        checked = np.full(n, np.nan)
+        stale = np.zeros(n, dtype=bool)
+        for k, source in enumerate(latest.sources):
+            quiet = np.array(
+                [(s, source) in trusted and trusted[s, source].quiet for s in site_names]
+            )
+            proves = np.array(
+                [(s, source) in trusted and trusted[s, source].changes for s in site_names]
+            )
+            if not (quiet.any() or proves.any()):
+                continue
+            mine = (latest.source == k) & (idx >= 0)
+            lastmod = np.full(n, np.nan)
+            seen = np.full(n, np.nan)
+            lastmod[idx[mine]] = latest.lastmod[mine]
+            seen[idx[mine]] = latest.last_seen[mine]
+            c, st = signal_state(last_ok, lastmod, seen, quiet[site_code], proves[site_code])
+            checked = np.fmax(checked, c)
+            stale |= st
+        return checked, stale
 
     def planner_config(self) -> PlannerConfig:
         """The planner settings from the configuration."""
@@ -383,7 +568,7 @@ class Engine:
             budget_per_day = self.settings.budget_per_day
         elif budget_per_day <= 0 or not math.isfinite(budget_per_day):
             raise ValueError("the budget must be a positive number")
-        pages, cols = self.page_arrays(t)
+        pages, cols = self.page_arrays(t, signals=False)
         live = cols["live"] & ~pages.site_paused[pages.site]
         mask = live & ~pages.never_fetched & (pages.value > 0)
         cfg = self.planner_config()
@@ -452,7 +637,30 @@ class Engine:
             raise ValueError("days must be a positive number")
         if by not in ("site", "group"):
             raise ValueError("by must be 'site' or 'group'")
-        pages, cols = self.page_arrays(self.clock())
+        rv = self._revisits(days, until)
+        cols, h, keep, pred = rv.cols, rv.history, rv.keep, rv.pred
+        since, end = rv.since, rv.end
+        src = keep[pred.row]
+        if by == "site":
+            groups, names = _codes([cols["site"][i] for i in pred.page.tolist()])
+        else:
+            groups, names = _codes(
+                [f"{cols['site'][i]} / {cols['page_type'][i]}" for i in pred.page.tolist()]
+            )
+        cal = calibration_report(
+            pred.predicted, pred.changed, groups, names,
+            conditional=h.conditional[src], not_modified=h.not_modified[src],
+            history=pred.history, rate_per_day=pred.rate_per_day, since=since, until=end,
+        )  # fmt: skip
+        return replace(cal, validators_off=sorted(self.store.sites_without_validators()), by=by)
+
+    def _revisits(self, days: float, until: float | None) -> _Revisits:
+        """The content revisits of the ``days`` before ``until`` (default: the
+        newest fetch in the log), ``until`` included, canaries left out: the
+        fetch log read once (:meth:`SQLStore.content_history`) and replayed
+        (:func:`recrawl.calibration.revisit_predictions`), each revisit with its
+        interval and what it found, for :meth:`calibration` and :meth:`hint_trust`."""
+        pages, cols = self.page_arrays(self.clock(), signals=False)
         end = until
         if end is None:
             last = cols["last_fetch"]
@@ -492,19 +700,7 @@ class Engine:
             start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
             half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
         )  # fmt: skip
-        src = keep[pred.row]
-        if by == "site":
-            groups, names = _codes([cols["site"][i] for i in pred.page.tolist()])
-        else:
-            groups, names = _codes(
-                [f"{cols['site'][i]} / {cols['page_type'][i]}" for i in pred.page.tolist()]
-            )
-        cal = calibration_report(
-            pred.predicted, pred.changed, groups, names,
-            conditional=h.conditional[src], not_modified=h.not_modified[src],
-            history=pred.history, rate_per_day=pred.rate_per_day, since=since, until=end,
-        )  # fmt: skip
-        return replace(cal, validators_off=sorted(self.store.sites_without_validators()), by=by)
+        return _Revisits(cols, h, keep, pred, since, end)
 
     def apply_calibration(self, cal: Calibration, *, now: float | None = None) -> list[str]:
         """Send no more validators to the sites whose 304s hide changes
@@ -564,7 +760,7 @@ class Engine:
             return None
         key = (int(t // 3600), self.store.version())
         if self._model_cache is None or self._model_cache[0] != key:
-            pages, cols = self.page_arrays(t)
+            pages, cols = self.page_arrays(t, signals=False)
             per_day = self.settings.budget_per_day or float(len(pages))
             model = reallocate(pages, per_day, t, config=self.planner_config())
             index = {u: j for j, u in enumerate(cols["url"])}

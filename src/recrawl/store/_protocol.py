@@ -8,10 +8,11 @@ from typing import Protocol
 
 from ..batch import ObservationColumns
 from ..health import BucketArrays
+from ..hints import Hint
 from ..observation import Observation
 from ..pagestate import Classifier
 
-__all__ = ["BatchResult", "GroupTotals", "PruneReport", "Store"]
+__all__ = ["BatchResult", "GroupTotals", "HintResult", "PruneReport", "Store"]
 
 
 @dataclass(slots=True)
@@ -31,6 +32,31 @@ class BatchResult:
 
 
 @dataclass(slots=True)
+class HintResult:
+    """What :meth:`Store.ingest_hints` did with the hints it was given.
+
+    ``stored``: hints that told something new of their page and source (a
+    first hint, or a ``lastmod`` other than the latest one: a row of the hint
+    log); ``unchanged``: hints repeating the latest ``lastmod`` (only when the
+    source last listed the page moves on); ``unknown``: hints for a URL the
+    store does not know, skipped; ``added_urls``: of the hints' URLs, those
+    registered as new pages (``add_urls``), whose hints count as stored.
+    """
+
+    stored: int = 0
+    unchanged: int = 0
+    unknown: int = 0
+    added_urls: int = 0
+
+    def add(self, other: HintResult) -> None:
+        """Add ``other``'s counts to these."""
+        self.stored += other.stored
+        self.unchanged += other.unchanged
+        self.unknown += other.unknown
+        self.added_urls += other.added_urls
+
+
+@dataclass(slots=True)
 class PruneReport:
     """What :meth:`Store.prune` did (so far, when passed to its progress callback).
 
@@ -45,6 +71,9 @@ class PruneReport:
     pages_to_checkpoint: int = 0
     observations_removed: int = 0
     pages_checkpointed: int = 0
+    hint_log_removed: int = 0
+    """Rows of the hint log deleted: ``lastmod`` values no revisit after the
+    prune can fall on (see :meth:`Store.prune`)."""
 
 
 @dataclass(slots=True)
@@ -81,6 +110,14 @@ class Store(Protocol):
         """Register ``(url, site, page_type, value)`` for discovery; returns how many were new."""
         ...
 
+    def ingest_hints(self, hints: Iterable[Hint], *, add_urls: bool = False) -> HintResult:
+        """Keep what sitemaps, feeds and listings say of pages' last changes
+        (:mod:`recrawl.hints`): the latest hint per page and source, and each
+        distinct ``lastmod`` with when it was first seen. A hint for a URL the
+        store does not know is counted and skipped, unless ``add_urls``
+        registers it as a new page (site: its host)."""
+        ...
+
     def set_values(self, rows: Iterable[tuple[str, float]]) -> int:
         """Set the value of known pages ``(url, value)``; returns how many changed."""
         ...
@@ -98,8 +135,10 @@ class Store(Protocol):
     ) -> PruneReport:
         """Delete the log's observations fetched before ``before`` (unix seconds),
         keeping each page's state after them as a checkpoint that re-folds start
-        from; a report older than its page's checkpoint is then refused. With
-        ``dry_run``, only count them."""
+        from; a report older than its page's checkpoint is then refused. The
+        hint log of those pages loses the ``lastmod`` values no later revisit
+        can fall on (the latest per page and source stays). With ``dry_run``,
+        only count the observations."""
         ...
 
     def group_totals(self) -> list[GroupTotals]:

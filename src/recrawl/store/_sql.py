@@ -44,9 +44,10 @@ from ..fold import (
     page_row,
 )
 from ..health import BucketArrays
-from ..observation import Observation, with_keys
+from ..hints import Hint
+from ..observation import Observation, host_of, with_keys
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
-from ._protocol import BatchResult, GroupTotals, PruneReport
+from ._protocol import BatchResult, GroupTotals, HintResult, PruneReport
 
 __all__ = ["SQLStore"]
 
@@ -170,6 +171,16 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
     ev_nc {REAL} NOT NULL, ev_tc {REAL} NOT NULL, ev_nu {REAL} NOT NULL, ev_tu {REAL} NOT NULL,
     nutch_interval {REAL} NOT NULL, gone INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hints (
+    page {BIGINT} NOT NULL, source TEXT NOT NULL,
+    lastmod {REAL} NOT NULL, first_seen {REAL} NOT NULL, last_seen {REAL} NOT NULL,
+    PRIMARY KEY (page, source)
+) {WR};
+CREATE TABLE IF NOT EXISTS hint_log (
+    page {BIGINT} NOT NULL, source TEXT NOT NULL, lastmod {REAL} NOT NULL,
+    first_seen {REAL} NOT NULL,
+    PRIMARY KEY (page, source, lastmod)
+) {WR};
 """
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -177,6 +188,12 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
 # from a reset page, and whether one of them reached the page (``reached``:
 # the failed-first counting of a re-fold needs it). Columns: MUTABLE_FIELDS.
 # Stores of schema 5 gain the (empty) table when opened: no migration.
+#
+# Cheap signals (:mod:`recrawl.hints`): ``hints`` holds the latest word of each
+# source on each page (its ``lastmod``, when the source first and last listed
+# the page: unix seconds); ``hint_log`` each distinct ``lastmod`` a source gave
+# a page, with when it was first seen, so a sitemap read again unchanged only
+# moves ``last_seen``. Stores of schema 5 gain both (empty) when opened.
 
 _VEC_UPSERT: Final = (
     "INSERT INTO {table} (k, n, v) VALUES (?, ?, ?) "
@@ -206,6 +223,20 @@ _mutable: Final = attrgetter(*MUTABLE_FIELDS)  # a page's MUTABLE_FIELDS (gone a
 PRUNE_CHUNK_ROWS: Final = 50_000
 """Observations a prune folds and deletes per transaction (whole pages: a
 page with more is one transaction of its own)."""
+HINT_BATCH: Final = 50_000
+"""Hints :meth:`SQLStore.ingest_hints` stores per transaction."""
+_HINT_INSERT: Final = (
+    "INSERT INTO hints (page, source, lastmod, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
+)
+_HINT_UPDATE: Final = (
+    "UPDATE hints SET lastmod = ?, first_seen = ?, last_seen = ? WHERE page = ? AND source = ?"
+)
+_HINT_LOG_UPSERT: Final = (
+    "INSERT INTO hint_log (page, source, lastmod, first_seen) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (page, source, lastmod) DO UPDATE SET first_seen = CASE "
+    "WHEN excluded.first_seen < hint_log.first_seen THEN excluded.first_seen "
+    "ELSE hint_log.first_seen END"
+)
 
 
 def _iso(t: float) -> str:
@@ -237,6 +268,55 @@ class ContentHistory:
     conditional: NDArray[np.bool_]
     urls: dict[int, str]
     checkpoints: dict[int, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class HintRows:
+    """Hints as columns, one entry per row, in page, source (and ``lastmod``) order.
+
+    ``page``: page ids (as :meth:`SQLStore.page_columns` gives them in ``id``);
+    ``source``: indexes into ``sources``; ``lastmod``, ``first_seen``,
+    ``last_seen``: unix seconds. From :meth:`SQLStore.hint_state`, one row
+    per page and source: the latest ``lastmod``, and when the source first and
+    last listed the page. From :meth:`SQLStore.hint_log`, one row per distinct
+    ``lastmod`` with when it was first seen (``last_seen`` is NaN: not kept
+    per ``lastmod``).
+    """
+
+    page: NDArray[np.int64]
+    source: NDArray[np.int64]
+    sources: list[str]
+    lastmod: NDArray[np.float64]
+    first_seen: NDArray[np.float64]
+    last_seen: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.page)
+
+
+def _hint_rows(cur: Any, width: int) -> HintRows:
+    """:class:`HintRows` from a cursor over ``page, source, lastmod, first_seen[, last_seen]``."""
+    code: dict[str, int] = {}
+    parts: list[list[NDArray[Any]]] = [[] for _ in range(5)]
+    while rows := cur.fetchmany(100_000):
+        n = len(rows)
+        parts[0].append(np.fromiter((r[0] for r in rows), np.int64, n))
+        parts[1].append(np.fromiter((code.setdefault(r[1], len(code)) for r in rows), np.int64, n))
+        for j in range(2, width):
+            parts[j].append(np.fromiter((r[j] for r in rows), np.float64, n))
+
+    def cat(j: int, dtype: Any) -> Any:
+        return np.concatenate(parts[j]) if parts[j] else np.zeros(0, dtype=dtype)
+
+    page = cat(0, np.int64)
+    return HintRows(
+        page=page,
+        source=cat(1, np.int64),
+        sources=list(code),
+        lastmod=cat(2, np.float64),
+        first_seen=cat(3, np.float64),
+        last_seen=cat(4, np.float64) if width > 4 else np.full(len(page), np.nan),
+    )
 
 
 def _logged(page: PageState, t: float, rest: str) -> Observation:
@@ -1284,6 +1364,188 @@ class SQLStore:
             self._remember_ids(ids)
             return len(new)
 
+    # -- cheap signals (recrawl.hints) -----------------------------------------------------
+
+    def ingest_hints(
+        self,
+        hints: Iterable[Hint],
+        *,
+        add_urls: bool = False,
+        batch_size: int = HINT_BATCH,
+        on_batch: Callable[[HintResult], None] | None = None,
+    ) -> HintResult:
+        """Keep what sitemaps, feeds and listings say of pages' last changes.
+
+        Per page and source, the latest hint (by ``seen_at``: its ``lastmod``,
+        and when the source first and last listed the page) and a log of each
+        distinct ``lastmod`` with when it was first seen: a sitemap read again
+        unchanged adds no log rows, it only moves ``last_seen`` (and read at the
+        same time again, writes nothing). Hints may come in any order. A hint
+        for a URL the store does not know (URLs as normalised) is counted and
+        skipped, unless ``add_urls`` registers the URL as a new page, as
+        ``recrawl urls add`` does (site: its host, page type ``page``, value 1,
+        discovered when first seen). One transaction per ``batch_size``
+        hints, under the store's lock like :meth:`ingest`; ``on_batch`` gets
+        the running totals after each.
+        """
+        total = HintResult()
+        batch: list[Hint] = []
+        for h in hints:
+            batch.append(h)
+            if len(batch) >= batch_size:
+                total.add(self._ingest_hint_batch(batch, add_urls))
+                batch = []
+                if on_batch is not None:
+                    on_batch(total)
+        if batch:
+            total.add(self._ingest_hint_batch(batch, add_urls))
+            if on_batch is not None:
+                on_batch(total)
+        return total
+
+    def _ingest_hint_batch(self, batch: Sequence[Hint], add_urls: bool) -> HintResult:
+        """One transaction of :meth:`ingest_hints`."""
+        res = HintResult()
+        urls = list(dict.fromkeys(h.url for h in batch))
+        new_ids: dict[str, int] = {}
+        gen = None
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                ids = dict(zip(urls, self._known_ids(db, urls), strict=True))
+                missing = [u for u, i in ids.items() if i is None]
+                if add_urls and missing:
+                    first: dict[str, float] = {}
+                    for h in batch:
+                        if ids[h.url] is None and h.seen_at < first.get(h.url, math.inf):
+                            first[h.url] = h.seen_at
+                    nid = self._next_page_id(db)
+                    for k, u in enumerate(missing):
+                        new_ids[u] = ids[u] = nid + k
+                    db.executemany(
+                        "INSERT INTO pages (id, url, site, page_type, value, first_seen) "
+                        "VALUES (?, ?, ?, 'page', 1, ?)",
+                        [(new_ids[u], u, host_of(u), first[u]) for u in missing],
+                    )
+                    self._count_in_meta(db, "urls_version")
+                    gen = self._pages_gen(db)
+                    self._bump_pages_gen(db, gen)
+                    res.added_urls = len(missing)
+                # each (page, source): [lastmod, first_seen, last_seen, 0 as read | 1 changed | 2 new]
+                state: dict[tuple[int, str], list[float]] = {}
+                for chunk in _chunks(sorted({i for i in ids.values() if i is not None})):
+                    q = (
+                        "SELECT page, source, lastmod, first_seen, last_seen FROM hints "
+                        f"WHERE page IN ({','.join('?' * len(chunk))})"
+                    )
+                    for p, src, lm, fs, ls in db.execute(q, chunk):
+                        state[(p, src)] = [lm, fs, ls, 0]
+                log: dict[tuple[int, str, float], float] = {}
+                id_of, state_of = ids.__getitem__, state.get  # (a loop over 50,000 hints)
+                unchanged = 0
+                for h in batch:
+                    pid = id_of(h.url)
+                    if pid is None:
+                        res.unknown += 1
+                        continue
+                    key = (pid, h.source)
+                    t, lm = h.seen_at, h.lastmod
+                    st = state_of(key)
+                    if st is None:
+                        state[key] = [lm, t, t, 2]
+                    elif lm == st[0]:  # what the source said last: when it said so moves
+                        unchanged += 1
+                        if t > st[2]:
+                            st[2] = t
+                            st[3] = st[3] or 1
+                        elif t < st[2]:  # an older read: it may have said so first
+                            if t < st[1]:
+                                st[1] = t
+                                st[3] = st[3] or 1
+                            lk = (pid, h.source, lm)
+                            log[lk] = min(t, log.get(lk, t))
+                        continue
+                    else:
+                        if t >= st[2]:  # the latest read: its lastmod is the latest
+                            st[0], st[2] = lm, t
+                        st[1] = min(st[1], t)
+                        st[3] = st[3] or 1
+                    res.stored += 1
+                    lk = (pid, h.source, lm)
+                    log[lk] = min(t, log.get(lk, t))
+                res.unchanged = unchanged
+                new = [(p, src, *st[:3]) for (p, src), st in state.items() if st[3] == 2]
+                changed = [(*st[:3], p, src) for (p, src), st in state.items() if st[3] == 1]
+                db.executemany(_HINT_INSERT, new)
+                db.executemany(_HINT_UPDATE, changed)
+                db.executemany(
+                    _HINT_LOG_UPSERT, [(p, src, lm, t) for (p, src, lm), t in log.items()]
+                )
+                if new or changed:
+                    # planners judge their trust in the sources again (recrawl.engine)
+                    self._count_in_meta(db, "hints_version")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            self._remember_ids(new_ids)
+            if gen is not None and self._gen == gen:  # only new pages: the cache stays right
+                self._gen = gen + 1
+        return res
+
+    def hints_version(self) -> int:
+        """A number that grows with every write of hints (cheap to read)."""
+        with self._lock:
+            return self._meta_int(self._db, "hints_version")
+
+    def hint_state(self) -> HintRows:
+        """The latest hint of every page and source: its ``lastmod``, and when
+        the source first and last listed the page (read on the store's reader,
+        like :meth:`content_history`)."""
+        with self._snapshot() as db:
+            cur = db.execute(
+                "SELECT page, source, lastmod, first_seen, last_seen FROM hints "
+                "ORDER BY page, source"
+            )
+            return _hint_rows(cur, 5)
+
+    def hint_log(self, lastmod_after: float = -math.inf) -> HintRows:
+        """Each distinct ``lastmod`` a source gave a page (those after
+        ``lastmod_after``, unix seconds), with when it was first seen: what
+        :func:`recrawl.hints.revisit_moves` matches with the revisits."""
+        lo = lastmod_after if lastmod_after > -math.inf else -_FAR_FUTURE
+        with self._snapshot() as db:
+            cur = db.execute(
+                "SELECT page, source, lastmod, first_seen FROM hint_log WHERE lastmod > ? "
+                "ORDER BY page, source, lastmod",
+                (lo,),
+            )
+            return _hint_rows(cur, 4)
+
+    def hint_sources(self) -> list[dict[str, Any]]:
+        """Per source: ``pages`` it lists, ``lastmods`` (rows of its log), and
+        when it was ``first_seen`` and ``last_seen`` (unix seconds)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT source, count(*), min(first_seen), max(last_seen) FROM hints "
+                "GROUP BY source ORDER BY source"
+            ).fetchall()
+            logged = dict(
+                self._db.execute("SELECT source, count(*) FROM hint_log GROUP BY source").fetchall()
+            )
+        return [
+            {
+                "source": src,
+                "pages": int(n),
+                "lastmods": int(logged.get(src, 0)),
+                "first_seen": float(fs),
+                "last_seen": float(ls),
+            }
+            for src, n, fs, ls in rows
+        ]
+
     def set_values(self, rows: Iterable[tuple[str, float]]) -> int:
         """Set the value of known pages: ``(url, value)``, URLs as normalised;
         unknown URLs are skipped. Returns how many pages' values changed."""
@@ -1309,11 +1571,11 @@ class SQLStore:
             return len(changed)
 
     def remove_urls(self, urls: Sequence[str]) -> int:
-        """Delete pages (URLs as normalised) with their observations, leases and
-        canary declarations; returns how many were pages. The buckets keep what
-        they counted, and the observations' keys stay claimed, so a log sent
-        again does not bring a removed page back; a new observation does, as a
-        new page (ids are never reused)."""
+        """Delete pages (URLs as normalised) with their observations, leases,
+        canary declarations and hints; returns how many were pages. The buckets
+        keep what they counted, and the observations' keys stay claimed, so a
+        log sent again does not bring a removed page back; a new observation
+        does, as a new page (ids are never reused)."""
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
@@ -1333,7 +1595,10 @@ class SQLStore:
                         db.execute(f"DELETE FROM pages WHERE id IN ({marks})", pids)
                         db.execute(f"DELETE FROM leases WHERE url IN ({marks})", chunk)
                         db.execute(f"DELETE FROM canaries WHERE url IN ({marks})", chunk)
+                        db.execute(f"DELETE FROM hints WHERE page IN ({marks})", pids)
+                        db.execute(f"DELETE FROM hint_log WHERE page IN ({marks})", pids)
                     self._keep_seq_high(db, seq_top)
+                    self._count_in_meta(db, "hints_version")
                     self._set_meta(db, "page_id_floor", top)
                     removals = self._count_in_meta(db, "urls_removed")
                     self._count_in_meta(db, "urls_version")
@@ -1366,7 +1631,10 @@ class SQLStore:
         the page as the whole log would have. The pages, the buckets (stats,
         health) and the observations' keys (deduplication) stay; a report
         fetched before its page's last pruned fetch is refused at ingest
-        (:attr:`BatchResult.refused`). One transaction per about ``chunk_rows``
+        (:attr:`BatchResult.refused`). The hint log of those pages loses the
+        ``lastmod`` values no revisit left in the log can fall on
+        (:attr:`PruneReport.hint_log_removed`); the latest hint of each page
+        and source stays. One transaction per about ``chunk_rows``
         observations (whole pages): a crash leaves every page either pruned or
         untouched, and running it again finishes the work. ``on_progress`` is
         called after each transaction. With ``dry_run``, only counts what
@@ -1404,6 +1672,7 @@ class SQLStore:
             try:
                 seq_top = self._max_seq(db)
                 done, removed, until = self._checkpoint_pages(db, pages, before)
+                hints_removed = self._prune_hint_log(db, pages)
                 if done:
                     self._keep_seq_high(db, seq_top)
                     if until > (self._meta_float(db, "pruned_until") or -math.inf):
@@ -1419,6 +1688,25 @@ class SQLStore:
                 self._gen = gen + 1
         report.pages_checkpointed += done
         report.observations_removed += removed
+        report.hint_log_removed += hints_removed
+
+    def _prune_hint_log(self, db: Any, pages: list[int]) -> int:
+        """Delete the hint log's ``lastmod`` values of ``pages`` that no revisit
+        left in the log can fall on: those not after the page's checkpointed
+        last success (every revisit from there on starts at or after it), but
+        for the latest of each source. Returns the rows deleted."""
+        removed = 0
+        for chunk in _chunks(pages):
+            cur = db.execute(
+                f"DELETE FROM hint_log WHERE page IN ({','.join('?' * len(chunk))}) "
+                "AND lastmod <= (SELECT c.last_ok FROM page_checkpoints c "
+                "WHERE c.page = hint_log.page) "
+                "AND lastmod <> (SELECT h.lastmod FROM hints h "
+                "WHERE h.page = hint_log.page AND h.source = hint_log.source)",
+                chunk,
+            )
+            removed += max(cur.rowcount, 0)
+        return removed
 
     def _checkpoint_pages(self, db: Any, pages: list[int], before: float) -> tuple[int, int, float]:
         """Fold the log rows of ``pages`` fetched before ``before`` onto their
@@ -2023,22 +2311,23 @@ class SQLStore:
     def page_columns(self) -> dict[str, Any]:
         """Every page's planning state as columns (lists and numpy arrays).
 
-        Keys: ``url``, ``site``, ``page_type`` (lists of str); ``value``,
-        ``first_seen``, ``last_ok``, ``last_fetch`` (unix seconds, NaN when
-        never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
+        Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
+        ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
+        ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
         (seconds), ``avg_bytes`` (float64 arrays); ``gone`` (bool array).
         """
         with self._lock:
             rows = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
-                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone FROM pages ORDER BY url"
+                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, id FROM pages ORDER BY url"
             ).fetchall()
         cols: dict[str, Any] = {
+            "id": np.fromiter((r[14] for r in rows), np.int64, len(rows)),
             "url": [r[0] for r in rows],
             "site": [r[1] for r in rows],
             "page_type": [r[2] for r in rows],
         }
-        num = np.array([r[3:] for r in rows], dtype=np.float64).reshape(len(rows), 11)
+        num = np.array([r[3:14] for r in rows], dtype=np.float64).reshape(len(rows), 11)
         for i, name in enumerate(
             ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
              "nutch_interval", "avg_bytes")

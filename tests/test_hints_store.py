@@ -1,0 +1,365 @@
+"""Cheap signals in the store and the engine: hints kept, judged against the
+revisits, and acted on by the plan only once trusted."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recrawl.config import Reserves, Settings
+from recrawl.engine import Engine
+from recrawl.hints import Hint
+from recrawl.ingest import ingest_lines
+from recrawl.store import SQLiteStore, SQLStore
+
+DAY = 86_400.0
+T0 = 1_700_000_000.0
+A = "https://a.example/p/1"
+B = "https://a.example/p/2"
+
+MakeStore = Callable[[], SQLStore]
+
+
+def log_rows(store: SQLStore) -> int:
+    return int(store.execute("SELECT count(*) FROM hint_log")[0][0])
+
+
+def latest(store: SQLStore) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """``(url, source) → (lastmod, first_seen, last_seen)`` of every latest hint."""
+    rows = store.execute(
+        "SELECT p.url, h.source, h.lastmod, h.first_seen, h.last_seen "
+        "FROM hints h JOIN pages p ON p.id = h.page"
+    )
+    return {(u, s): (lm, f, ls) for u, s, lm, f, ls in rows}
+
+
+def test_hints_round_trip(store: SQLStore) -> None:
+    store.add_urls([(A, "a.example", "page", 1.0), (B, "a.example", "page", 1.0)], T0)
+    got = store.ingest_hints(
+        [
+            Hint(A, T0 + DAY, "sitemap", T0 - 5 * DAY),
+            Hint(B, T0 + DAY, "sitemap", T0 - 3 * DAY),
+            Hint(A, T0 + DAY, "listing", T0 - 1 * DAY),
+        ]
+    )
+    assert (got.stored, got.unchanged, got.unknown, got.added_urls) == (3, 0, 0, 0)
+    # a day later A moved on the sitemap; B did not
+    got = store.ingest_hints(
+        [
+            Hint(A, T0 + 2 * DAY, "sitemap", T0 + 1.5 * DAY),
+            Hint(B, T0 + 2 * DAY, "sitemap", T0 - 3 * DAY),
+        ]
+    )
+    assert (got.stored, got.unchanged) == (1, 1)
+    assert latest(store) == {
+        (A, "sitemap"): (T0 + 1.5 * DAY, T0 + DAY, T0 + 2 * DAY),
+        (B, "sitemap"): (T0 - 3 * DAY, T0 + DAY, T0 + 2 * DAY),
+        (A, "listing"): (T0 - DAY, T0 + DAY, T0 + DAY),
+    }
+    ids = dict(zip(store.page_columns()["url"], store.page_columns()["id"].tolist(), strict=True))
+    state = store.hint_state()
+    assert sorted(state.sources) == ["listing", "sitemap"]
+    assert len(state) == 3 and state.page.tolist() == sorted(state.page.tolist())
+    row = {
+        (int(p), state.sources[int(s)]): (lm, ls)
+        for p, s, lm, ls in zip(
+            state.page, state.source, state.lastmod, state.last_seen, strict=True
+        )
+    }
+    assert row[(ids[A], "sitemap")] == (T0 + 1.5 * DAY, T0 + 2 * DAY)
+    log = store.hint_log()
+    entries = sorted(
+        (int(p), log.sources[int(s)], lm, f)
+        for p, s, lm, f in zip(log.page, log.source, log.lastmod, log.first_seen, strict=True)
+    )
+    assert entries == sorted(
+        [
+            (ids[A], "sitemap", T0 - 5 * DAY, T0 + DAY),
+            (ids[A], "sitemap", T0 + 1.5 * DAY, T0 + 2 * DAY),
+            (ids[B], "sitemap", T0 - 3 * DAY, T0 + DAY),
+            (ids[A], "listing", T0 - DAY, T0 + DAY),
+        ]
+    )
+    assert np.isnan(log.last_seen).all()
+    assert len(store.hint_log(T0 - 2 * DAY)) == 2  # lastmods after that time only
+    by_source = {s["source"]: s for s in store.hint_sources()}
+    assert by_source["sitemap"] == {
+        "source": "sitemap", "pages": 2, "lastmods": 3, "first_seen": T0 + DAY,
+        "last_seen": T0 + 2 * DAY,
+    }  # fmt: skip
+    # an older read arriving late: the latest stays, the source listed the page earlier
+    got = store.ingest_hints([Hint(A, T0, "sitemap", T0 - 6 * DAY)])
+    assert got.stored == 1
+    assert latest(store)[(A, "sitemap")] == (T0 + 1.5 * DAY, T0, T0 + 2 * DAY)
+    assert log_rows(store) == 5
+
+
+def test_an_unchanged_sitemap_read_again_adds_no_log_rows(store: SQLStore) -> None:
+    urls = [f"https://s.example/p/{i}" for i in range(2000)]
+    store.add_urls([(u, "s.example", "page", 1.0) for u in urls], T0)
+
+    def read(at: float) -> list[Hint]:
+        return [Hint(u, at, "sitemap", T0 - i * 60.0) for i, u in enumerate(urls)]
+
+    first = store.ingest_hints(read(T0 + DAY), batch_size=700)
+    assert (first.stored, first.unchanged) == (2000, 0)
+    assert log_rows(store) == 2000
+    again = store.ingest_hints(read(T0 + 2 * DAY), batch_size=700)
+    assert (again.stored, again.unchanged, again.unknown) == (0, 2000, 0)
+    assert log_rows(store) == 2000
+    assert {v[2] for v in latest(store).values()} == {T0 + 2 * DAY}  # last_seen moved
+    assert {v[1] for v in latest(store).values()} == {T0 + DAY}
+    # the same read once more writes nothing at all
+    version = store.hints_version()
+    assert store.ingest_hints(read(T0 + 2 * DAY)).unchanged == 2000
+    assert store.hints_version() == version
+
+
+def test_hints_for_unknown_urls_are_skipped_or_added(make_store: MakeStore) -> None:
+    store = make_store()
+    store.add_urls([(A, "a.example", "page", 1.0)], T0)
+    hints = [
+        Hint(A, T0 + DAY, "sitemap", T0),
+        Hint("https://b.example:8080/new", T0 + DAY, "sitemap", T0),
+        Hint("https://b.example:8080/new", T0 + 2 * DAY, "sitemap", T0 + DAY),
+    ]
+    got = store.ingest_hints(hints)
+    assert (got.stored, got.unknown, got.added_urls) == (1, 2, 0)
+    assert len(store.page_columns()["url"]) == 1 and len(store.hint_state()) == 1
+
+    version = store.version()
+    got = store.ingest_hints(hints, add_urls=True)
+    assert (got.stored, got.unchanged, got.unknown, got.added_urls) == (2, 1, 0, 1)
+    assert store.version() > version  # planners see a new URL
+    page = store.page("https://b.example:8080/new")
+    assert page is not None
+    assert (page.site, page.page_type, page.value, page.first_seen) == (
+        "b.example", "page", 1.0, T0 + DAY,
+    )  # fmt: skip
+    assert page.last_fetch is None  # waiting for discovery
+    assert latest(store)[("https://b.example:8080/new", "sitemap")] == (
+        T0 + DAY, T0 + DAY, T0 + 2 * DAY,
+    )  # fmt: skip
+    # removing a page removes its hints
+    assert store.remove_urls(["https://b.example:8080/new"]) == 1
+    assert len(store.hint_state()) == 1 and log_rows(store) == 1
+
+
+def test_an_older_store_gains_the_hint_tables_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as db:  # as a store written before hints existed
+        db.execute("DROP TABLE hints")
+        db.execute("DROP TABLE hint_log")
+    with SQLiteStore(path) as store:
+        store.add_urls([(A, "a.example", "page", 1.0)], T0)
+        assert store.ingest_hints([Hint(A, T0, "sitemap", T0)]).stored == 1
+        assert store.hints_version() == 1
+
+
+# -- a crawl with a sitemap ---------------------------------------------------------------------
+
+PAGES = 120
+DAYS = 120
+
+
+def crawl(*, seed: int = 0) -> tuple[list[dict[str, object]], list[np.ndarray]]:
+    """Fetch logs of Poisson pages on two sites (rates from once in 60 days to
+    once in 3), revisited every 2 to 12 days, and each page's change times."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, object]] = []
+    changes: list[np.ndarray] = []
+    for i in range(PAGES):
+        rate = math.exp(rng.uniform(math.log(1 / 60), math.log(1 / 3)))
+        ch = np.sort(T0 + rng.uniform(0, DAYS * DAY, rng.poisson(rate * DAYS)))
+        changes.append(ch)
+        t = T0 + rng.uniform(0, 2) * DAY
+        while t < T0 + DAYS * DAY:
+            rows.append(
+                {"url": f"https://{'ab'[i % 2]}.example/p/{i}", "fetched_at": t, "status": 200,
+                 "record_hash": f"v{int(np.searchsorted(ch, t, side='right'))}"}
+            )  # fmt: skip
+            t += rng.uniform(2, 12) * DAY
+    rows.sort(key=lambda r: float(str(r["fetched_at"])))
+    return rows, changes
+
+
+def sitemap_reads(changes: list[np.ndarray], kind: str) -> list[Hint]:
+    """A sitemap read daily: ``honest`` gives each page's last change (before
+    the first, a day before the crawl began), ``silent`` always that first date."""
+    out = []
+    for d in range(1, DAYS + 1):
+        at = T0 + d * DAY
+        for i, ch in enumerate(changes):
+            k = int(np.searchsorted(ch, at, side="right"))
+            lastmod = ch[k - 1] if kind == "honest" and k else T0 - DAY
+            out.append(Hint(f"https://{'ab'[i % 2]}.example/p/{i}", at, "sitemap", float(lastmod)))
+    return out
+
+
+NOW = T0 + DAYS * DAY + 600.0
+SETTINGS = Settings(reserves=Reserves(discovery=0, reestimate=0, verify=0), budget_per_day=240)
+
+
+def crawled_store(make_store: MakeStore) -> tuple[SQLStore, list[np.ndarray]]:
+    store = make_store()
+    rows, changes = crawl()
+    ingest_lines(store, (json.dumps(r) + "\n" for r in rows))
+    return store, changes
+
+
+def plan_urls(engine: Engine, budget: float) -> list[str]:
+    return [t["url"] for t in engine.plan(budget=budget, now=NOW).tasks]
+
+
+def stale_pages(store: SQLStore, changes: list[np.ndarray]) -> set[str]:
+    """Pages that changed after their last fetch, before the last sitemap read."""
+    out = set()
+    for i, ch in enumerate(changes):
+        url = f"https://{'ab'[i % 2]}.example/p/{i}"
+        page = store.page(url)
+        assert page is not None and page.last_ok is not None
+        if np.any((ch > page.last_ok) & (ch <= T0 + DAYS * DAY)):
+            out.add(url)
+    return out
+
+
+def test_an_honest_sitemap_is_trusted_and_the_plan_follows_it(make_store: MakeStore) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    assert engine.hint_trust() == []  # no hints: nothing to judge
+    blind = plan_urls(engine, 10)
+    stale = stale_pages(store, changes)
+    assert len(stale) > 20
+
+    got = engine.ingest_hints(sitemap_reads(changes, "honest"))
+    assert got.stored >= PAGES and got.unknown == 0
+    trust = engine.hint_trust()
+    assert [(t.site, t.source) for t in trust] == [
+        ("a.example", "sitemap"),
+        ("b.example", "sitemap"),
+    ]
+    for t in trust:
+        assert t.verdict == "trusted", t.to_dict()
+        assert t.recall > 0.95 and t.precision > 0.95 and t.changed >= 10
+
+    # the pages known to be stale go first; those vouched for wait
+    plan = engine.plan(budget=10, now=NOW)
+    urls = [t["url"] for t in plan.tasks]
+    assert len(urls) == 10 and set(urls) <= stale
+    assert all(t["expected_gain"] > 0 for t in plan.tasks)
+    vouched = [u for u in blind if u not in stale]
+    assert vouched, "the blind plan should hold pages the sitemap vouches for"
+    assert not set(vouched) & set(urls)
+
+    # a new lastmod after a page's last fetch sends it to the front at once
+    wider = set(plan_urls(engine, len(stale) + 1))
+    assert stale < wider
+    calm = sorted(u for u in store.page_columns()["url"] if u not in wider)[0]
+    engine.ingest_hints([Hint(calm, NOW - 60.0, "sitemap", NOW - 300.0)])
+    assert set(plan_urls(engine, len(stale) + 1)) == stale | {calm}
+
+
+def test_a_silent_sitemap_is_not_trusted_and_changes_nothing(make_store: MakeStore) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    before = engine.plan(budget=10, now=NOW).tasks
+    engine.ingest_hints(sitemap_reads(changes, "silent"))
+    trust = engine.hint_trust()
+    assert trust and all(t.verdict == "not trusted" and t.moved == 0 for t in trust)
+    assert engine.plan(budget=10, now=NOW).tasks == before
+    pages, _ = engine.page_arrays(NOW)
+    assert pages.checked_at is None and pages.known_stale is None
+
+
+def test_the_trust_is_judged_at_most_hourly_and_new_hints_act_at_once(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    calls = []
+    judge = engine.hint_trust
+    monkeypatch.setattr(engine, "hint_trust", lambda **kw: calls.append(1) or judge(**kw))
+    engine.plan(budget=10, now=NOW)
+    assert calls == []  # no hints: not even judged
+    engine.ingest_hints(sitemap_reads(changes, "honest"))
+    for k in range(3):
+        engine.plan(budget=10, now=NOW + k)
+    assert len(calls) == 1
+    engine.plan(budget=10, now=NOW + 3600)
+    assert len(calls) == 2
+    # new hints within the hour: not judged again (it replays the log: seconds
+    # on a large store, and a sitemap may come every few minutes), but used
+    engine.ingest_hints([Hint("https://a.example/p/0", NOW, "feed", NOW - 10)])
+    pages, _ = engine.page_arrays(NOW + 3601)
+    assert len(calls) == 2
+    assert pages.checked_at is not None
+    engine.plan(budget=10, now=NOW + 7200)
+    assert len(calls) == 3
+
+
+def test_prune_keeps_the_hint_log_revisits_can_still_use(make_store: MakeStore) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    engine.ingest_hints(sitemap_reads(changes, "honest"))
+    before = {(t.site, t.source): t for t in engine.hint_trust(days=30)}
+    rows = log_rows(store)
+    state = latest(store)
+    report = store.prune(T0 + 60 * DAY)
+    assert 0 < report.hint_log_removed < rows
+    assert log_rows(store) == rows - report.hint_log_removed
+    assert latest(store) == state  # the latest hint of every page stays
+    after = {(t.site, t.source): t for t in engine.hint_trust(days=30)}
+    assert after == before  # the revisits left in the log are judged as before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([A, B, "https://c.example/unknown"]),
+            st.integers(0, 6),  # seen_at, days
+            st.sampled_from(["sitemap", "feed"]),
+            st.integers(0, 3),  # lastmod, days
+        ),
+        max_size=30,
+    ),
+    st.integers(1, 8),
+)
+def test_hints_in_any_order_and_batches_keep_the_latest_and_each_first_sighting(
+    raw: list[tuple[str, int, str, int]], batch: int
+) -> None:
+    """Whatever the order and the batches: per page and source, the lastmod of
+    the latest read (the last given among reads at the same time), the first
+    and last reads; per lastmod, its first read."""
+    hints = [Hint(u, T0 + t * DAY, s, T0 + m * DAY) for u, t, s, m in raw]
+    with SQLiteStore(":memory:") as store:
+        store.add_urls([(A, "a.example", "page", 1.0), (B, "a.example", "page", 1.0)], T0)
+        got = store.ingest_hints(hints, batch_size=batch)
+        known = [h for h in hints if h.url != "https://c.example/unknown"]
+        assert got.unknown == len(hints) - len(known)
+        assert got.stored + got.unchanged == len(known)
+        want: dict[tuple[str, str], tuple[float, float, float]] = {}
+        firsts: dict[tuple[str, str, float], float] = {}
+        for h in known:
+            key = (h.url, h.source)
+            lm, f, last = want.get(key, (h.lastmod, h.seen_at, h.seen_at))
+            if h.seen_at >= last:
+                lm, last = h.lastmod, h.seen_at
+            want[key] = (lm, min(f, h.seen_at), last)
+            k = (h.url, h.source, h.lastmod)
+            firsts[k] = min(firsts.get(k, h.seen_at), h.seen_at)
+        assert latest(store) == want
+        rows = store.execute(
+            "SELECT p.url, l.source, l.lastmod, l.first_seen "
+            "FROM hint_log l JOIN pages p ON p.id = l.page"
+        )
+        assert {(u, s, lm): f for u, s, lm, f in rows} == firsts

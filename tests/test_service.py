@@ -1290,3 +1290,50 @@ def test_calibration_finds_a_host_whose_304s_hide_changes_and_leases_follow(
         assert all(t["headers"] == {} for t in tasks if t["reason"] == "verify")
         assert any(t["reason"] == "verify" for t in tasks)
         assert any(t["headers"] for t in tasks if t["site"] == "honest.example")
+
+
+# -- cheap signals ----------------------------------------------------------------------------
+
+
+def test_hints_are_reported_as_a_sitemap_or_lines_and_their_sources_shown(serve: Serve) -> None:
+    with serve() as (client, engine):
+        register(client, ["https://a.example/1", "https://a.example/2"])
+        sitemap = (
+            b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            b"<url><loc>https://a.example/1</loc><lastmod>2024-05-01</lastmod></url>"
+            b"<url><loc>https://a.example/9</loc><lastmod>2024-05-01</lastmod></url>"
+            b"<url><loc>https://a.example/2</loc><lastmod>soon</lastmod></url>"
+            b"</urlset>"
+        )
+        r = client.post("/v1/hints", content=gzip.compress(sitemap), headers=GZ)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert (got["received"], got["stored"], got["unknown"], got["rejected"]) == (3, 1, 1, 1)
+        assert got["errors"][0]["field"] == "lastmod" and got["errors"][0]["line"] == 3
+        lines = ndjson(
+            [
+                {"url": "https://a.example/2", "lastmod": "2024-05-02T10:00:00Z"},
+                {"url": "https://a.example/1"},
+            ]
+        )
+        r = client.post("/v1/hints?source=feed&seen_at=2024-05-03T00:00:00Z", content=lines)
+        got = r.json()
+        assert (got["stored"], got["rejected"]) == (1, 1), got
+        assert got["errors"][0] == {
+            "line": 2,
+            "field": "lastmod",
+            "error": "line 2: field 'lastmod': is missing",
+        }
+        # an unknown URL registered on request
+        r = client.post("/v1/hints?add_urls=true", content=sitemap)
+        assert r.json()["added_urls"] == 1
+        assert engine.store.page("https://a.example/9") is not None
+        report = client.get("/v1/hints").json()
+        assert {s["source"]: s["pages"] for s in report["sources"]} == {"feed": 1, "sitemap": 2}
+        assert report["trust"] == [] and "trusted" in report["trusted_means"]
+        # the token first, whatever the body; a document that is no sitemap is named
+        assert httpx.post(f"{client.base_url}/v1/hints", content=sitemap).status_code == 401
+        r = client.post("/v1/hints", content=b"<html><body/></html>")
+        assert r.status_code == 400 and "<html>" in r.json()["detail"]
+        r = client.post("/v1/hints?seen_at=later", content=lines)
+        assert r.status_code == 422

@@ -55,10 +55,7 @@ from .cli import (  # noqa: E402
 from .config import load_settings  # noqa: E402
 from .engine import HINT_TRUST_DAYS, Engine  # noqa: E402
 from .hints import (  # noqa: E402
-    MIN_CHANGES,
-    MIN_MOVES,
-    PRECISION_TO_TRUST,
-    RECALL_TO_TRUST,
+    TRUSTED_MEANS,
     Hint,
     InvalidHint,
     read_hints,
@@ -68,14 +65,6 @@ from .store._protocol import HintResult  # noqa: E402
 
 __all__ = ["TRUSTED_MEANS", "hints_app"]
 
-TRUSTED_MEANS = (
-    f"A source is trusted on a site when its lastmod moved in at least {RECALL_TO_TRUST:.0%} "
-    f"of the revisits that found a change (over {MIN_CHANGES}+ changes: its silence then "
-    "vouches for a page, whose revisit waits) and at least "
-    f"{PRECISION_TO_TRUST:.0%} of its moves were changes (over {MIN_MOVES}+ moves: a move "
-    "then sends the page to the front of the plan); until then its hints are kept and "
-    "judged, never acted on."
-)
 _SHOWN = 20  # rejected entries printed, per run
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "MIN_MOVES",
     "PRECISION_TO_TRUST",
     "RECALL_TO_TRUST",
+    "TRUSTED_MEANS",
     "Hint",
     "SourceTrust",
     "parse_hint",
@@ -78,6 +79,16 @@ MIN_CHANGES = 10
 """Revisits that found a change, at least, before a source may vouch."""
 MIN_MOVES = 10
 """Revisits across a ``lastmod`` move, at least, before a move may prove a change."""
+
+TRUSTED_MEANS = (
+    f"A source is trusted on a site when its lastmod moved in at least {RECALL_TO_TRUST:.0%} "
+    f"of the revisits that found a change (over {MIN_CHANGES}+ changes: its silence then "
+    "vouches for a page, whose revisit waits) and at least "
+    f"{PRECISION_TO_TRUST:.0%} of its moves were changes (over {MIN_MOVES}+ moves: a move "
+    "then sends the page to the front of the plan); until then its hints are kept and "
+    "judged, never acted on."
+)
+"""What trusted means, in a sentence for people (the CLI's report and the service's)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,8 @@ from .. import __version__
 from .._exceptions import ConfigError, InvalidObservation, NotFound
 from ..calibration import Calibration
 from ..config import Settings
-from ..engine import Engine, PlanResult
+from ..engine import HINT_TRUST_DAYS, Engine, PlanResult
+from ..hints import TRUSTED_MEANS, Hint, InvalidHint, parse_lastmod, read_hints, read_sitemap
 from ..ingest import ContentClassifier
 from ..observation import Observation, _line_key, normalize_url, parse_observation
 from ..store import BatchResult, SQLStore, open_store
@@ -93,6 +94,7 @@ class _LeasePool:
 
 _log = logging.getLogger("recrawl.service")
 _INGEST_RATE_WINDOW_S = 60.0
+_MAX_REJECTED = 100  # rejected hints described in an answer (all are counted)
 
 
 class JSONResponse(Response):
@@ -636,6 +638,7 @@ class Service:
         self._ingest_log: deque[tuple[float, int]] = deque()
         self._calibrations: dict[tuple[float, str, int], Calibration] = {}
         self._calibration_lock = threading.Lock()
+        self._hint_reports: dict[tuple[float, int, int], dict[str, Any]] = {}
         self.writer = Writer(self._store_observations, group_s=group_s, on_commit=self._committed)
 
     # -- the model's calibration -----------------------------------------------------------
@@ -1027,6 +1030,88 @@ class Service:
         span = min(_INGEST_RATE_WINDOW_S, max(now - self.started_at, 1.0))
         return n / span
 
+    # -- cheap signals (recrawl.hints) -----------------------------------------------------
+
+    def parse_hints(
+        self, body: bytes, *, source: str | None, seen_at: float | None
+    ) -> tuple[list[Hint], list[dict[str, Any]], int]:
+        """A sitemap (``<urlset>``, found by its content) or hint lines: the good
+        hints, the first :data:`_MAX_REJECTED` rejections and how many there were.
+        A sitemap without ``seen_at`` was read now. Raises HTTPException(400) for
+        a document that is not a sitemap or not well-formed XML."""
+        good: list[Hint] = []
+        bad: list[dict[str, Any]] = []
+        count = 0
+
+        def reject(e: InvalidHint) -> None:
+            nonlocal count
+            count += 1
+            if len(bad) < _MAX_REJECTED:
+                bad.append({"line": e.line, "field": e.field, "error": str(e)})
+
+        head = body[:4096].removeprefix(b"\xef\xbb\xbf").lstrip()
+        if head.startswith(b"<"):
+            import io
+            import xml.etree.ElementTree as ET
+
+            try:
+                for h in read_sitemap(
+                    io.BytesIO(body),
+                    seen_at=self.now() if seen_at is None else seen_at,
+                    source=source or "sitemap",
+                ):
+                    if isinstance(h, InvalidHint):
+                        reject(h)
+                    else:
+                        good.append(h)
+            except ET.ParseError as exc:
+                raise HTTPException(400, f"not well-formed XML ({exc})") from None
+            except ValueError as exc:  # a sitemap index, or another document
+                raise HTTPException(400, str(exc)) from None
+            return good, bad, count
+        text = body.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+        for _, h in read_hints(text.splitlines(), source=source, seen_at=seen_at):
+            if isinstance(h, InvalidHint):
+                reject(h)
+            else:
+                good.append(h)
+        return good, bad, count
+
+    def ingest_hints(self, hints: list[Hint], *, add_urls: bool) -> Future[Any]:
+        """Store hints through the writer; a stored hint asks for a new plan in the
+        background (as another process's writes do), a registered URL at once."""
+
+        def work() -> Any:
+            result = self.engine.ingest_hints(hints, add_urls=add_urls)
+            if result.added_urls:
+                self.invalidate()
+            elif result.stored:
+                with self._lock:
+                    self._outside_changed = True
+            return result
+
+        return self.writer.submit(work)
+
+    def hint_report(self, days: float) -> dict[str, Any]:
+        """As ``recrawl hints --json``, judged again at most once an hour for each
+        ``days`` or when hints were written (it replays the fetch log)."""
+        key = (days, int(self.now() // 3600), self.store.hints_version())
+        with self._calibration_lock:
+            got = self._hint_reports.get(key)
+            if got is None:
+                trust = self.engine.hint_trust(days=days)
+                got = {
+                    "days": days,
+                    "until": None,
+                    "sources": self.store.hint_sources(),
+                    "trust": [t.to_dict() for t in trust],
+                    "trusted_means": TRUSTED_MEANS,
+                }
+                self._hint_reports = {
+                    k: v for k, v in self._hint_reports.items() if k[1:] == key[1:]
+                } | {key: got}
+            return got
+
     # -- sites -----------------------------------------------------------------------------
 
     def sites(self) -> list[dict[str, Any]]:
@@ -1328,6 +1413,43 @@ def create_app(
         share = await asyncio.wrap_future(svc.submit_observations(good))
         return JSONResponse(svc.answer(good, where, rejected, share))
 
+    @app.post("/v1/hints", dependencies=[Write], tags=["write"])
+    async def post_hints(
+        request: Request,
+        source: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+        seen_at: Annotated[str | None, Query()] = None,
+        add_urls: bool = False,
+    ) -> Any:
+        """Report what a sitemap, feed or listing says of pages' last changes: a
+        sitemap (``<urlset>``, read now unless ``seen_at``) or hint lines (JSON
+        objects with ``url``, ``lastmod``, ``seen_at``, ``source``; the query's
+        ``source`` and ``seen_at`` are their defaults). Good hints are stored even
+        when others are rejected; hints for unknown URLs are counted and skipped
+        unless ``add_urls``. As ``recrawl hints add``; ``GET /v1/hints`` tells
+        which sources the plan trusts."""
+        when = None
+        if seen_at is not None:
+            try:
+                when = parse_lastmod(seen_at)
+            except ValueError as exc:
+                raise HTTPException(422, f"seen_at {exc}") from None
+        body = await request.body()
+        good, bad, count = await run_in_threadpool(
+            lambda: svc.parse_hints(body, source=source, seen_at=when)
+        )
+        result = await asyncio.wrap_future(svc.ingest_hints(good, add_urls=add_urls))
+        return JSONResponse(
+            {
+                "received": len(good) + count,
+                "stored": result.stored,
+                "unchanged": result.unchanged,
+                "unknown": result.unknown,
+                "added_urls": result.added_urls,
+                "rejected": count,
+                "errors": bad,
+            }
+        )
+
     @app.post("/v1/sites/{site}/resume", dependencies=[Write], tags=["write"])
     def resume_site(site: str) -> Any:
         """Lift a site's pause: the owner has decided to go on."""
@@ -1435,6 +1557,14 @@ def create_app(
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         return JSONResponse(cal.as_dict())
+
+    @app.get("/v1/hints", dependencies=[Read], tags=["read"])
+    def get_hints(
+        days: Annotated[float, Query(gt=0, allow_inf_nan=False)] = HINT_TRUST_DAYS,
+    ) -> Any:
+        """Each hint source, and how far its ``lastmod`` agreed with the revisits of
+        the last ``days`` per site: which the plan trusts. As ``recrawl hints --json``."""
+        return JSONResponse(svc.hint_report(days))
 
     @app.get("/v1/stats", dependencies=[Read], tags=["read"])
     def get_stats() -> Any:

@@ -212,36 +212,55 @@ def read_sitemap(
     entry's number). A sitemap index (``<sitemapindex>``) raises ValueError:
     give its sitemaps one by one.
     """
+    if not (isinstance(seen_at, int | float) and math.isfinite(seen_at) and seen_at >= 0):
+        raise ValueError("seen_at must be unix seconds")
+    seen = float(seen_at)
+    src = source.strip()
+    if not src or len(src) > 100 or "\x00" in src:
+        raise ValueError("source must be a name of 1 to 100 characters")
+    events = ET.iterparse(data, events=("start", "end"))
+    root = None
+    for _, el in events:  # the first event opens the root element
+        root = el
+        break
+    if root is None:
+        return
+    name = _local(root.tag)
+    if name == "sitemapindex":
+        raise ValueError("a sitemap index: give the sitemaps it lists one by one")
+    if name != "urlset":
+        raise ValueError(f"not a sitemap: the root element is <{name}>, not <urlset>")
+    ns = root.tag[: -len("urlset")]  # "{http://www.sitemaps.org/schemas/sitemap/0.9}" or ""
+    url_tag, loc_tag, lastmod_tag = ns + "url", ns + "loc", ns + "lastmod"
+    when: dict[str, float] = {}  # a sitemap repeats its dates: parse each once
     n = 0
-    root_seen = False
-    for event, el in ET.iterparse(data, events=("start", "end")):
-        name = _local(el.tag)
-        if event == "start":
-            if not root_seen:
-                root_seen = True
-                if name == "sitemapindex":
-                    raise ValueError("a sitemap index: give the sitemaps it lists one by one")
-                if name != "urlset":
-                    raise ValueError(f"not a sitemap: the root element is <{name}>, not <urlset>")
-            continue
-        if name != "url":
+    for event, el in events:
+        if event != "end" or el.tag != url_tag:
             continue
         n += 1
-        loc = lastmod = None
-        for child in el:
-            if _local(child.tag) == "loc":
-                loc = (child.text or "").strip()
-            elif _local(child.tag) == "lastmod":
-                lastmod = (child.text or "").strip()
-        el.clear()
-        if lastmod is None or not lastmod:
+        loc = (el.findtext(loc_tag) or "").strip()
+        lastmod = (el.findtext(lastmod_tag) or "").strip()
+        root.clear()  # done with this entry (and with the ones before it)
+        if not lastmod:
             continue
         try:
-            yield parse_hint(
-                {"url": loc, "lastmod": lastmod}, source=source, seen_at=seen_at, line=n
-            )
-        except InvalidHint as exc:
-            yield InvalidHint(f"{exc.reason} (<loc>{loc}</loc>)", field=exc.field, line=n)
+            url = normalize_url(loc) if loc else None
+        except ValueError as exc:
+            yield InvalidHint(f"{exc} (<loc>{loc}</loc>)", field="url", line=n)
+            continue
+        if url is None:
+            yield InvalidHint("<url> without <loc>", field="url", line=n)
+            continue
+        t = when.get(lastmod)
+        if t is None:
+            try:
+                t = parse_lastmod(lastmod)
+            except ValueError as exc:
+                yield InvalidHint(f"{exc} (<loc>{loc}</loc>)", field="lastmod", line=n)
+                continue
+            if len(when) < 100_000:
+                when[lastmod] = t
+        yield Hint(url=url, seen_at=seen, source=src, lastmod=t)
 
 
 # -- judging a source against the crawl's revisits ---------------------------------------------

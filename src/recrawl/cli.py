@@ -861,10 +861,33 @@ def simulate(
     seed: Annotated[
         int, typer.Option(help="Random seed (verification sample, oracle phases).")
     ] = 0,
+    sitemap_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--sitemap-hours",
+            help=(
+                "Also read a simulated sitemap every this many hours, free; every policy "
+                "but the oracle judges it from its own revisits and uses it once trusted."
+            ),
+        ),
+    ] = None,
+    sitemap_kind: Annotated[
+        str | None,
+        typer.Option(
+            "--sitemap-kind",
+            help=(
+                "What the sitemap's lastmod says: honest (the last change), silent (never "
+                "moves), stamped (the read's time), noisy (also moves for edits not hashed) "
+                "or lazy (misses a third of the changes). Default honest."
+            ),
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Replay real or generated change traces under each policy and compare freshness and cost."""
-    from .simulate import max_budget, replay
+    import functools
+
+    from .simulate import SITEMAP_KINDS, max_budget, replay
     from .traces import load_traces
 
     if objective not in ("freshness", "events"):
@@ -873,6 +896,16 @@ def simulate(
         raise typer.BadParameter("must be a positive number", param_hint="--budget")
     if not (cycle_hours > 0 and math.isfinite(cycle_hours)):
         raise typer.BadParameter("must be a positive number", param_hint="--cycle-hours")
+    if sitemap_hours is not None and not (sitemap_hours > 0 and math.isfinite(sitemap_hours)):
+        raise typer.BadParameter("must be a positive number", param_hint="--sitemap-hours")
+    if sitemap_kind is not None and sitemap_hours is None:
+        raise typer.BadParameter(
+            "needs --sitemap-hours (how often the sitemap is read)", param_hint="--sitemap-kind"
+        )
+    if sitemap_kind is not None and sitemap_kind not in SITEMAP_KINDS:
+        raise typer.BadParameter(
+            f"must be one of {', '.join(SITEMAP_KINDS)}", param_hint="--sitemap-kind"
+        )
     traces = load_traces(trace)
     if not traces:
         raise typer.BadParameter(f"{trace} holds no traces", param_hint="--trace")
@@ -882,10 +915,22 @@ def simulate(
             f"{budget:g} is more than fetching every page every cycle costs ({ceiling:g})",
             param_hint="--budget",
         )
-    res = _replay_with_progress(replay, traces, budget, policy, cycle_hours, objective, seed)
+    run = functools.partial(replay, sitemap_hours=sitemap_hours, sitemap_kind=sitemap_kind)
+    res = _replay_with_progress(run, traces, budget, policy, cycle_hours, objective, seed)
     if as_json:
         _print_json(res)
     else:
+        if "sitemap" in res:
+            sm, trusted = res["sitemap"], ""
+            if (v := res["policies"].get("recrawl", {}).get("sitemap_trust")) is not None:
+                trusted = (
+                    f" recrawl trusts its silence on {v['quiet_sites']}/{v['sites']} sites, "
+                    f"its moves on {v['changes_sites']}/{v['sites']};"
+                )
+            out.print(
+                f"Sitemap ({sm['kind']}, read every {sm['hours']:g} h, free):{trusted} "
+                "oracle replays without it."
+            )
         _print_replay(
             res,
             f"Replay of {trace.name}: {res['pages']:,} pages over {res['days']:,.0f} days, budget {budget:g} per page per day",

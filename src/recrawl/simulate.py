@@ -31,6 +31,15 @@ its reserves, cycles and selection are recrawl's own. What separates it from
 ``oracle_rates``, the cost of recrawl's reserves and of turning the
 allocation into hourly fetches. It never learns, so ``on_state`` does not
 see it.
+
+With ``sitemap_hours``, a simulated sitemap is read that often, free, and
+lists each live page with a ``lastmod`` made from the trace's change times up
+to the read (``honest``, ``silent``, ``stamped``, ``noisy`` or ``lazy``, see
+:data:`SITEMAP_KINDS` and :func:`replay`). Every policy but the oracles judges
+it per site from its own revisits with :mod:`recrawl.hints`, as a crawl
+would, and hands the planner what the sites that trust it say
+(:attr:`~recrawl.planner.PageState.checked_at`,
+:attr:`~recrawl.planner.PageState.known_stale`).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._exceptions import InvalidTrace
 from .estimate import update_evidence_arrays
 from .freshness import Objective, optimal_allocation
+from .hints import SourceTrust, revisit_moves, signal_state, source_trust
 from .observation import MAX_TIMESTAMP, TOO_LATE
 from .planner import (
     NUTCH_INITIAL_INTERVAL_S,
@@ -67,6 +77,7 @@ __all__ = [
     "GENERATED_KINDS",
     "MAX_GENERATED_CHANGES",
     "MAX_GENERATED_PAGES",
+    "SITEMAP_KINDS",
     "ProgressHook",
     "StateHook",
     "generate_traces",
@@ -78,6 +89,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
 
 DAY_S = 86_400.0
 ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
@@ -154,6 +166,11 @@ class _Pages:
         self.offsets = np.concatenate([[0], np.cumsum(self.n_changes)]).astype(np.int64)
         flat = [t.changes - self.t0 + i * self.span for i, t in enumerate(traces)]
         self.keys = np.concatenate(flat) if self.offsets[-1] else np.zeros(0)
+        self.changes = (
+            np.concatenate([t.changes for t in traces]).astype(np.float64)
+            if self.offsets[-1]
+            else np.zeros(0)
+        )
         sites: dict[str, int] = {}
         groups: dict[tuple[str, str], int] = {}
         self.site = np.array([sites.setdefault(t.site, len(sites)) for t in traces])
@@ -161,6 +178,7 @@ class _Pages:
             [groups.setdefault((t.site, t.page_type), len(groups)) for t in traces]
         )
         self.n_sites = len(sites)
+        self.site_names = list(sites)
 
     def hindsight_rates(self) -> FloatArray:
         """Each page's changes ÷ watched days (at least 0.5 changes), per day."""
@@ -200,6 +218,256 @@ class _Tally:
                 self.cost / self.changes_detected if self.changes_detected else None
             ),
         }
+
+
+SITEMAP_KINDS: tuple[str, ...] = ("honest", "silent", "stamped", "noisy", "lazy")
+"""Kinds of simulated sitemap :func:`replay` can read (see its docstring)."""
+
+_SITEMAP_STREAM = 7_919
+"""Random stream of a ``noisy`` sitemap's extra moves and a ``lazy`` one's misses,
+apart from the policies' streams (``[seed, policy number]``)."""
+
+
+def _ranges(base: IntArray, lens: IntArray) -> IntArray:
+    """``concatenate([arange(b, b + n) for b, n in zip(base, lens)])``, vectorised."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.cumsum(lens) - lens
+    out: IntArray = np.repeat(base - before, lens) + np.arange(total, dtype=np.int64)
+    return out
+
+
+class _Sitemap:
+    """What a sitemap read every ``every_s`` seconds shows of each page: the web's side,
+    the same for every policy of a replay.
+
+    Reads are at ``t0 + j × every_s`` (``j ≥ 0``) up to the last end; read ``j``
+    lists the pages live then (``first_read[i] ≤ j ≤ last_read[i]``), each with
+    a ``lastmod`` that depends on the trace up to the read only. For every kind
+    but ``stamped`` it is the page's last *move* at or before the read (its
+    start if none): the distinct lastmods a page ever shows, each with the read
+    that first shows it, are laid out here (``e_page``, ``e_value``,
+    ``e_read``, by page then time; page ``i``'s are ``off[i]:off[i + 1]``);
+    :class:`_SitemapView` reveals them read by read. A ``stamped`` sitemap
+    gives every page the read's time, so its entries are the reads themselves.
+    """
+
+    def __init__(self, p: _Pages, every_s: float, kind: str, rng: np.random.Generator) -> None:
+        self.kind = kind
+        n_reads = int((p.t1 - p.t0) // every_s) + 1
+        self.reads: FloatArray = p.t0 + every_s * np.arange(n_reads, dtype=np.float64)
+        self.first_read = np.searchsorted(self.reads, p.start, side="left").astype(np.int64)
+        self.last_read = (np.searchsorted(self.reads, p.end, side="right") - 1).astype(np.int64)
+        n = p.n
+        page = np.repeat(np.arange(n, dtype=np.int64), p.n_changes)
+        moves = p.changes
+        if kind in ("silent", "stamped"):
+            page, moves = page[:0], moves[:0]
+        elif kind == "lazy":  # a third of the changes never move it
+            kept = rng.random(moves.size) >= 1.0 / 3.0
+            page, moves = page[kept], moves[kept]
+        elif kind == "noisy":  # two extra moves per change, uniform in (start, end]
+            extra = np.repeat(np.arange(n, dtype=np.int64), 2 * p.n_changes)
+            when = p.end[extra] - rng.random(extra.size) * (p.end - p.start)[extra]
+            page, moves = np.concatenate([page, extra]), np.concatenate([moves, when])
+            order = np.lexsort((moves, page))
+            page, moves = page[order], moves[order]
+        # a move is shown by the first read at or after it, unless the page
+        # moves again before that read or has left the sitemap by then
+        j = np.searchsorted(self.reads, moves, side="left").astype(np.int64)
+        nxt = np.full(moves.size, np.inf)  # the page's next move
+        same = page[1:] == page[:-1]
+        nxt[:-1][same] = moves[1:][same]
+        shown = (j <= self.last_read[page]) & (nxt > self.reads[np.minimum(j, n_reads - 1)])
+        # the page's start, at its first listing, unless it moved before that read
+        head = np.searchsorted(page, np.arange(n), side="left")
+        first_move = np.full(n, np.inf)
+        has = head < page.size
+        has[has] = page[head[has]] == np.flatnonzero(has)
+        first_move[has] = moves[head[has]]
+        listed = self.first_read <= self.last_read
+        r0 = self.reads[np.minimum(self.first_read, n_reads - 1)]
+        init = np.flatnonzero(listed & (first_move > r0) & (kind != "stamped"))
+        e_page = np.concatenate([init, page[shown]])
+        e_value = np.concatenate([p.start[init], moves[shown]])
+        e_read = np.concatenate([self.first_read[init], j[shown]])
+        order = np.lexsort((e_value, e_page))
+        self.e_page: IntArray = e_page[order]
+        self.e_value: FloatArray = e_value[order]
+        e_read = e_read[order]
+        self.off = np.searchsorted(self.e_page, np.arange(n + 1), side="left").astype(np.int64)
+        self.by_read = np.argsort(e_read, kind="stable").astype(np.int64)
+        self.read_off = np.searchsorted(
+            e_read[self.by_read], np.arange(n_reads + 1), side="left"
+        ).astype(np.int64)
+
+
+class _SitemapView:
+    """What one policy has seen of a :class:`_Sitemap`, and what it makes of it.
+
+    Per page: the distinct lastmods its reads showed so far (a prefix of the
+    sitemap's entries, ``count``), the latest (``lastmod``), and when the
+    sitemap first and last listed it (NaN: not yet). Once a day,
+    :meth:`judge` takes the revisits whose verdict is settled and judges them
+    with :func:`recrawl.hints.revisit_moves`, then redoes each site's verdict
+    with :func:`recrawl.hints.source_trust` over every revisit judged so far.
+
+    A revisit ``(prev, at]`` is settled once a read at or after ``at`` is
+    done: before, the sitemap has not covered it (``last_seen < at``); after,
+    no read can add a lastmod inside it (every read's new lastmod lies after
+    the previous read). Judging each revisit once, when settled, so gives the
+    verdicts a crawl re-judging every revisit so far each day would reach, at
+    a fraction of the cost.
+    """
+
+    def __init__(self, sm: _Sitemap, p: _Pages) -> None:
+        n = p.n
+        self.sm = sm
+        self.site = p.site
+        self.site_names = p.site_names
+        self.n_sites = p.n_sites
+        self.reads_done = 0
+        self.count = np.zeros(n, dtype=np.int64)
+        self.lastmod = np.full(n, np.nan)
+        self.first_listed = np.full(n, np.nan)
+        self.last_listed = np.full(n, np.nan)
+        self.pending: list[tuple[IntArray, FloatArray, FloatArray, BoolArray]] = []
+        self.site_code = {name: i for i, name in enumerate(p.site_names)}
+        # per site code: (moved, changed) of every covered revisit judged so far
+        self.judged: dict[int, tuple[BoolArray, BoolArray]] = {}
+        self.verdicts: dict[int, SourceTrust] = {}
+        self.site_quiet = np.zeros(p.n_sites, dtype=bool)
+        self.site_changes = np.zeros(p.n_sites, dtype=bool)
+        self.quiet: BoolArray | None = None  # per page: its site's silence vouches
+        self.changes: BoolArray | None = None  # per page: its site's moves prove changes
+        self.fetches_known_stale = 0
+        self.fetches_vouched = 0
+
+    def read_until(self, t: float) -> None:
+        """Do every read at or before ``t`` not done yet."""
+        sm = self.sm
+        while self.reads_done < sm.reads.size and sm.reads[self.reads_done] <= t:
+            j = self.reads_done
+            r = sm.reads[j]
+            live = (sm.first_read <= j) & (sm.last_read >= j)
+            self.first_listed[live & np.isnan(self.first_listed)] = r
+            self.last_listed[live] = r
+            if sm.kind == "stamped":
+                self.lastmod[live] = r
+            else:
+                e = sm.by_read[sm.read_off[j] : sm.read_off[j + 1]]
+                shown = sm.e_page[e]
+                self.count[shown] += 1
+                self.lastmod[shown] = sm.e_value[e]
+            self.reads_done += 1
+
+    def revisited(self, idx: IntArray, prev: FloatArray, at: float, changed: BoolArray) -> None:
+        """Note this cycle's fetches: revisits ``(prev, at]`` of pages ``idx``."""
+        self.pending.append((idx, prev, np.full(idx.size, at), changed))
+
+    def _log(self, pages: IntArray) -> tuple[IntArray, FloatArray]:
+        """Every distinct lastmod seen so far of ``pages``, as ``(page, lastmod)``."""
+        sm = self.sm
+        if sm.kind == "stamped":
+            hi = np.minimum(sm.last_read[pages], self.reads_done - 1)
+            lens = np.maximum(hi - sm.first_read[pages] + 1, 0)
+            values = sm.reads[_ranges(sm.first_read[pages], lens)]
+        else:
+            lens = self.count[pages]
+            values = sm.e_value[_ranges(sm.off[pages], lens)]
+        return np.repeat(pages, lens), values
+
+    def judge(self) -> None:
+        """Judge the settled revisits, and each site's trust if any was covered."""
+        if not self.pending or self.reads_done == 0:
+            return
+        page, prev, at, changed = (np.concatenate(x) for x in zip(*self.pending, strict=True))
+        settled = at <= self.sm.reads[self.reads_done - 1]
+        if not settled.any():
+            self.pending = [(page, prev, at, changed)]
+            return
+        wait = ~settled
+        self.pending = [(page[wait], prev[wait], at[wait], changed[wait])] if wait.any() else []
+        page, prev, at, changed = page[settled], prev[settled], at[settled], changed[settled]
+        log_page, log_lastmod = self._log(np.unique(page))
+        covered, moved = revisit_moves(
+            page, prev, at, log_page, log_lastmod, self.first_listed, self.last_listed
+        )
+        if not covered.any():
+            return
+        # only the sites with a newly covered revisit can change their verdict:
+        # judge those again, over every revisit of theirs so far
+        site = self.site[page[covered]]
+        order = np.argsort(site, kind="stable")
+        site, moved, changed = site[order], moved[covered][order], changed[covered][order]
+        sites, first = np.unique(site, return_index=True)
+        for s, mv, ch in zip(
+            sites.tolist(), np.split(moved, first[1:]), np.split(changed, first[1:]), strict=True
+        ):
+            old = self.judged.get(s)
+            self.judged[s] = (
+                (mv, ch) if old is None else (np.append(old[0], mv), np.append(old[1], ch))
+            )
+        sizes = [self.judged[s][0].size for s in sites.tolist()]
+        codes = np.repeat(sites, sizes)
+        for v in source_trust(
+            codes,
+            np.zeros_like(codes),
+            np.ones(codes.size, dtype=bool),
+            np.concatenate([self.judged[s][0] for s in sites.tolist()]),
+            np.concatenate([self.judged[s][1] for s in sites.tolist()]),
+            self.site_names,
+            ["sitemap"],
+        ):
+            s = self.site_code[v.site]
+            self.verdicts[s] = v
+            self.site_quiet[s], self.site_changes[s] = v.quiet, v.changes
+        trusted = bool(self.site_quiet.any() or self.site_changes.any())
+        self.quiet = self.site_quiet[self.site] if trusted else None
+        self.changes = self.site_changes[self.site] if trusted else None
+
+    @property
+    def trust(self) -> list[SourceTrust]:
+        """Each judged site's latest verdict, by site."""
+        return [self.verdicts[s] for s in sorted(self.verdicts)]
+
+    def signal(self, last_fetch: FloatArray) -> tuple[FloatArray, BoolArray] | None:
+        """Each page's ``(checked_at, known_stale)``; None while no site trusts the sitemap."""
+        if self.quiet is None or self.changes is None:
+            return None
+        return signal_state(last_fetch, self.lastmod, self.last_listed, self.quiet, self.changes)
+
+    def summary(self) -> dict[str, Any]:
+        """The final verdicts: pooled over sites, and per site when there are ten or fewer."""
+        tr = self.trust
+        changed = sum(v.changed for v in tr)
+        moved = sum(v.moved for v in tr)
+        both = sum(v.both for v in tr)
+        n = self.site.size
+        out: dict[str, Any] = {
+            "sites": self.n_sites,
+            "sites_judged": len(tr),
+            "revisits": sum(v.revisits for v in tr),
+            "changed": changed,
+            "moved": moved,
+            "both": both,
+            "recall": round(both / changed, 4) if changed else None,
+            "precision": round(both / moved, 4) if moved else None,
+            "quiet_sites": sum(v.quiet for v in tr),
+            "changes_sites": sum(v.changes for v in tr),
+            "quiet_page_share": (
+                round(float(self.quiet.sum()) / n, 4) if self.quiet is not None else 0.0
+            ),
+            "changes_page_share": (
+                round(float(self.changes.sum()) / n, 4) if self.changes is not None else 0.0
+            ),
+            "fetches_known_stale": self.fetches_known_stale,
+            "fetches_vouched": self.fetches_vouched,
+        }
+        if self.n_sites <= 10:
+            out["per_site"] = [v.to_dict() for v in tr]
+        return out
 
 
 def hindsight_rates(traces: Sequence[Trace]) -> FloatArray:
@@ -294,6 +562,7 @@ def _run_policy(
     reallocate_s: float,
     progress: ProgressHook | None,
     on_state: StateHook | None = None,
+    sitemap: _Sitemap | None = None,
 ) -> dict[str, Any]:
     n = p.n
     state = PageState(
@@ -339,6 +608,8 @@ def _run_policy(
     )
     every = max(1, n_cycles // 200)
     n_live = 0
+    view = _SitemapView(sitemap, p) if sitemap is not None else None
+    next_judge = p.t0 + DAY_S
     for k in range(1, n_cycles + 1):
         t = p.t0 + k * cycle_s
         changed_set = False
@@ -352,6 +623,11 @@ def _run_policy(
             ended += 1
             n_live -= 1
             changed_set = True
+        if view is not None:
+            view.read_until(t)
+            if t >= next_judge:
+                view.judge()
+                next_judge += DAY_S * math.floor((t - next_judge) / DAY_S + 1.0)
         if progress is not None and (k % every == 0 or k == n_cycles):
             progress(name, k, n_cycles)
         if n_live == 0:
@@ -371,6 +647,9 @@ def _run_policy(
                 rates=known_rates,
             )
             model_t = t
+        if view is not None:
+            signal = view.signal(state.last_fetch)
+            state.checked_at, state.known_stale = signal if signal is not None else (None, None)
         plan = plan_cycle(
             state, bank, t, policy=policy, objective=objective, config=config, rng=rng, model=model
         )
@@ -382,6 +661,11 @@ def _run_policy(
         now = np.full(idx.size, t)
         changed = p.count_upto(idx, now) > p.count_upto(idx, prev)
         fresh[idx] += np.minimum(p.next_after(idx, prev), now) - prev
+        if view is not None:
+            view.revisited(idx, prev, t, changed)
+            if state.known_stale is not None and state.checked_at is not None:
+                view.fetches_known_stale += int(state.known_stale[idx].sum())
+                view.fetches_vouched += int(np.count_nonzero(state.checked_at[idx] > prev))
         interval = (now - prev) / DAY_S
         pos = interval > 0  # a fetch at the instant of the last one carries no rate evidence
         update_evidence_arrays(
@@ -401,7 +685,10 @@ def _run_policy(
         tally.cost += plan.spent
     if on_state is not None and known_rates is None:
         on_state(policy, state)
-    return tally.result(_final_freshness(p, state.last_fetch, fresh))
+    res = tally.result(_final_freshness(p, state.last_fetch, fresh))
+    if view is not None:
+        res["sitemap_trust"] = view.summary()
+    return res
 
 
 def max_budget(traces: Sequence[Trace], cycle_hours: float = 1.0) -> float:
@@ -422,6 +709,8 @@ def replay(
     config: PlannerConfig | None = None,
     reallocate_hours: float = 24.0,
     on_state: StateHook | None = None,
+    sitemap_hours: float | None = None,
+    sitemap_kind: str | None = None,
 ) -> dict[str, Any]:
     """Replay change traces under each policy and measure what they achieve.
 
@@ -456,6 +745,12 @@ def replay(
         yardsticks ends, with the :class:`~recrawl.planner.PageState` it
         ended with (in trace order): what it learned, e.g. for
         :func:`~recrawl.estimate.rate_resolution`.
+    sitemap_hours : float, optional
+        Read a simulated sitemap every this many hours, from the traces'
+        first start (see below); none if omitted.
+    sitemap_kind : {"honest", "silent", "stamped", "noisy", "lazy"}, optional
+        What the sitemap's ``lastmod`` says (see below); ``honest`` if
+        omitted. Only with ``sitemap_hours``.
 
     Returns
     -------
@@ -463,7 +758,15 @@ def replay(
         ``{"pages", "days", "budget", "policies": {name: {"freshness",
         "fetches", "changes_detected", "fetches_without_change", "cost",
         "cost_per_change"}}}``; ``cost_per_change`` is None when nothing
-        changed.
+        changed. With a sitemap, also ``"sitemap": {"hours", "kind"}`` and,
+        per policy but the oracles, ``"sitemap_trust"``: its final verdict
+        (covered ``revisits``, ``changed``, ``moved``, ``both``, pooled
+        ``recall`` and ``precision``; ``quiet_sites`` and ``changes_sites``
+        trusted to vouch and to prove, of ``sites``, and the share of pages
+        on them; ``fetches_known_stale`` made on a trusted move and
+        ``fetches_vouched`` of pages a trusted silence vouched for; and
+        ``per_site``, :meth:`recrawl.hints.SourceTrust.to_dict` of each, for
+        ten sites or fewer).
 
     Raises
     ------
@@ -471,6 +774,40 @@ def replay(
         On an argument out of range, or a trace that breaks the rules of
         :mod:`recrawl.traces` (:class:`recrawl.InvalidTrace`, naming the
         page, or the line when read from JSON).
+
+    Notes
+    -----
+    Each read of the simulated sitemap lists every live page with a
+    ``lastmod`` made from the trace's own change times up to the read, never
+    later ones:
+
+    ``honest``
+        the page's last change at or before the read (its start if none);
+    ``silent``
+        the page's start: it never moves;
+    ``stamped``
+        the read's time, for every page;
+    ``noisy``
+        moves for every change and also for edits the crawl does not hash:
+        twice as many extra moves as the page has changes, at random times
+        (seeded by ``seed``);
+    ``lazy``
+        a third of the changes, drawn at random, never move it.
+
+    Reads are free: they are not fetches, and cost nothing of the budget.
+    Every policy but the oracles judges the sitemap from its own revisits as
+    a crawl would (:mod:`recrawl.hints`): it keeps, per page, the distinct
+    lastmods it has seen and when the page was first and last listed; once a
+    simulated day it judges each site's sitemap with
+    :func:`~recrawl.hints.revisit_moves` and
+    :func:`~recrawl.hints.source_trust` over its revisits so far; each cycle,
+    :func:`~recrawl.hints.signal_state` of what the reads so far showed, for
+    the sites that trust it, becomes the planner's
+    :attr:`~recrawl.planner.PageState.checked_at` and
+    :attr:`~recrawl.planner.PageState.known_stale`. The sitemap starts
+    untrusted on every site; until a site trusts it, plans are those without
+    one. ``oracle`` and ``oracle_rates`` replay without it, as the same
+    yardsticks.
 
     Examples
     --------
@@ -489,6 +826,16 @@ def replay(
         raise ValueError(f"objective must be 'freshness' or 'events', got {objective!r}")
     if not (_is_int(seed) and seed >= 0):
         raise ValueError(f"seed must be an integer ≥ 0, got {seed!r}")
+    if sitemap_hours is not None:
+        sitemap_hours = _positive("sitemap_hours", sitemap_hours)
+    elif sitemap_kind is not None:
+        raise ValueError("sitemap_kind needs sitemap_hours: how often the sitemap is read")
+    if sitemap_kind is None:
+        sitemap_kind = "honest"
+    elif sitemap_kind not in SITEMAP_KINDS:
+        raise ValueError(
+            f"unknown sitemap_kind {sitemap_kind!r}; choose from {', '.join(SITEMAP_KINDS)}"
+        )
     if isinstance(policies, str):
         raise ValueError(f"policies must be a sequence of names, not the string {policies!r}")
     if config is not None and not isinstance(config, PlannerConfig):
@@ -531,6 +878,11 @@ def replay(
         "budget": budget,
         "policies": {},
     }
+    sitemap = None
+    if sitemap_hours is not None:
+        out["sitemap"] = {"hours": sitemap_hours, "kind": sitemap_kind}
+        sitemap_rng = np.random.default_rng([seed, _SITEMAP_STREAM])
+        sitemap = _Sitemap(p, sitemap_hours * 3600.0, sitemap_kind, sitemap_rng)
     for i, name in enumerate(names):
         rng = np.random.default_rng([seed, i])
         if name in ("oracle", "oracle_rates"):
@@ -549,6 +901,7 @@ def replay(
                 reallocate_hours * 3600.0,
                 progress,
                 on_state,
+                sitemap,
             )
         out["policies"][name] = res
     return out

@@ -50,6 +50,7 @@ from .observation import normalize_url, parse_timestamp
 
 __all__ = [
     "MIN_CHANGES",
+    "MIN_LIFT",
     "MIN_MOVES",
     "PRECISION_TO_TRUST",
     "RECALL_TO_TRUST",
@@ -79,6 +80,11 @@ MIN_CHANGES = 10
 """Revisits that found a change, at least, before a source may vouch."""
 MIN_MOVES = 10
 """Revisits across a ``lastmod`` move, at least, before a move may prove a change."""
+MIN_LIFT = 0.2
+"""How much likelier than the change model predicted a change must be after a
+move, for a move to prove one: on a site whose pages change between almost
+every two revisits, a sitemap stamping every URL with its read time looks
+precise, and tells nothing the model does not know."""
 
 TRUSTED_MEANS = (
     f"A source is trusted on a site when its lastmod moved in at least {RECALL_TO_TRUST:.0%} "
@@ -380,6 +386,8 @@ def source_trust(
     changed: BoolArray,
     site_names: list[str],
     source_names: list[str],
+    *,
+    predicted: FloatArray | None = None,
 ) -> list[SourceTrust]:
     """Judge each (site, source) pair from its covered revisits.
 
@@ -388,6 +396,11 @@ def source_trust(
     its ``lastmod`` ``moved`` inside, and whether the fetch found the page
     ``changed``. Pairs without a covered revisit are left out; the result is
     sorted by site and source.
+
+    ``predicted``: the change model's probability of a change for each
+    revisit; with it, a move proves a change only if the revisits across a
+    move found one at least :data:`MIN_LIFT` more often than predicted for them
+    (``lift``), so a source is not trusted for what the model knew anyway.
     """
     c = np.asarray(covered, dtype=bool)
     s = np.asarray(site, dtype=np.int64)[c]
@@ -402,9 +415,16 @@ def source_trust(
     n_changed = np.bincount(inv, weights=ch, minlength=m).astype(np.int64)
     n_moved = np.bincount(inv, weights=mv, minlength=m).astype(np.int64)
     n_both = np.bincount(inv, weights=ch & mv, minlength=m).astype(np.int64)
+    expect_moved: NDArray[np.float64] = np.zeros(m)
+    if predicted is not None:
+        pr = np.asarray(predicted, dtype=np.float64)[c]
+        expect_moved = np.bincount(inv, weights=np.where(mv, pr, 0.0), minlength=m).astype(
+            np.float64
+        )
     out = []
     for i, k in enumerate(keys.tolist()):
         nc, nm, nb = int(n_changed[i]), int(n_moved[i]), int(n_both[i])
+        lift = (nb - float(expect_moved[i])) / nm if nm else 0.0
         out.append(
             SourceTrust(
                 site=site_names[k // n_src],
@@ -414,7 +434,9 @@ def source_trust(
                 moved=nm,
                 both=nb,
                 quiet=nc >= MIN_CHANGES and nb >= RECALL_TO_TRUST * nc,
-                changes=nm >= MIN_MOVES and nb >= PRECISION_TO_TRUST * nm,
+                changes=nm >= MIN_MOVES
+                and nb >= PRECISION_TO_TRUST * nm
+                and (predicted is None or lift >= MIN_LIFT),
             )
         )
     return out
@@ -426,13 +448,28 @@ def signal_state(
     seen_at: FloatArray,
     quiet: BoolArray,
     changes: BoolArray,
+    *,
+    lastmod_seen: FloatArray | None = None,
+    now: float = math.inf,
+    lag: FloatArray | float = 0.0,
 ) -> tuple[FloatArray, BoolArray]:
     """Each page's ``(checked_at, known_stale)`` for the planner from one source.
 
-    Per page: its last fetch, the source's latest ``lastmod`` and when it was
-    read (NaN: the source does not list the page), and whether the source is
-    trusted to vouch (``quiet``) and to prove (``changes``) on the page's
-    site. Combine several sources with ``np.fmax`` and ``|``.
+    Per page: its last successful fetch, the source's latest ``lastmod``, when
+    the source was last read (NaN: it does not list the page) and when it
+    first gave that ``lastmod`` (``lastmod_seen``; default ``seen_at``), and
+    whether the source is trusted to vouch (``quiet``) and to prove
+    (``changes``) on the page's site. Combine several sources with ``np.fmax``
+    and ``|``.
+
+    - Known stale: a ``lastmod`` after the last fetch, first given after it
+      too. A ``lastmod`` the source gave before the fetch is one the fetch got
+      (a date alone reads as its last second, a site's clock may run ahead):
+      it neither proves a change nor, since it is later than the fetch,
+      vouches for the page.
+    - Vouched for: a ``lastmod`` not after the last fetch, read at least
+      ``lag`` seconds (the source's reporting delay) after it; until
+      ``seen_at − lag``, never later than ``now``.
 
     >>> signal_state(np.array([100.0, 100.0]), np.array([50.0, 150.0]),
     ...              np.array([200.0, 200.0]), np.array([True, True]), np.array([True, True]))
@@ -441,9 +478,11 @@ def signal_state(
     last = np.asarray(last_fetch, dtype=np.float64)
     lm = np.asarray(lastmod, dtype=np.float64)
     seen = np.asarray(seen_at, dtype=np.float64)
+    given = seen if lastmod_seen is None else np.asarray(lastmod_seen, dtype=np.float64)
+    until = np.minimum(seen - np.asarray(lag, dtype=np.float64), now)
     with np.errstate(invalid="ignore"):
         after = lm > last
-        stale = after & np.asarray(changes, dtype=bool)
-        vouch = np.asarray(quiet, dtype=bool) & (lm <= last) & (seen > last)
-    checked = np.where(vouch, seen, np.nan)
+        stale = after & (given > last) & np.asarray(changes, dtype=bool)
+        vouch = np.asarray(quiet, dtype=bool) & (lm <= last) & (until > last)
+    checked = np.where(vouch, until, np.nan)
     return checked, stale

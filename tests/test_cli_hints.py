@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,8 @@ from test_hints_store import DAYS, T0, crawl, sitemap_reads
 from typer.testing import CliRunner
 
 from recrawl.cli import app
-from recrawl.cli_hints import TRUSTED_MEANS
+from recrawl.cli_hints import LAG_MEANS, TRUSTED_MEANS
+from recrawl.store import SQLiteStore
 
 runner = CliRunner()
 DAY = 86_400.0
@@ -133,6 +136,7 @@ def test_the_report_names_the_sources_trusted(tmp_path: Path, db: str) -> None:
     text = " ".join(res.output.split())
     assert "sitemap: 120 pages" in text
     assert "a.example │ sitemap" in text and text.count("│ trusted") == 2
+    assert "┃ lag ┃" in text and "h │ trusted" in text, res.output  # the lag in hours
     assert " ".join(TRUSTED_MEANS.split()) in text
 
     data = json.loads(runner.invoke(app, ["hints", "--db", db, "--json", "--days", "30"]).stdout)
@@ -142,6 +146,9 @@ def test_the_report_names_the_sources_trusted(tmp_path: Path, db: str) -> None:
         ("b.example", "sitemap", "trusted"),
     ]
     assert all(t["recall"] > 0.9 and t["precision"] > 0.9 for t in data["trust"])
+    # read daily: each change reported within a day of it
+    assert all(0.5 * DAY < t["lag_s"] < DAY for t in data["trust"]), data["trust"]
+    assert data["lag_means"] == LAG_MEANS
     # judged as of an early time: few revisits the sitemap covered
     early = T0 + 5 * DAY
     data = json.loads(
@@ -149,3 +156,51 @@ def test_the_report_names_the_sources_trusted(tmp_path: Path, db: str) -> None:
     )
     assert data["until"] == early
     assert all(t["verdict"] == "too few revisits to judge" for t in data["trust"])
+
+
+def test_hints_add_rejects_hints_seen_in_the_future(tmp_path: Path, db: str) -> None:
+    lines = tmp_path / "feed.jsonl"
+    lines.write_text(
+        '{"url": "https://shop.example/p/1", "lastmod": 1700000000, "seen_at": 1700000100}\n'
+        '{"url": "https://shop.example/p/2", "lastmod": 1700000000, "seen_at": "2150-01-01"}\n'
+    )
+    res = runner.invoke(
+        app, ["hints", "add", str(lines), "--db", db, "--add-urls", "--source", "feed"]
+    )
+    assert res.exit_code == 1, res.output
+    out = " ".join(res.output.split())
+    assert f"rejected {lines}: 1 hints seen after now" in out
+    assert "more than 5 minutes after this machine's clock" in out
+    assert "1 stored" in out and "1 rejected" in out
+    report = json.loads(runner.invoke(app, ["hints", "--db", db, "--json"]).stdout)
+    assert report["sources"][0]["pages"] == 1  # the good one kept
+
+
+def test_hints_add_checks_every_path_before_storing(tmp_path: Path) -> None:
+    db = tmp_path / "recrawl.db"
+    good = tmp_path / "a.xml"
+    good.write_bytes(SITEMAP)
+    res = runner.invoke(
+        app, ["hints", "add", str(good), str(tmp_path / "missing.xml"), "--db", str(db),
+              "--add-urls"],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "is not a readable file" in re.sub(r"[│\s]+", " ", res.output)
+    if db.exists():
+        with SQLiteStore(db) as store:
+            assert store.execute("SELECT count(*) FROM hints") == [(0,)]
+
+
+def test_a_sitemap_file_is_dated_by_its_modification_time(tmp_path: Path) -> None:
+    db = str(tmp_path / "recrawl.db")
+    sitemap = tmp_path / "sitemap.xml"
+    sitemap.write_bytes(SITEMAP)
+    mtime = T0 + 3 * DAY
+    os.utime(sitemap, (mtime, mtime))
+    res = runner.invoke(app, ["hints", "add", str(sitemap), "--db", db, "--add-urls"])
+    assert res.exit_code == 1, res.output  # the bad entry
+    report = json.loads(runner.invoke(app, ["hints", "--db", db, "--json"]).stdout)
+    (src,) = report["sources"]
+    assert src["first_seen"] == src["last_seen"] == mtime
+    res = runner.invoke(app, ["hints", "add", "--help"])
+    assert "modification time" in " ".join(res.output.split())

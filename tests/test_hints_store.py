@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recrawl.config import Reserves, Settings
-from recrawl.engine import Engine
-from recrawl.hints import Hint
+from recrawl.engine import HINT_LAG_DEFAULT_S, Engine
+from recrawl.hints import Hint, SourceTrust
 from recrawl.ingest import ingest_lines
+from recrawl.observation import parse_timestamp
 from recrawl.store import SQLiteStore, SQLStore
 
 DAY = 86_400.0
@@ -363,3 +364,156 @@ def test_hints_in_any_order_and_batches_keep_the_latest_and_each_first_sighting(
             "FROM hint_log l JOIN pages p ON p.id = l.page"
         )
         assert {(u, s, lm): f for u, s, lm, f in rows} == firsts
+        # when the current lastmod was first seen: its first sighting in the log
+        seen = store.execute(
+            "SELECT p.url, h.source, h.lastmod_seen FROM hints h JOIN pages p ON p.id = h.page"
+        )
+        assert {(u, s): f for u, s, f in seen} == {
+            (u, s): firsts[(u, s, lm)] for (u, s), (lm, _, _) in want.items()
+        }
+
+
+def _fetch(store: SQLStore, url: str, at: float, version: str) -> None:
+    row = {"url": url, "fetched_at": at, "status": 200, "record_hash": version}
+    ingest_lines(store, [json.dumps(row) + "\n"])
+
+
+def _known_stale(engine: Engine, url: str, now: float) -> bool:
+    pages, cols = engine.page_arrays(now)
+    assert pages.known_stale is not None
+    return bool(pages.known_stale[list(cols["url"]).index(url)])
+
+
+def test_a_lastmod_listed_before_the_fetch_is_stale_only_until_the_fetch(
+    make_store: MakeStore,
+) -> None:
+    """A date-only lastmod (its last second) or one in the future, listed before
+    the page's fetch, is what the fetch got: not stale again every plan."""
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    engine.ingest_hints(sitemap_reads(changes, "honest"))
+    assert all(t.changes for t in engine.hint_trust())
+    day = (NOW // DAY + 1) * DAY  # the next midnight UTC
+    dated, future = "https://a.example/p/0", "https://b.example/p/1"
+    h = 3600.0
+    engine.ingest_hints(
+        [
+            Hint(dated, day + 9.5 * h, "sitemap", day + DAY - 1.0),  # "YYYY-MM-DD", read 09:30
+            Hint(future, day + 9.5 * h, "sitemap", 4_070_908_800.0),  # 2099-01-01
+        ]
+    )
+    assert _known_stale(engine, dated, day + 9.75 * h)
+    assert _known_stale(engine, future, day + 9.75 * h)
+    _fetch(store, dated, day + 10 * h, "fetched-at-ten")
+    _fetch(store, future, day + 10 * h, "fetched-at-ten")
+    for hour in range(11, 24):
+        if hour == 13:  # the sitemap read again, unchanged: still what the fetch got
+            engine.ingest_hints(
+                [
+                    Hint(dated, day + 12.5 * h, "sitemap", day + DAY - 1.0),
+                    Hint(future, day + 12.5 * h, "sitemap", 4_070_908_800.0),
+                ]
+            )
+        assert not _known_stale(engine, dated, day + hour * h), hour
+        assert not _known_stale(engine, future, day + hour * h), hour
+    # a lastmod first listed after the fetch is stale again
+    engine.ingest_hints([Hint(dated, day + 23.5 * h, "sitemap", day + 2 * DAY - 1.0)])
+    assert _known_stale(engine, dated, day + 23.75 * h)
+
+
+def test_hints_seen_after_the_engine_clock_are_refused(store: SQLStore) -> None:
+    store.add_urls([(A, "a.example", "page", 1.0), (B, "a.example", "page", 1.0)], T0)
+    engine = Engine(store, clock=lambda: T0 + DAY)
+    later = parse_timestamp("2150-01-01T00:00:00Z")
+    batches = []
+    got = engine.ingest_hints(
+        [
+            Hint(A, later, "sitemap", T0),
+            Hint(B, T0 + DAY + 299.0, "sitemap", T0),  # a clock a little ahead: kept
+            Hint(A, T0 + DAY + 301.0, "feed", T0),
+        ],
+        on_batch=batches.append,
+    )
+    assert (got.stored, got.future) == (1, 2)
+    assert batches and batches[-1].future == 2
+    assert set(latest(store)) == {(B, "sitemap")}
+    assert log_rows(store) == 1
+
+
+def regenerated_reads(changes: list[np.ndarray], every_days: int) -> list[Hint]:
+    """A sitemap read daily but regenerated only every ``every_days`` days: each
+    read gives each page's last change before the latest regeneration."""
+    out = []
+    for d in range(1, DAYS + 1):
+        made = T0 + (d // every_days) * every_days * DAY
+        for i, ch in enumerate(changes):
+            k = int(np.searchsorted(ch, made, side="right"))
+            lastmod = ch[k - 1] if k else T0 - DAY
+            url = f"https://{'ab'[i % 2]}.example/p/{i}"
+            out.append(Hint(url, T0 + d * DAY, "sitemap", float(lastmod)))
+    return out
+
+
+def test_a_sitemap_regenerated_every_three_days_vouches_until_three_days_before_its_read(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    engine.ingest_hints(regenerated_reads(changes, 3))
+    lags = engine.hint_lags()
+    assert set(lags) == {("a.example", "sitemap"), ("b.example", "sitemap")}
+    assert all(2.2 * DAY < v < 3.0 * DAY for v in lags.values()), lags
+    # trusted (as if it proved right), it vouches only until a lag before its read
+    trusted = [
+        SourceTrust(s, "sitemap", 50, 20, 20, 20, quiet=True, changes=True)
+        for s in ("a.example", "b.example")
+    ]
+    monkeypatch.setattr(engine, "hint_trust", lambda **kw: trusted)
+    pages, cols = engine.page_arrays(NOW)
+    assert pages.checked_at is not None
+    vouched = ~np.isnan(pages.checked_at)
+    assert vouched.sum() > 10
+    last_read = T0 + DAYS * DAY
+    assert np.all(pages.checked_at[vouched] <= last_read - 2.2 * DAY)
+    assert np.all(pages.checked_at[vouched] > cols["last_ok"][vouched])
+
+
+def test_a_daily_honest_sitemap_lags_less_than_a_day(make_store: MakeStore) -> None:
+    store, changes = crawled_store(make_store)
+    engine = Engine(store, SETTINGS)
+    engine.ingest_hints(sitemap_reads(changes, "honest"))
+    lags = engine.hint_lags()
+    assert lags and all(0.5 * DAY < v < DAY for v in lags.values()), lags
+    # a source with too few moves to measure: one day
+    engine.ingest_hints([Hint("https://a.example/p/0", NOW, "feed", NOW - 10)])
+    assert engine.hint_lags()[("a.example", "feed")] == HINT_LAG_DEFAULT_S
+
+
+def test_a_second_engine_within_the_hour_reuses_the_verdict(
+    connect: Callable[[], SQLStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recrawl plan` run again (a new Engine, another connection) within the hour
+    does not replay the log to judge the sources again."""
+    first = connect()
+    rows, changes = crawl()
+    ingest_lines(first, (json.dumps(r) + "\n" for r in rows))
+    one = Engine(first, SETTINGS)
+    one.ingest_hints(sitemap_reads(changes, "honest"))
+    plan = plan_urls(one, 10)
+    calls: list[str] = []
+
+    def engine_on(store: SQLStore) -> Engine:
+        e = Engine(store, SETTINGS)
+        judge, lags = e.hint_trust, e.hint_lags
+        monkeypatch.setattr(e, "hint_trust", lambda **kw: calls.append("trust") or judge(**kw))
+        monkeypatch.setattr(e, "hint_lags", lambda **kw: calls.append("lags") or lags(**kw))
+        return e
+
+    two = engine_on(connect())
+    assert plan_urls(two, 10) == plan
+    assert calls == []
+    three = engine_on(connect())
+    three.plan(budget=10, now=NOW + 3600)
+    assert calls == ["trust", "lags"]
+    engine_on(connect()).plan(budget=10, now=NOW + 3660)
+    assert calls == ["trust", "lags"]

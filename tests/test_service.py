@@ -1331,9 +1331,70 @@ def test_hints_are_reported_as_a_sitemap_or_lines_and_their_sources_shown(serve:
         report = client.get("/v1/hints").json()
         assert {s["source"]: s["pages"] for s in report["sources"]} == {"feed": 1, "sitemap": 2}
         assert report["trust"] == [] and "trusted" in report["trusted_means"]
+        assert "lag" in report["lag_means"].lower()
         # the token first, whatever the body; a document that is no sitemap is named
         assert httpx.post(f"{client.base_url}/v1/hints", content=sitemap).status_code == 401
         r = client.post("/v1/hints", content=b"<html><body/></html>")
         assert r.status_code == 400 and "<html>" in r.json()["detail"]
         r = client.post("/v1/hints?seen_at=later", content=lines)
         assert r.status_code == 422
+
+
+SITEMAP_9 = (
+    b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+    b"<url><loc>https://a.example/1</loc><lastmod>2024-05-01</lastmod></url>"
+    b"<url><loc>https://a.example/9</loc><lastmod>2024-05-01</lastmod></url>"
+    b"</urlset>"
+)
+
+
+def test_a_gzipped_hint_body_without_content_encoding_is_read(serve: Serve) -> None:
+    with serve(max_body_bytes=4096) as (client, _):
+        register(client, ["https://a.example/1"])
+        r = client.post("/v1/hints", content=gzip.compress(SITEMAP_9))
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert (got["stored"], got["unknown"], got["rejected"]) == (1, 1, 0), got
+        # bounded once decompressed, as a body that says it is gzipped
+        r = client.post("/v1/hints", content=gzip.compress(b"\n" * 10_000))
+        assert r.status_code == 413, r.text
+        r = client.post("/v1/hints", content=gzip.compress(SITEMAP_9)[:20])
+        assert r.status_code == 400, r.text
+
+
+def test_hints_seen_in_the_future_are_rejected_and_the_good_ones_kept(serve: Serve) -> None:
+    clock = ManualClock(1_714_600_000.0)  # 2024-05-01
+    with serve(clock=clock) as (client, engine):
+        register(client, ["https://a.example/1", "https://a.example/2"])
+        lines = ndjson(
+            [
+                {"url": "https://a.example/1", "lastmod": "2024-04-30", "seen_at": 1_714_600_000},
+                {"url": "https://a.example/2", "lastmod": "2024-04-30", "seen_at": "2150-01-01"},
+            ]
+        )
+        got = client.post("/v1/hints?source=feed", content=lines).json()
+        assert (got["received"], got["stored"], got["rejected"]) == (2, 1, 1), got
+        (e,) = got["errors"]
+        assert e["field"] == "seen_at" and "after the service's clock" in e["error"]
+        assert engine.store.execute("SELECT count(*) FROM hints") == [(1,)]
+
+
+def test_hints_registering_urls_replan_in_the_background(serve: Serve) -> None:
+    with serve() as (client, engine):
+        register(client, ["https://a.example/1"])
+        lease(client, "w1", 1)  # the first plan
+        threads: list[str] = []
+        plan = engine.plan
+
+        def recorded(**kw: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return plan(**kw)
+
+        engine.plan = recorded  # type: ignore[method-assign]
+        r = client.post("/v1/hints?add_urls=true", content=SITEMAP_9)
+        assert r.json()["added_urls"] == 1
+        lease(client, "w1", 1)
+        deadline = time.monotonic() + 10
+        while not threads and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert threads == ["recrawl-replan"]  # not under the service lock, at once

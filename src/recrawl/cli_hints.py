@@ -53,7 +53,7 @@ from .cli import (  # noqa: E402
     out,
 )
 from .config import load_settings  # noqa: E402
-from .engine import HINT_TRUST_DAYS, Engine  # noqa: E402
+from .engine import HINT_FUTURE_S, HINT_TRUST_DAYS, LAG_MEANS, Engine  # noqa: E402
 from .hints import (  # noqa: E402
     TRUSTED_MEANS,
     Hint,
@@ -63,7 +63,7 @@ from .hints import (  # noqa: E402
 )
 from .store._protocol import HintResult  # noqa: E402
 
-__all__ = ["TRUSTED_MEANS", "hints_app"]
+__all__ = ["LAG_MEANS", "TRUSTED_MEANS", "hints_app"]
 
 _SHOWN = 20  # rejected entries printed, per run
 
@@ -90,6 +90,7 @@ class _FileResult:
             "unchanged": r.unchanged,
             "unknown": r.unknown,
             "added_urls": r.added_urls,
+            "future": r.future,
             "rejected": self.rejected,
             "error": self.error,
         }
@@ -150,17 +151,18 @@ def _hints_of(
     *,
     source: str | None,
     seen_at: float | None,
+    read_at: float,
     reject: Callable[[_FileResult, str, InvalidHint], None],
 ) -> Iterator[Hint]:
     """The good hints of one input; bad entries go to ``reject``, and a
     document that cannot be read on ends the input (``got.error``): what came
-    before it is kept."""
+    before it is kept. A sitemap without ``seen_at`` was read at ``read_at``."""
     if _is_xml(data):
         got.format = "sitemap"
         try:
             for h in read_sitemap(
                 data,
-                seen_at=time.time() if seen_at is None else seen_at,
+                seen_at=read_at if seen_at is None else seen_at,
                 source=source or "sitemap",
             ):
                 if isinstance(h, InvalidHint):
@@ -224,7 +226,7 @@ def hints_add(
         typer.Option(
             "--seen-at",
             help="When the files were read (RFC 3339 or unix seconds; default: each line's "
-            "own, now for a sitemap).",
+            "own; for a sitemap file, its modification time; for a sitemap on stdin, now).",
             show_default=False,
         ),
     ] = None,
@@ -250,7 +252,11 @@ def hints_add(
     Only each page's latest hint per source and each new lastmod are kept: a
     sitemap read again unchanged adds nothing but when it was read. Bad lines
     are reported with their line (or sitemap entry) and field, and skipped; the
-    good ones are stored. Exits 1 when any was rejected.
+    good ones are stored. Hints read (seen_at) more than 5 minutes after this
+    machine's clock are rejected too. A sitemap without --seen-at was read when
+    its file was last modified (stdin: now). Every FILE is checked before any
+    is read: a missing one exits 2 with nothing stored. Exits 1 when any hint
+    was rejected.
 
     Hints are acted on only once the revisits show their source right on a
     site: `recrawl hints` tells which are.
@@ -258,6 +264,9 @@ def hints_add(
     if source is not None and (not source.strip() or len(source) > 100 or "\x00" in source):
         raise typer.BadParameter("must be a name of 1 to 100 characters", param_hint="--source")
     seen = None if seen_at is None else _at_required(seen_at, "--seen-at")
+    for name in files:  # every path, before anything is stored
+        if name != "-" and not Path(name).is_file():
+            raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
     settings = load_settings(config)
     results: list[_FileResult] = []
     shown = 0
@@ -285,8 +294,9 @@ def hints_add(
                 got = _FileResult("stdin" if name == "-" else name)
                 results.append(got)
                 task = progress.add_task(got.name, total=size or None, hints=0)
+                read_at = time.time() if name == "-" else Path(name).stat().st_mtime
                 hints: Iterable[Hint] = _hints_of(
-                    data, got, source=source, seen_at=seen, reject=reject
+                    data, got, source=source, seen_at=seen, read_at=read_at, reject=reject
                 )
 
                 def tick(r: HintResult, task: Any = task, pos: _Position = pos) -> None:
@@ -294,6 +304,13 @@ def hints_add(
                     progress.update(task, completed=pos(), hints=done)
 
                 got.result = engine.ingest_hints(hints, add_urls=add_urls, on_batch=tick)
+                if got.result.future:
+                    got.rejected += got.result.future
+                    err.print(
+                        f"[red]rejected[/] {escape(got.name)}: {got.result.future:,} hints "
+                        f"seen after now (seen_at more than {HINT_FUTURE_S / 60:g} minutes "
+                        "after this machine's clock: a wrong clock or --seen-at), not stored"
+                    )
     if shown > _SHOWN:
         err.print(f"… and {shown - _SHOWN} more rejected")
     total = HintResult()
@@ -333,6 +350,15 @@ def hints_add(
 _VERDICT_STYLE = {"trusted": "green", "not trusted": "red", "too few revisits to judge": "dim"}
 
 
+def _duration(s: float | None) -> str:
+    """Seconds for people: ``–``, ``40m``, ``5.2h``, ``2.7d``."""
+    if s is None:
+        return "–"
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    return f"{s / 3600:.1f}h" if s < 86_400 else f"{s / 86_400:.1f}d"
+
+
 def _share(x: float) -> str:
     return "–" if math.isnan(x) else f"{x:.0%}" if x in (0.0, 1.0) else f"{x:.1%}"
 
@@ -365,7 +391,9 @@ def hints(
     settings = load_settings(config)
     until = _at(at)
     with _store(db, settings, existing=True) as store:
-        trust = Engine(store, settings).hint_trust(days=days, until=until)
+        engine = Engine(store, settings)
+        trust = engine.hint_trust(days=days, until=until)
+        lags = engine.hint_lags(days=days, until=until)
         sources = store.hint_sources()
     if as_json:
         _print_json(
@@ -373,8 +401,9 @@ def hints(
                 "days": days,
                 "until": until,
                 "sources": sources,
-                "trust": [t.to_dict() for t in trust],
+                "trust": [t.to_dict() | {"lag_s": lags.get((t.site, t.source))} for t in trust],
                 "trusted_means": TRUSTED_MEANS,
+                "lag_means": LAG_MEANS,
             }
         )
         return
@@ -394,14 +423,26 @@ def hints(
         )
         return
     table = Table(title=f"Hint sources against the revisits of the last {days:g} days")
-    for col in ("site", "source", "revisits", "changed", "moved", "recall", "precision", "verdict"):
+    cols = (
+        "site",
+        "source",
+        "revisits",
+        "changed",
+        "moved",
+        "recall",
+        "precision",
+        "lag",
+        "verdict",
+    )
+    for col in cols:
         table.add_column(col, justify="left" if col in ("site", "source", "verdict") else "right")
     for t in trust:
         style = _VERDICT_STYLE.get(t.verdict, "yellow")
         table.add_row(
             escape(t.site), escape(t.source), f"{t.revisits:,}", f"{t.changed:,}",
             f"{t.moved:,}", _share(t.recall), _share(t.precision),
-            f"[{style}]{escape(t.verdict)}[/]",
+            _duration(lags.get((t.site, t.source))), f"[{style}]{escape(t.verdict)}[/]",
         )  # fmt: skip
     out.print(table)
     out.print(TRUSTED_MEANS)
+    out.print(LAG_MEANS)

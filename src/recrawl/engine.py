@@ -7,9 +7,11 @@ injected (``clock``) so a simulation can run days in seconds.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -35,12 +37,37 @@ from .store import SQLStore
 from .store._protocol import HintResult
 from .store._sql import ContentHistory, HintRows
 
-__all__ = ["Engine", "PlanResult", "url_registration"]
+__all__ = ["LAG_MEANS", "Engine", "PlanResult", "url_registration"]
 
 DAY_S = 86400.0
+_log = logging.getLogger(__name__)
 HINT_TRUST_DAYS = 90.0
 """Days of revisits :meth:`Engine.hint_trust` judges the sources on, for the plan."""
 _TRUST_TTL_S = 3600.0  # the plan's trust in the hint sources is judged again hourly
+HINT_FUTURE_S = 300.0
+"""Hints read (``seen_at``) more than this many seconds after the engine's clock
+are refused (:meth:`Engine.ingest_hints`): a clock gone wrong, or a typo, would
+vouch for pages until then."""
+HINT_LAG_MIN_ROWS = 10
+"""Moves of a source's ``lastmod`` in the window, at least, to measure its
+reporting lag (:meth:`Engine.hint_lags`); with fewer it is taken as
+:data:`HINT_LAG_DEFAULT_S`."""
+HINT_LAG_DEFAULT_S = 86_400.0
+"""The reporting lag of a source with too few moves to measure it: one day, the
+period of most generated sitemaps. Erring long only shortens what the source
+vouches for (the page is revisited a little sooner); erring short would let a
+change the source has not reported yet pass for none."""
+HINT_LAG_QUANTILE = 90.0
+"""Percentile of (first seen − ``lastmod``) taken as a source's reporting lag."""
+LAG_MEANS = (
+    "Lag: how long after a page changes the source reports it (the 90th percentile of "
+    "first seen minus lastmod over its moves; one day with fewer than 10 moves); a "
+    "trusted source vouches for a page only until its latest read minus its lag."
+)
+"""What the lag means, in a sentence for people (the CLI's report and the service's)."""
+
+
+_TRUST_FIELDS = ("site", "source", "revisits", "changed", "moved", "both", "quiet", "changes")
 
 
 @dataclass(frozen=True)
@@ -194,9 +221,10 @@ class Engine:
         self.clock = clock
         # page_info's model, re-solved each hour or when the store changed
         self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
-        # the plan's trust in the hint sources, judged again each hour (key:
-        # hour, 0), and the latest hints (key: hints_version)
-        self._trust_cache: tuple[tuple[int, int], list[SourceTrust]] | None = None
+        # the plan's trust in the hint sources and their reporting lags, judged
+        # again each hour (key: hour; kept in the store's meta too), and the
+        # latest hints (key: hints_version)
+        self._trust_cache: tuple[int, list[SourceTrust], dict[tuple[str, str], float]] | None = None
         self._hint_cache: tuple[int, HintRows] | None = None
 
     # -- observations ----------------------------------------------------------------------
@@ -330,8 +358,32 @@ class Engine:
     ) -> HintResult:
         """Store hints (:meth:`SQLStore.ingest_hints`, ``on_batch`` called with
         the running totals after each transaction); the next plan judges the
-        sources again."""
-        return self.store.ingest_hints(hints, add_urls=add_urls, on_batch=on_batch)
+        sources again.
+
+        Hints read (``seen_at``) more than :data:`HINT_FUTURE_S` after the
+        engine's clock are refused: counted in :attr:`HintResult.future`, not
+        stored (one would vouch for its page until then).
+        """
+        limit = self.clock() + HINT_FUTURE_S
+        future = 0
+
+        def timely() -> Iterator[Hint]:
+            nonlocal future
+            for h in hints:
+                if h.seen_at > limit:
+                    future += 1
+                else:
+                    yield h
+
+        def counted(r: HintResult) -> None:
+            if on_batch is not None:
+                on_batch(replace(r, future=r.future + future))
+
+        result = self.store.ingest_hints(
+            timely(), add_urls=add_urls, on_batch=None if on_batch is None else counted
+        )
+        result.future += future
+        return result
 
     def hint_trust(
         self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
@@ -392,7 +444,130 @@ class Engine:
             np.tile(pred.changed, len(latest.sources)),
             site_names,
             latest.sources,
+            # a move must tell more than the model knew (hints.MIN_LIFT)
+            predicted=np.tile(pred.predicted, len(latest.sources)),
         )
+
+    def hint_lags(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> dict[tuple[str, str], float]:
+        """Each source's reporting lag per site, in seconds: how long after a
+        page's ``lastmod`` the source is read with it (its sitemap regenerated
+        every few days, a feed cached, plus the time between reads).
+
+        The :data:`HINT_LAG_QUANTILE` percentile of (first seen − ``lastmod``),
+        clipped at 0, over the ``lastmod`` moves first seen in the ``days``
+        before ``until`` (default: the newest fetch in the log, as
+        :meth:`hint_trust`'s window); a page's first listing by a source is
+        no move (its ``lastmod`` may be months old). A (site, source) pair
+        with fewer than :data:`HINT_LAG_MIN_ROWS` moves gets
+        :data:`HINT_LAG_DEFAULT_S`. Empty without hints. A source vouches for
+        a page only until its latest read minus its lag
+        (:func:`recrawl.hints.signal_state`).
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if self.store.hints_version() == 0:
+            return {}
+        latest = self.store.hint_state()
+        if not len(latest):
+            return {}
+        cols = self.store.page_columns()
+        end = until
+        if end is None:
+            last = cols["last_fetch"]
+            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else self.clock()
+        log = self.store.hint_log(first_seen_after=end - days * DAY_S)
+        keep = log.first_seen <= end
+        site_code, site_names = _codes(cols["site"]) if len(cols["url"]) else (None, [])
+        out: dict[tuple[str, str], float] = {}
+        pairs: set[tuple[str, str]] = set()
+        index = _id_index(cols["id"], latest.page, log.page)
+        l_idx = index[latest.page]
+        if site_code is not None:
+            known = l_idx >= 0
+            pair_rows = zip(
+                site_code[l_idx[known]].tolist(), latest.source[known].tolist(), strict=True
+            )
+            for s, k in set(pair_rows):
+                pairs.add((site_names[s], latest.sources[k]))
+        n_src = max(len(latest.sources), 1)
+        g_src = _recode(log.source, log.sources, latest.sources)
+        g_idx = index[log.page]
+        # when the source first listed the page: a log row then is no move
+        lkey = latest.page * n_src + latest.source
+        order = np.argsort(lkey)
+        lkey_sorted = lkey[order]
+        gkey = log.page * n_src + g_src
+        pos = np.minimum(np.searchsorted(lkey_sorted, gkey), max(len(lkey_sorted) - 1, 0))
+        found = (g_src >= 0) & (len(lkey_sorted) > 0)
+        if len(lkey_sorted):
+            found &= lkey_sorted[pos] == gkey
+        listed = np.full(len(gkey), np.inf)
+        listed[found] = latest.first_seen[order[pos[found]]]
+        keep &= found & (g_idx >= 0) & (log.first_seen > listed)
+        if site_code is not None and keep.any():
+            delay = np.maximum(log.first_seen[keep] - log.lastmod[keep], 0.0)
+            gsite = site_code[g_idx[keep]]
+            gs = g_src[keep]
+            key = gsite * n_src + gs
+            keys, inv = np.unique(key, return_inverse=True)
+            for i, k in enumerate(keys.tolist()):
+                d = delay[inv == i]
+                if len(d) >= HINT_LAG_MIN_ROWS:
+                    pair = (site_names[k // n_src], latest.sources[k % n_src])
+                    out[pair] = float(np.percentile(d, HINT_LAG_QUANTILE))
+        return {p: out.get(p, HINT_LAG_DEFAULT_S) for p in sorted(pairs)}
+
+    def _judged_hints(self, now: float) -> tuple[list[SourceTrust], dict[tuple[str, str], float]]:
+        """The plan's trust in the hint sources and their lags (:meth:`hint_trust`,
+        :meth:`hint_lags` over :data:`HINT_TRUST_DAYS`), judged at most once an
+        hour of ``now``: kept in memory, and in the store's meta so that the
+        next process (``recrawl plan`` run again) reuses a judgement of the
+        same hour rather than replaying the fetch log once more."""
+        hour = int(now // _TRUST_TTL_S)
+        if self._trust_cache is not None and self._trust_cache[0] == hour:
+            return self._trust_cache[1], self._trust_cache[2]
+        got = self._stored_verdict(hour)
+        if got is None:
+            trust = self.hint_trust()
+            lags = self.hint_lags()
+            got = (trust, lags)
+            try:
+                self.store.set_hint_verdict(
+                    json.dumps(
+                        {
+                            "hour": hour,
+                            "hints_version": self.store.hints_version(),
+                            "days": HINT_TRUST_DAYS,
+                            "trust": [{f: getattr(t, f) for f in _TRUST_FIELDS} for t in trust],
+                            "lags": [[site, src, lag] for (site, src), lag in lags.items()],
+                        }
+                    )
+                )
+            except Exception:  # a read-only store: judged again next time
+                _log.debug("cannot keep the hint verdict", exc_info=True)
+        self._trust_cache = (hour, *got)
+        return got
+
+    def _stored_verdict(
+        self, hour: int
+    ) -> tuple[list[SourceTrust], dict[tuple[str, str], float]] | None:
+        """The judgement :meth:`_judged_hints` kept in the store for ``hour``, if any."""
+        raw = self.store.hint_verdict()
+        if raw is None:
+            return None
+        try:
+            v = json.loads(raw)
+            if v.get("hour") != hour or v.get("days") != HINT_TRUST_DAYS:
+                return None
+            if v.get("hints_version", 0) > self.store.hints_version():
+                return None  # another store's, or one rebuilt since
+            trust = [SourceTrust(**{f: t[f] for f in _TRUST_FIELDS}) for t in v["trust"]]
+            lags = {(str(a), str(b)): float(c) for a, b, c in v["lags"]}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return trust, lags
 
     def _hint_signals(
         self,
@@ -420,10 +595,8 @@ class Engine:
         version = self.store.hints_version()
         if version == 0:
             return None, None
-        key = (int(now // _TRUST_TTL_S), 0)
-        if self._trust_cache is None or self._trust_cache[0] != key:
-            self._trust_cache = (key, self.hint_trust())
-        trusted = {(t.site, t.source): t for t in self._trust_cache[1] if t.quiet or t.changes}
+        trust, lags = self._judged_hints(now)
+        trusted = {(t.site, t.source): t for t in trust if t.quiet or t.changes}
         if not trusted:
             return None, None
         if self._hint_cache is None or self._hint_cache[0] != version:
@@ -443,12 +616,18 @@ class Engine:
             )
             if not (quiet.any() or proves.any()):
                 continue
+            lag = np.array([lags.get((s, source), HINT_LAG_DEFAULT_S) for s in site_names])
             mine = (latest.source == k) & (idx >= 0)
             lastmod = np.full(n, np.nan)
             seen = np.full(n, np.nan)
+            first = np.full(n, np.nan)
             lastmod[idx[mine]] = latest.lastmod[mine]
             seen[idx[mine]] = latest.last_seen[mine]
-            c, st = signal_state(last_ok, lastmod, seen, quiet[site_code], proves[site_code])
+            first[idx[mine]] = latest.lastmod_seen[mine]
+            c, st = signal_state(
+                last_ok, lastmod, seen, quiet[site_code], proves[site_code],
+                lastmod_seen=first, now=now, lag=lag[site_code],
+            )  # fmt: skip
             checked = np.fmax(checked, c)
             stale |= st
         return checked, stale

@@ -61,7 +61,7 @@ from .. import __version__
 from .._exceptions import ConfigError, InvalidObservation, NotFound
 from ..calibration import Calibration
 from ..config import Settings
-from ..engine import HINT_TRUST_DAYS, Engine, PlanResult
+from ..engine import HINT_FUTURE_S, HINT_TRUST_DAYS, LAG_MEANS, Engine, PlanResult
 from ..hints import TRUSTED_MEANS, Hint, InvalidHint, parse_lastmod, read_hints, read_sitemap
 from ..ingest import ContentClassifier
 from ..observation import Observation, _line_key, normalize_url, parse_observation
@@ -1078,14 +1078,13 @@ class Service:
         return good, bad, count
 
     def ingest_hints(self, hints: list[Hint], *, add_urls: bool) -> Future[Any]:
-        """Store hints through the writer; a stored hint asks for a new plan in the
-        background (as another process's writes do), a registered URL at once."""
+        """Store hints through the writer; a stored hint or a registered URL asks
+        for a new plan in the background (as another process's writes do: a
+        replan may judge the sources again, seconds the leases must not wait)."""
 
         def work() -> Any:
             result = self.engine.ingest_hints(hints, add_urls=add_urls)
-            if result.added_urls:
-                self.invalidate()
-            elif result.stored:
+            if result.stored or result.added_urls:
                 with self._lock:
                     self._outside_changed = True
             return result
@@ -1100,12 +1099,14 @@ class Service:
             got = self._hint_reports.get(key)
             if got is None:
                 trust = self.engine.hint_trust(days=days)
+                lags = self.engine.hint_lags(days=days)
                 got = {
                     "days": days,
                     "until": None,
                     "sources": self.store.hint_sources(),
-                    "trust": [t.to_dict() for t in trust],
+                    "trust": [t.to_dict() | {"lag_s": lags.get((t.site, t.source))} for t in trust],
                     "trusted_means": TRUSTED_MEANS,
+                    "lag_means": LAG_MEANS,
                 }
                 self._hint_reports = {
                     k: v for k, v in self._hint_reports.items() if k[1:] == key[1:]
@@ -1434,13 +1435,29 @@ def create_app(
             except ValueError as exc:
                 raise HTTPException(422, f"seen_at {exc}") from None
         body = await request.body()
+        if body[:2] == _GZIP_MAGIC:  # gzipped, without a Content-Encoding saying so
+            # bounded decompressed as DecodeBody bounds a body that says so
+            body = await run_in_threadpool(
+                _Inflate("gzip", settings.max_body_bytes).feed, body, True
+            )
         good, bad, count = await run_in_threadpool(
             lambda: svc.parse_hints(body, source=source, seen_at=when)
         )
         result = await asyncio.wrap_future(svc.ingest_hints(good, add_urls=add_urls))
+        if result.future:
+            count += result.future
+            if len(bad) < _MAX_REJECTED:
+                bad.append(
+                    {
+                        "line": None,
+                        "field": "seen_at",
+                        "error": f"{result.future} hints seen after now (seen_at more than "
+                        f"{HINT_FUTURE_S / 60:g} minutes after the service's clock): not stored",
+                    }
+                )
         return JSONResponse(
             {
-                "received": len(good) + count,
+                "received": len(good) + count - result.future,
                 "stored": result.stored,
                 "unchanged": result.unchanged,
                 "unknown": result.unknown,

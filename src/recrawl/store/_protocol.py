@@ -40,13 +40,16 @@ class HintResult:
     log); ``unchanged``: hints repeating the latest ``lastmod`` (only when the
     source last listed the page moves on); ``unknown``: hints for a URL the
     store does not know, skipped; ``added_urls``: of the hints' URLs, those
-    registered as new pages (``add_urls``), whose hints count as stored.
+    registered as new pages (``add_urls``), whose hints count as stored;
+    ``future``: hints read (``seen_at``) well after the engine's clock, refused
+    and not stored (:meth:`recrawl.engine.Engine.ingest_hints`).
     """
 
     stored: int = 0
     unchanged: int = 0
     unknown: int = 0
     added_urls: int = 0
+    future: int = 0
 
     def add(self, other: HintResult) -> None:
         """Add ``other``'s counts to these."""
@@ -54,6 +57,7 @@ class HintResult:
         self.unchanged += other.unchanged
         self.unknown += other.unknown
         self.added_urls += other.added_urls
+        self.future += other.future
 
 
 @dataclass(slots=True)

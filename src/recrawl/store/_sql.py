@@ -174,6 +174,7 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
 CREATE TABLE IF NOT EXISTS hints (
     page {BIGINT} NOT NULL, source TEXT NOT NULL,
     lastmod {REAL} NOT NULL, first_seen {REAL} NOT NULL, last_seen {REAL} NOT NULL,
+    lastmod_seen {REAL} NOT NULL,
     PRIMARY KEY (page, source)
 ) {WR};
 CREATE TABLE IF NOT EXISTS hint_log (
@@ -191,7 +192,8 @@ CREATE TABLE IF NOT EXISTS hint_log (
 #
 # Cheap signals (:mod:`recrawl.hints`): ``hints`` holds the latest word of each
 # source on each page (its ``lastmod``, when the source first and last listed
-# the page: unix seconds); ``hint_log`` each distinct ``lastmod`` a source gave
+# the page: unix seconds; and ``lastmod_seen``, when it first gave the page its
+# current ``lastmod``: that ``lastmod``'s ``first_seen`` in the log); ``hint_log`` each distinct ``lastmod`` a source gave
 # a page, with when it was first seen, so a sitemap read again unchanged only
 # moves ``last_seen``. Stores of schema 5 gain both (empty) when opened.
 
@@ -226,10 +228,12 @@ page with more is one transaction of its own)."""
 HINT_BATCH: Final = 50_000
 """Hints :meth:`SQLStore.ingest_hints` stores per transaction."""
 _HINT_INSERT: Final = (
-    "INSERT INTO hints (page, source, lastmod, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO hints (page, source, lastmod, first_seen, last_seen, lastmod_seen) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
 )
 _HINT_UPDATE: Final = (
-    "UPDATE hints SET lastmod = ?, first_seen = ?, last_seen = ? WHERE page = ? AND source = ?"
+    "UPDATE hints SET lastmod = ?, first_seen = ?, last_seen = ?, lastmod_seen = ? "
+    "WHERE page = ? AND source = ?"
 )
 _HINT_LOG_UPSERT: Final = (
     "INSERT INTO hint_log (page, source, lastmod, first_seen) VALUES (?, ?, ?, ?) "
@@ -276,11 +280,13 @@ class HintRows:
 
     ``page``: page ids (as :meth:`SQLStore.page_columns` gives them in ``id``);
     ``source``: indexes into ``sources``; ``lastmod``, ``first_seen``,
-    ``last_seen``: unix seconds. From :meth:`SQLStore.hint_state`, one row
-    per page and source: the latest ``lastmod``, and when the source first and
-    last listed the page. From :meth:`SQLStore.hint_log`, one row per distinct
-    ``lastmod`` with when it was first seen (``last_seen`` is NaN: not kept
-    per ``lastmod``).
+    ``last_seen``, ``lastmod_seen``: unix seconds. From
+    :meth:`SQLStore.hint_state`, one row per page and source: the latest
+    ``lastmod``, when the source first and last listed the page, and when it
+    first gave the page that ``lastmod`` (its ``first_seen`` in the log). From
+    :meth:`SQLStore.hint_log`, one row per distinct ``lastmod`` with when it
+    was first seen (``last_seen`` and ``lastmod_seen`` are NaN: not kept per
+    ``lastmod``).
     """
 
     page: NDArray[np.int64]
@@ -289,15 +295,17 @@ class HintRows:
     lastmod: NDArray[np.float64]
     first_seen: NDArray[np.float64]
     last_seen: NDArray[np.float64]
+    lastmod_seen: NDArray[np.float64]
 
     def __len__(self) -> int:
         return len(self.page)
 
 
 def _hint_rows(cur: Any, width: int) -> HintRows:
-    """:class:`HintRows` from a cursor over ``page, source, lastmod, first_seen[, last_seen]``."""
+    """:class:`HintRows` from a cursor over ``page, source, lastmod, first_seen[,
+    last_seen, lastmod_seen]``."""
     code: dict[str, int] = {}
-    parts: list[list[NDArray[Any]]] = [[] for _ in range(5)]
+    parts: list[list[NDArray[Any]]] = [[] for _ in range(6)]
     while rows := cur.fetchmany(100_000):
         n = len(rows)
         parts[0].append(np.fromiter((r[0] for r in rows), np.int64, n))
@@ -316,6 +324,7 @@ def _hint_rows(cur: Any, width: int) -> HintRows:
         lastmod=cat(2, np.float64),
         first_seen=cat(3, np.float64),
         last_seen=cat(4, np.float64) if width > 4 else np.full(len(page), np.nan),
+        lastmod_seen=cat(5, np.float64) if width > 5 else np.full(len(page), np.nan),
     )
 
 
@@ -1432,18 +1441,22 @@ class SQLStore:
                     gen = self._pages_gen(db)
                     self._bump_pages_gen(db, gen)
                     res.added_urls = len(missing)
-                # each (page, source): [lastmod, first_seen, last_seen, 0 as read | 1 changed | 2 new]
+                # each (page, source): [lastmod, first_seen, last_seen,
+                # 0 as read | 1 changed | 2 new, lastmod_seen]
                 state: dict[tuple[int, str], list[float]] = {}
                 for chunk in _chunks(sorted({i for i in ids.values() if i is not None})):
                     q = (
-                        "SELECT page, source, lastmod, first_seen, last_seen FROM hints "
-                        f"WHERE page IN ({','.join('?' * len(chunk))})"
+                        "SELECT page, source, lastmod, first_seen, last_seen, lastmod_seen "
+                        f"FROM hints WHERE page IN ({','.join('?' * len(chunk))})"
                     )
-                    for p, src, lm, fs, ls in db.execute(q, chunk):
-                        state[(p, src)] = [lm, fs, ls, 0]
+                    for p, src, lm, fs, ls, lms in db.execute(q, chunk):
+                        state[(p, src)] = [lm, fs, ls, 0, lms]
                 log: dict[tuple[int, str, float], float] = {}
                 id_of, state_of = ids.__getitem__, state.get  # (a loop over 50,000 hints)
                 unchanged = 0
+                # pages whose lastmod moved to one the log may hold already: when
+                # it was first seen comes from the log too
+                moved: set[tuple[int, str]] = set()
                 for h in batch:
                     pid = id_of(h.url)
                     if pid is None:
@@ -1453,9 +1466,12 @@ class SQLStore:
                     t, lm = h.seen_at, h.lastmod
                     st = state_of(key)
                     if st is None:
-                        state[key] = [lm, t, t, 2]
+                        state[key] = [lm, t, t, 2, t]
                     elif lm == st[0]:  # what the source said last: when it said so moves
                         unchanged += 1
+                        if t < st[4]:  # an older read: it may have said so first
+                            st[4] = t
+                            st[3] = st[3] or 1
                         if t > st[2]:
                             st[2] = t
                             st[3] = st[3] or 1
@@ -1469,14 +1485,26 @@ class SQLStore:
                     else:
                         if t >= st[2]:  # the latest read: its lastmod is the latest
                             st[0], st[2] = lm, t
+                            st[4] = min(t, log.get((pid, h.source, lm), t))
+                            if st[3] != 2:
+                                moved.add(key)
                         st[1] = min(st[1], t)
                         st[3] = st[3] or 1
                     res.stored += 1
                     lk = (pid, h.source, lm)
                     log[lk] = min(t, log.get(lk, t))
                 res.unchanged = unchanged
-                new = [(p, src, *st[:3]) for (p, src), st in state.items() if st[3] == 2]
-                changed = [(*st[:3], p, src) for (p, src), st in state.items() if st[3] == 1]
+                for chunk in _chunks(sorted({p for p, _ in moved})):
+                    q = (
+                        "SELECT page, source, lastmod, first_seen FROM hint_log "
+                        f"WHERE page IN ({','.join('?' * len(chunk))})"
+                    )
+                    for p, src, lm, fs in db.execute(q, chunk):
+                        st = state[(p, src)] if (p, src) in moved else None
+                        if st is not None and st[0] == lm and fs < st[4]:
+                            st[4] = fs
+                new = [(p, src, *st[:3], st[4]) for (p, src), st in state.items() if st[3] == 2]
+                changed = [(*st[:3], st[4], p, src) for (p, src), st in state.items() if st[3] == 1]
                 db.executemany(_HINT_INSERT, new)
                 db.executemany(_HINT_UPDATE, changed)
                 db.executemany(
@@ -1501,28 +1529,52 @@ class SQLStore:
             return self._meta_int(self._db, "hints_version")
 
     def hint_state(self) -> HintRows:
-        """The latest hint of every page and source: its ``lastmod``, and when
-        the source first and last listed the page (read on the store's reader,
+        """The latest hint of every page and source: its ``lastmod``, when the
+        source first and last listed the page, and when it first gave the page
+        that ``lastmod`` (``lastmod_seen``; read on the store's reader,
         like :meth:`content_history`)."""
         with self._snapshot() as db:
             cur = db.execute(
-                "SELECT page, source, lastmod, first_seen, last_seen FROM hints "
+                "SELECT page, source, lastmod, first_seen, last_seen, lastmod_seen FROM hints "
                 "ORDER BY page, source"
             )
-            return _hint_rows(cur, 5)
+            return _hint_rows(cur, 6)
 
-    def hint_log(self, lastmod_after: float = -math.inf) -> HintRows:
+    def hint_log(
+        self, lastmod_after: float = -math.inf, *, first_seen_after: float = -math.inf
+    ) -> HintRows:
         """Each distinct ``lastmod`` a source gave a page (those after
-        ``lastmod_after``, unix seconds), with when it was first seen: what
+        ``lastmod_after`` and first seen after ``first_seen_after``, unix
+        seconds), with when it was first seen: what
         :func:`recrawl.hints.revisit_moves` matches with the revisits."""
         lo = lastmod_after if lastmod_after > -math.inf else -_FAR_FUTURE
+        lo_seen = first_seen_after if first_seen_after > -math.inf else -_FAR_FUTURE
         with self._snapshot() as db:
             cur = db.execute(
-                "SELECT page, source, lastmod, first_seen FROM hint_log WHERE lastmod > ? "
-                "ORDER BY page, source, lastmod",
-                (lo,),
+                "SELECT page, source, lastmod, first_seen FROM hint_log "
+                "WHERE lastmod > ? AND first_seen > ? ORDER BY page, source, lastmod",
+                (lo, lo_seen),
             )
             return _hint_rows(cur, 4)
+
+    def hint_verdict(self) -> str | None:
+        """What :meth:`set_hint_verdict` kept (None: nothing yet)."""
+        with self._lock:
+            return self._meta(self._db, "hint_verdict")
+
+    def set_hint_verdict(self, value: str) -> None:
+        """Keep a planner's judgement of the hint sources (JSON, from
+        :class:`recrawl.engine.Engine`), for the next process to reuse. It
+        counts as no write of hints (``hints_version`` stays)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._set_meta(db, "hint_verdict", value)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
     def hint_sources(self) -> list[dict[str, Any]]:
         """Per source: ``pages`` it lists, ``lastmods`` (rows of its log), and

@@ -312,6 +312,25 @@ class _BodyMiddleware:
         raise NotImplementedError
 
 
+def _no_body(receive: Receive) -> Receive:
+    """A ``receive`` for an app that must not see the request's body: one empty
+    body, then only what follows the body (a disconnect); the body's chunks
+    are dropped as they arrive."""
+    unread = True
+
+    async def nothing() -> Message:
+        nonlocal unread
+        if unread:
+            unread = False
+            return {"type": "http.request", "body": b"", "more_body": False}
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":
+                return msg
+
+    return nothing
+
+
 class BodyLimit(_BodyMiddleware):
     """ASGI middleware: refuse request bodies larger than ``limit`` bytes with 413.
 
@@ -351,17 +370,7 @@ class BodyLimit(_BodyMiddleware):
     async def _unread(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass on a request whose declared body is too large, without its body."""
         headers = [(k, v) for k, v in scope.get("headers", ()) if k != b"content-length"]
-        unread = True
-
-        async def nothing() -> Message:
-            nonlocal unread
-            if unread:
-                unread = False
-                return {"type": "http.request", "body": b"", "more_body": False}
-            while True:  # after the (empty) body only a disconnect is awaited
-                msg = await receive()
-                if msg["type"] != "http.request":
-                    return msg
+        nothing = _no_body(receive)
 
         async def closing(msg: Message) -> None:
             if msg["type"] == "http.response.start":
@@ -510,16 +519,9 @@ class DecodeBody(_BodyMiddleware):
             await self.app(scope, receive, send)
             return
         if coding not in _CODINGS:
-            unread = True
-
-            async def nothing() -> Message:
-                nonlocal unread
-                if unread:
-                    unread = False
-                    return {"type": "http.request", "body": b"", "more_body": False}
-                return await receive()
-
-            await self.app({**scope, "headers": headers, _UNDECODABLE: coding}, nothing, send)
+            await self.app(
+                {**scope, "headers": headers, _UNDECODABLE: coding}, _no_body(receive), send
+            )
             return
         body = _Inflate(coding, self.limit)
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -214,6 +215,10 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     assert "did the change model predict" in res.stdout
     assert "found a change where the model expected" in res.stdout
     assert "recrawl" in res.stdout and "oracle" in res.stdout and "Open Terms Archive" in res.stdout
+    # a daily sitemap, trusted where the revisits proved it right, buys freshness
+    flat = " ".join(res.stdout.split())
+    got = re.search(r"recrawl's freshness is ([0-9.]+) instead of ([0-9.]+)", flat)
+    assert got and float(got[1]) > float(got[2]), flat[-2000:]
     assert "hostile.example paused" in res.stdout
     html = (tmp_path / "report.html").read_text()
     assert "hostile.example" in html and "<script src=" not in html

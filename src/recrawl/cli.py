@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gc
 import gzip
 import io
@@ -885,8 +886,6 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay real or generated change traces under each policy and compare freshness and cost."""
-    import functools
-
     from .simulate import SITEMAP_KINDS, max_budget, replay
     from .traces import load_traces
 
@@ -1323,6 +1322,21 @@ def demo(
         res,
         f"{res['pages']} real documents over {res['days']:,.0f} days (Open Terms Archive, ODC-By), "
         "0.05 fetches per page per day",
+    )
+    # the same with a daily sitemap, judged from recrawl's own revisits (recrawl.hints)
+    mapped = _replay_with_progress(
+        functools.partial(replay, sitemap_hours=24.0, sitemap_kind="honest"),
+        traces, 0.05, ["recrawl"], 1.0, "freshness", 0,
+    )  # fmt: skip
+    before, after = res["policies"]["recrawl"], mapped["policies"]["recrawl"]
+    trust = after["sitemap_trust"]
+    out.print(
+        f"With a daily sitemap whose lastmod is each page's last change (read free; trusted "
+        f"only where recrawl's own revisits proved it right: {trust['changes_sites']} of "
+        f"{trust['sites']} sites), recrawl's freshness is {after['freshness']:.4f} instead of "
+        f"{before['freshness']:.4f}, at {after['cost_per_change']:.2f} fetches per change "
+        f"detected instead of {before['cost_per_change']:.2f} (recrawl simulate --sitemap-hours 24; "
+        "for a real crawl: recrawl hints add sitemap.xml)."
     )
 
     out.rule("[b]recrawl demo[/]: three sites, three weeks; one starts pushing back")

@@ -58,8 +58,7 @@ from .hints import (  # noqa: E402
     TRUSTED_MEANS,
     Hint,
     InvalidHint,
-    read_hints,
-    read_sitemap,
+    read_hint_document,
 )
 from .store._protocol import HintResult  # noqa: E402
 
@@ -130,21 +129,6 @@ def _open(name: str, stack: ExitStack) -> tuple[Any, int, _Position]:
     return data, size, pos
 
 
-def _is_xml(data: Any) -> bool:
-    """Whether the bytes ahead are XML (a sitemap's ``<urlset``, or another
-    document the sitemap reader names) rather than JSON lines."""
-    head = bytes(data.peek(4096)[:4096])
-    return head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<")
-
-
-def _lines(data: Iterable[bytes]) -> Iterator[str]:
-    """Lines as text: a byte that is not UTF-8 reaches the parser as a lone
-    surrogate, which rejects that line alone; a byte-order mark is dropped."""
-    for i, line in enumerate(data):
-        text = line.decode("utf-8", "surrogateescape")
-        yield text.removeprefix("\ufeff") if i == 0 else text
-
-
 def _hints_of(
     data: Any,
     got: _FileResult,
@@ -154,37 +138,24 @@ def _hints_of(
     read_at: float,
     reject: Callable[[_FileResult, str, InvalidHint], None],
 ) -> Iterator[Hint]:
-    """The good hints of one input; bad entries go to ``reject``, and a
-    document that cannot be read on ends the input (``got.error``): what came
-    before it is kept. A sitemap without ``seen_at`` was read at ``read_at``."""
-    if _is_xml(data):
-        got.format = "sitemap"
-        try:
-            for h in read_sitemap(
-                data,
-                seen_at=read_at if seen_at is None else seen_at,
-                source=source or "sitemap",
-            ):
-                if isinstance(h, InvalidHint):
-                    reject(got, "entry", h)
-                    continue
-                got.sources[h.source] += 1
-                yield h
-        except ET.ParseError as exc:
-            got.error = f"not well-formed XML ({exc})"
-        except ValueError as exc:  # a sitemap index, or another document
-            got.error = str(exc)
-        except (OSError, EOFError) as exc:  # a corrupt or truncated gzip file
-            got.error = f"cannot be read on ({exc or type(exc).__name__})"
-        return
+    """The good hints of one input (:func:`recrawl.hints.read_hint_document`);
+    bad entries go to ``reject``, and a document that cannot be read on ends
+    the input (``got.error``): what came before it is kept. A sitemap without
+    ``seen_at`` was read at ``read_at``."""
+    got.format, entries = read_hint_document(data, source=source, seen_at=seen_at, read_at=read_at)
+    kind = "entry" if got.format == "sitemap" else "line"
     try:
-        for _, h in read_hints(_lines(data), source=source, seen_at=seen_at):
+        for h in entries:
             if isinstance(h, InvalidHint):
-                reject(got, "line", h)
+                reject(got, kind, h)
                 continue
             got.sources[h.source] += 1
             yield h
-    except (OSError, EOFError) as exc:
+    except ET.ParseError as exc:
+        got.error = f"not well-formed XML ({exc})"
+    except ValueError as exc:  # a sitemap index, or another document
+        got.error = str(exc)
+    except (OSError, EOFError) as exc:  # a corrupt or truncated gzip file
         got.error = f"cannot be read on ({exc or type(exc).__name__})"
 
 
@@ -391,22 +362,11 @@ def hints(
     settings = load_settings(config)
     until = _at(at)
     with _store(db, settings, existing=True) as store:
-        engine = Engine(store, settings)
-        trust = engine.hint_trust(days=days, until=until)
-        lags = engine.hint_lags(days=days, until=until)
-        sources = store.hint_sources()
+        report = Engine(store, settings).hint_report(days=days, until=until)
     if as_json:
-        _print_json(
-            {
-                "days": days,
-                "until": until,
-                "sources": sources,
-                "trust": [t.to_dict() | {"lag_s": lags.get((t.site, t.source))} for t in trust],
-                "trusted_means": TRUSTED_MEANS,
-                "lag_means": LAG_MEANS,
-            }
-        )
+        _print_json(report.as_dict())
         return
+    sources, trust, lags = report.sources, report.trust, report.lags
     if not sources:
         out.print("No hints in the store: `recrawl hints add FILE` reads sitemaps and hint lines.")
         return

@@ -26,7 +26,7 @@ from .calibration import (
 from .config import Settings
 from .estimate import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
-from .hints import Hint, SourceTrust, revisit_moves, signal_state, source_trust
+from .hints import TRUSTED_MEANS, Hint, SourceTrust, revisit_moves, signal_state, source_trust
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -37,7 +37,7 @@ from .store import SQLStore
 from .store._protocol import HintResult
 from .store._sql import ContentHistory, HintRows
 
-__all__ = ["LAG_MEANS", "Engine", "PlanResult", "url_registration"]
+__all__ = ["LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
 
 DAY_S = 86400.0
 _log = logging.getLogger(__name__)
@@ -65,6 +65,30 @@ LAG_MEANS = (
     "trusted source vouches for a page only until its latest read minus its lag."
 )
 """What the lag means, in a sentence for people (the CLI's report and the service's)."""
+
+
+@dataclass(frozen=True)
+class HintReport:
+    """Each hint source, and how far it is trusted per site (:meth:`Engine.hint_report`)."""
+
+    days: float
+    until: float | None
+    sources: list[dict[str, Any]]
+    trust: list[SourceTrust]
+    lags: dict[tuple[str, str], float]
+
+    def as_dict(self) -> dict[str, Any]:
+        """As ``recrawl hints --json`` and ``GET /v1/hints``."""
+        return {
+            "days": self.days,
+            "until": self.until,
+            "sources": self.sources,
+            "trust": [
+                t.to_dict() | {"lag_s": self.lags.get((t.site, t.source))} for t in self.trust
+            ],
+            "trusted_means": TRUSTED_MEANS,
+            "lag_means": LAG_MEANS,
+        }
 
 
 _TRUST_FIELDS = ("site", "source", "revisits", "changed", "moved", "both", "quiet", "changes")
@@ -518,6 +542,19 @@ class Engine:
                     pair = (site_names[k // n_src], latest.sources[k % n_src])
                     out[pair] = float(np.percentile(d, HINT_LAG_QUANTILE))
         return {p: out.get(p, HINT_LAG_DEFAULT_S) for p in sorted(pairs)}
+
+    def hint_report(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> HintReport:
+        """The hint sources, their trust (:meth:`hint_trust`) and lags
+        (:meth:`hint_lags`) over the same window."""
+        return HintReport(
+            days=days,
+            until=until,
+            sources=self.store.hint_sources(),
+            trust=self.hint_trust(days=days, until=until),
+            lags=self.hint_lags(days=days, until=until),
+        )
 
     def _judged_hints(self, now: float) -> tuple[list[SourceTrust], dict[tuple[str, str], float]]:
         """The plan's trust in the hint sources and their lags (:meth:`hint_trust`,

@@ -59,6 +59,7 @@ __all__ = [
     "SourceTrust",
     "parse_hint",
     "parse_lastmod",
+    "read_hint_document",
     "read_hints",
     "read_sitemap",
     "revisit_moves",
@@ -267,6 +268,32 @@ def read_sitemap(
             if len(when) < 100_000:
                 when[lastmod] = t
         yield Hint(url=url, seen_at=seen, source=src, lastmod=t)
+
+
+def _text_lines(data: Iterable[bytes]) -> Iterator[str]:
+    """Lines as text: a byte that is not UTF-8 reaches the parser as a lone
+    surrogate, which rejects that line alone; a byte-order mark is dropped."""
+    for i, line in enumerate(data):
+        text = line.decode("utf-8", "surrogateescape")
+        yield text.removeprefix("\ufeff") if i == 0 else text
+
+
+def read_hint_document(
+    data: Any, *, source: str | None, seen_at: float | None, read_at: float
+) -> tuple[str, Iterator[Hint | InvalidHint]]:
+    """``(format, entries)`` of one input, told apart by its content: a sitemap
+    (``"sitemap"``: XML, read by :func:`read_sitemap` as seen at ``seen_at``,
+    else ``read_at``; ``source`` defaults to ``sitemap``) or hint lines
+    (``"jsonl"``: :func:`read_hints`, ``source`` and ``seen_at`` their
+    defaults). ``data`` must be able to ``peek`` (``io.BufferedReader``). A
+    document that is not a sitemap, or not well-formed, raises ValueError or
+    ``xml.etree.ElementTree.ParseError`` while the entries are read."""
+    head = bytes(data.peek(4096)[:4096])
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"<"):
+        when = read_at if seen_at is None else seen_at
+        return "sitemap", read_sitemap(data, seen_at=when, source=source or "sitemap")
+    lines = read_hints(_text_lines(data), source=source, seen_at=seen_at)
+    return "jsonl", (h for _, h in lines)
 
 
 # -- judging a source against the crawl's revisits ---------------------------------------------

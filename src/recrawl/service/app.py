@@ -61,8 +61,8 @@ from .. import __version__
 from .._exceptions import ConfigError, InvalidObservation, NotFound
 from ..calibration import Calibration
 from ..config import Settings
-from ..engine import HINT_FUTURE_S, HINT_TRUST_DAYS, LAG_MEANS, Engine, PlanResult
-from ..hints import TRUSTED_MEANS, Hint, InvalidHint, parse_lastmod, read_hints, read_sitemap
+from ..engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanResult
+from ..hints import Hint, InvalidHint, parse_lastmod, read_hint_document
 from ..ingest import ContentClassifier
 from ..observation import Observation, _line_key, normalize_url, parse_observation
 from ..store import BatchResult, SQLStore, open_store
@@ -1051,32 +1051,22 @@ class Service:
             if len(bad) < _MAX_REJECTED:
                 bad.append({"line": e.line, "field": e.field, "error": str(e)})
 
-        head = body[:4096].removeprefix(b"\xef\xbb\xbf").lstrip()
-        if head.startswith(b"<"):
-            import io
-            import xml.etree.ElementTree as ET
+        import io
+        import xml.etree.ElementTree as ET
 
-            try:
-                for h in read_sitemap(
-                    io.BytesIO(body),
-                    seen_at=self.now() if seen_at is None else seen_at,
-                    source=source or "sitemap",
-                ):
-                    if isinstance(h, InvalidHint):
-                        reject(h)
-                    else:
-                        good.append(h)
-            except ET.ParseError as exc:
-                raise HTTPException(400, f"not well-formed XML ({exc})") from None
-            except ValueError as exc:  # a sitemap index, or another document
-                raise HTTPException(400, str(exc)) from None
-            return good, bad, count
-        text = body.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
-        for _, h in read_hints(text.splitlines(), source=source, seen_at=seen_at):
-            if isinstance(h, InvalidHint):
-                reject(h)
-            else:
-                good.append(h)
+        _, entries = read_hint_document(
+            io.BufferedReader(io.BytesIO(body)), source=source, seen_at=seen_at, read_at=self.now()
+        )
+        try:
+            for h in entries:
+                if isinstance(h, InvalidHint):
+                    reject(h)
+                else:
+                    good.append(h)
+        except ET.ParseError as exc:
+            raise HTTPException(400, f"not well-formed XML ({exc})") from None
+        except ValueError as exc:  # a sitemap index, or another document
+            raise HTTPException(400, str(exc)) from None
         return good, bad, count
 
     def ingest_hints(self, hints: list[Hint], *, add_urls: bool) -> Future[Any]:
@@ -1100,16 +1090,7 @@ class Service:
         with self._calibration_lock:
             got = self._hint_reports.get(key)
             if got is None:
-                trust = self.engine.hint_trust(days=days)
-                lags = self.engine.hint_lags(days=days)
-                got = {
-                    "days": days,
-                    "until": None,
-                    "sources": self.store.hint_sources(),
-                    "trust": [t.to_dict() | {"lag_s": lags.get((t.site, t.source))} for t in trust],
-                    "trusted_means": TRUSTED_MEANS,
-                    "lag_means": LAG_MEANS,
-                }
+                got = self.engine.hint_report(days=days).as_dict()
                 self._hint_reports = {
                     k: v for k, v in self._hint_reports.items() if k[1:] == key[1:]
                 } | {key: got}

@@ -142,6 +142,19 @@ def _id_index(ids: np.ndarray[Any, Any], *others: np.ndarray[Any, Any]) -> np.nd
     return out
 
 
+def _per_page(
+    n: int,
+    index: np.ndarray[Any, np.dtype[np.intp]],
+    rows: np.ndarray[Any, np.dtype[np.bool_]],
+    values: np.ndarray[Any, np.dtype[np.float64]],
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """One source's ``values`` (of its hint rows ``rows``) on the ``n`` pages,
+    the row of each at page ``index[row]``; NaN where the source lists none."""
+    out = np.full(n, np.nan)
+    out[index[rows]] = values[rows]
+    return out
+
+
 def _recode(
     codes: np.ndarray[Any, np.dtype[np.int64]], names: list[str], into: list[str]
 ) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -448,10 +461,8 @@ class Engine:
         rev_site = site_code[pred.page]
         for k in range(len(latest.sources)):
             mine = (latest.source == k) & (l_idx >= 0)
-            first = np.full(n, np.nan)
-            last = np.full(n, np.nan)
-            first[l_idx[mine]] = latest.first_seen[mine]
-            last[l_idx[mine]] = latest.last_seen[mine]
+            first = _per_page(n, l_idx, mine, latest.first_seen)
+            last = _per_page(n, l_idx, mine, latest.last_seen)
             in_log = (g_src == k) & (g_idx >= 0)
             c, m = revisit_moves(
                 pred.page, prev, pred.at, g_idx[in_log], log.lastmod[in_log], first, last
@@ -655,12 +666,9 @@ class Engine:
                 continue
             lag = np.array([lags.get((s, source), HINT_LAG_DEFAULT_S) for s in site_names])
             mine = (latest.source == k) & (idx >= 0)
-            lastmod = np.full(n, np.nan)
-            seen = np.full(n, np.nan)
-            first = np.full(n, np.nan)
-            lastmod[idx[mine]] = latest.lastmod[mine]
-            seen[idx[mine]] = latest.last_seen[mine]
-            first[idx[mine]] = latest.lastmod_seen[mine]
+            lastmod = _per_page(n, idx, mine, latest.lastmod)
+            seen = _per_page(n, idx, mine, latest.last_seen)
+            first = _per_page(n, idx, mine, latest.lastmod_seen)
             c, st = signal_state(
                 last_ok, lastmod, seen, quiet[site_code], proves[site_code],
                 lastmod_seen=first, now=now, lag=lag[site_code],

@@ -26,7 +26,17 @@ from .calibration import (
 from .config import Settings
 from .estimate import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
-from .hints import TRUSTED_MEANS, Hint, SourceTrust, revisit_moves, signal_state, source_trust
+from .hints import (
+    HINT_LAG_DEFAULT_S,
+    HINT_LAG_MIN_ROWS,
+    HINT_LAG_QUANTILE,
+    TRUSTED_MEANS,
+    Hint,
+    SourceTrust,
+    revisit_moves,
+    signal_state,
+    source_trust,
+)
 from .ingest import IngestReport, ingest_observations
 from .observation import Observation, host_of, normalize_url
 from .pagestate import NUTCH_DEFAULT_S
@@ -48,17 +58,6 @@ HINT_FUTURE_S = 300.0
 """Hints read (``seen_at``) more than this many seconds after the engine's clock
 are refused (:meth:`Engine.ingest_hints`): a clock gone wrong, or a typo, would
 vouch for pages until then."""
-HINT_LAG_MIN_ROWS = 10
-"""Moves of a source's ``lastmod`` in the window, at least, to measure its
-reporting lag (:meth:`Engine.hint_lags`); with fewer it is taken as
-:data:`HINT_LAG_DEFAULT_S`."""
-HINT_LAG_DEFAULT_S = 86_400.0
-"""The reporting lag of a source with too few moves to measure it: one day, the
-period of most generated sitemaps. Erring long only shortens what the source
-vouches for (the page is revisited a little sooner); erring short would let a
-change the source has not reported yet pass for none."""
-HINT_LAG_QUANTILE = 90.0
-"""Percentile of (first seen − ``lastmod``) taken as a source's reporting lag."""
 LAG_MEANS = (
     "Lag: how long after a page changes the source reports it (the 90th percentile of "
     "first seen minus lastmod over its moves; one day with fewer than 10 moves); a "

@@ -69,6 +69,7 @@ __all__ = [
     "decay_evidence",
     "estimate_rates",
     "fit_group_priors",
+    "fold_revisits",
     "rate_resolution",
     "raw_rates",
     "update_evidence",
@@ -231,6 +232,55 @@ def update_evidence_arrays(
     tc[idx] = tc[idx] * d + cf * t
     nu[idx] = nu[idx] * d + (1.0 - cf)
     tu[idx] = tu[idx] * d + (1.0 - cf) * t
+
+
+def fold_revisits(
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    index: NDArray[np.intp],
+    prev: FloatArray,
+    at: FloatArray,
+    changed: NDArray[np.bool_],
+    *,
+    quiet_until: FloatArray | None = None,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> None:
+    """Fold revisits ``(prev, at]`` (unix seconds) of the pages ``index`` (none
+    repeated) into their evidence, in place, as :func:`update_evidence_arrays`.
+
+    A revisit at the instant of the previous fetch carries no evidence. Where
+    ``quiet_until`` (unix seconds, NaN: none) lies inside a revisit that
+    found a change, the page is known unchanged until then
+    (:func:`recrawl.hints.quiet_until`): the revisit counts as one unchanged
+    interval up to it and one changed interval after it.
+
+    >>> ev = [np.zeros(2) for _ in range(4)]
+    >>> fold_revisits(*ev, np.array([0, 1]), np.array([0.0, 0.0]),
+    ...               np.array([8 * 86400.0, 8 * 86400.0]), np.array([True, True]),
+    ...               quiet_until=np.array([6 * 86400.0, np.nan]), half_life_days=np.inf)
+    >>> [a.tolist() for a in ev]
+    [[1.0, 1.0], [2.0, 8.0], [1.0, 0.0], [6.0, 0.0]]
+    """
+    start = np.asarray(prev, dtype=np.float64)
+    end = np.asarray(at, dtype=np.float64)
+    if quiet_until is not None:
+        q = np.asarray(quiet_until, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            ok = changed & (q > start) & (q < end)
+        if ok.any():
+            update_evidence_arrays(
+                nc, tc, nu, tu, index[ok], (q[ok] - start[ok]) / 86400.0, False,
+                half_life_days=half_life_days,
+            )  # fmt: skip
+            start = np.where(ok, q, start)
+    interval = np.maximum(end - start, 0.0) / 86400.0
+    pos = interval > 0  # two fetches at the same instant carry no rate evidence
+    if pos.any():
+        update_evidence_arrays(
+            nc, tc, nu, tu, index[pos], interval[pos], changed[pos], half_life_days=half_life_days
+        )
 
 
 def decay_evidence(

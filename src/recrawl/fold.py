@@ -10,7 +10,7 @@ observations one by one in time order (tests check it against
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any, Final
@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from .batch import ObservationColumns, observation_columns
 from .buckets import OUTCOMES
-from .estimate import DEFAULT_HALF_LIFE_DAYS, update_evidence_arrays
+from .estimate import DEFAULT_HALF_LIFE_DAYS, fold_revisits
 from .observation import Observation
 from .pagestate import (
     CONTENT_OUTCOMES,
@@ -38,6 +38,7 @@ __all__ = [
     "MUTABLE_FIELDS",
     "ROW_FIELDS",
     "PageArrays",
+    "QuietUntil",
     "fold_batch",
     "new_page_row",
     "page_from_row",
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 FloatArray = NDArray[np.float64]
+QuietUntil = Callable[[NDArray[np.intp], FloatArray, FloatArray], FloatArray]
+"""``quiet_until(rows, prev, at)``: see :func:`fold_batch`."""
 
 CODE: Final = {o: i for i, o in enumerate(OUTCOMES)}
 """Outcome name → its integer code (the index in :data:`~recrawl.buckets.OUTCOMES`)."""
@@ -241,12 +244,17 @@ def fold_batch(
     classifier: Classifier | None = None,
     half_life_days: float | None = None,
     columns: ObservationColumns | None = None,
+    quiet_until: QuietUntil | None = None,
 ) -> tuple[NDArray[np.int64], list[str | None]]:
     """Apply ``obs`` to ``pages`` in place, in time order per page.
 
     ``page_index[i]`` is the row of ``pages`` that ``obs[i]`` belongs to;
     ``obs`` must be sorted by page and then time (ties keep their order);
     ``columns``, when given, are :func:`~recrawl.batch.observation_columns` of ``obs``.
+    ``quiet_until(rows, prev, at)``, when given, says until when trusted
+    sources vouch that each revisited page (rows of ``pages``) was unchanged
+    (:func:`recrawl.hints.quiet_until`; NaN: no word): a revisit that found a
+    change then counts as unchanged until that time and changed after it.
     Returns each observation's outcome code and its *fixed* outcome (what
     :func:`~recrawl.pagestate.fixed_outcome` decided, None for a 2xx compared
     with the previous fetch), both in the order of ``obs``.
@@ -352,13 +360,14 @@ def fold_batch(
         if rev.any():
             pr = pc[rev]
             changed = occ[rev] == _CHANGED
-            interval = np.maximum(tcn[rev] - lo[rev], 0.0) / _DAY
-            pos = interval > 0  # two fetches at the same instant carry no rate evidence
-            if pos.any():
-                update_evidence_arrays(
-                    pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu,
-                    pr[pos], interval[pos], changed[pos], half_life_days=hl,
-                )  # fmt: skip
+            q = None
+            if quiet_until is not None and changed.any():
+                q = np.full(pr.size, np.nan)
+                q[changed] = quiet_until(pr[changed], lo[rev][changed], tcn[rev][changed])
+            fold_revisits(
+                pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, pr, lo[rev], tcn[rev],
+                changed, quiet_until=q, half_life_days=hl,
+            )  # fmt: skip
             factor = np.where(changed, 0.8, 1.4)
             pages.nutch_interval[pr] = np.clip(
                 pages.nutch_interval[pr] * factor, NUTCH_MIN_S, NUTCH_MAX_S

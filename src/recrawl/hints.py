@@ -35,6 +35,7 @@ True
 
 from __future__ import annotations
 
+import json
 import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
@@ -49,6 +50,9 @@ from ._exceptions import InvalidObservation
 from .observation import normalize_url, parse_timestamp
 
 __all__ = [
+    "HINT_LAG_DEFAULT_S",
+    "HINT_LAG_MIN_ROWS",
+    "HINT_LAG_QUANTILE",
     "MIN_CHANGES",
     "MIN_LIFT",
     "MIN_MOVES",
@@ -59,12 +63,14 @@ __all__ = [
     "SourceTrust",
     "parse_hint",
     "parse_lastmod",
+    "quiet_until",
     "read_hint_document",
     "read_hints",
     "read_sitemap",
     "revisit_moves",
     "signal_state",
     "source_trust",
+    "trusted_lags",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -96,6 +102,17 @@ TRUSTED_MEANS = (
     "judged, never acted on."
 )
 """What trusted means, in a sentence for people (the CLI's report and the service's)."""
+HINT_LAG_MIN_ROWS = 10
+"""Moves of a source's ``lastmod`` in the window, at least, to measure its
+reporting lag (:meth:`recrawl.engine.Engine.hint_lags`); with fewer it is taken as
+:data:`HINT_LAG_DEFAULT_S`."""
+HINT_LAG_DEFAULT_S = 86_400.0
+"""The reporting lag of a source with too few moves to measure it: one day, the
+period of most generated sitemaps. Erring long only shortens what the source
+vouches for (the page is revisited a little sooner); erring short would let a
+change the source has not reported yet pass for none."""
+HINT_LAG_QUANTILE = 90.0
+"""Percentile of (first seen − ``lastmod``) taken as a source's reporting lag."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,3 +530,97 @@ def signal_state(
         vouch = np.asarray(quiet, dtype=bool) & (lm <= last) & (until > last)
     checked = np.where(vouch, until, np.nan)
     return checked, stale
+
+
+def quiet_until(
+    rev_page: IntArray,
+    rev_prev: FloatArray,
+    rev_at: FloatArray,
+    log_page: IntArray,
+    log_source: IntArray,
+    log_lastmod: FloatArray,
+    log_first_seen: FloatArray,
+    log_lag: FloatArray,
+) -> FloatArray:
+    """Until when sources trusted to vouch say each revisited page was unchanged.
+
+    A fetch made because a trusted source's ``lastmod`` moved always finds a
+    change: taken as an ordinary revisit ``(prev, at]`` that found one, it
+    makes the page look faster than it is (a revisit chosen by its outcome).
+    What the crawl knows is finer: the source, read periodically, showed no
+    move until it first gave a ``lastmod`` after ``prev``, at ``S``; the
+    page was so unchanged until ``S`` less the source's reporting ``lag``.
+    The fold (:func:`recrawl.fold.fold_batch`) records such a revisit as
+    unchanged until that time and changed after it.
+
+    Per revisit ``(rev_prev, rev_at]`` of page ``rev_page``: over the log
+    rows of its page (each distinct ``lastmod`` a source gave, with when it
+    was first seen and that source's lag, seconds; only sources trusted both
+    to vouch and to prove on the page's site belong here: a source trusted
+    only to vouch may move at every read, as one stamping each ``lastmod``
+    with the read's time, and its first move after a fetch then says
+    nothing of when the page changed), the first row first seen after
+    ``rev_prev`` is taken, per source, if it was seen by ``rev_at`` and its
+    ``lastmod`` is after ``rev_prev``; the latest of ``first_seen − lag``
+    over the sources is returned where it lies inside the revisit, NaN
+    elsewhere (no source moved by then, or the lag reaches back past the
+    previous fetch). A source that has not moved by the fetch tells nothing
+    here: it may have missed the change.
+
+    >>> quiet_until(np.array([0, 0]), np.array([0.0, 72.0]), np.array([100.0, 100.0]),
+    ...             np.array([0]), np.array([0]), np.array([70.0]), np.array([80.0]),
+    ...             np.array([5.0]))
+    array([75., nan])
+    """
+    page = np.asarray(rev_page, dtype=np.int64)
+    prev = np.asarray(rev_prev, dtype=np.float64)
+    at = np.asarray(rev_at, dtype=np.float64)
+    out = np.full(page.shape, np.nan)
+    src_all = np.asarray(log_source, dtype=np.int64)
+    if not page.size or not src_all.size:
+        return out
+    lp_all = np.asarray(log_page, dtype=np.int64)
+    lm_all = np.asarray(log_lastmod, dtype=np.float64)
+    fs_all = np.asarray(log_first_seen, dtype=np.float64)
+    lag_all = np.asarray(log_lag, dtype=np.float64)
+    for s in np.unique(src_all).tolist():
+        rows = np.flatnonzero(src_all == s)
+        order = rows[np.lexsort((fs_all[rows], lp_all[rows]))]
+        lp, fs = lp_all[order], fs_all[order]
+        j = _search(lp, fs, page, prev)  # the page's first row first seen after prev
+        inside = j < np.searchsorted(lp, page, side="right")
+        k = order[np.where(inside, j, 0)]
+        with np.errstate(invalid="ignore"):
+            ok = inside & (fs_all[k] <= at) & (lm_all[k] > prev)
+        out = np.fmax(out, np.where(ok, fs_all[k] - lag_all[k], np.nan))
+    with np.errstate(invalid="ignore"):
+        return np.where((out > prev) & (out < at), out, np.nan)
+
+
+def trusted_lags(verdict: str | Mapping[str, Any] | None) -> dict[tuple[str, str], float]:
+    """The ``(site, source)`` pairs a kept verdict trusts both to vouch and to prove
+    changes, with their reporting lags: those :func:`quiet_until` reads.
+
+    ``verdict``: the JSON :class:`recrawl.engine.Engine` keeps in the store's
+    meta (``{"trust": [{"site", "source", "quiet", ...}], "lags": [[site,
+    source, seconds], ...]}``), or it parsed. A pair without a lag gets
+    :data:`HINT_LAG_DEFAULT_S`. Anything unreadable is no verdict: ``{}``.
+
+    >>> trusted_lags('{"trust": [{"site": "a", "source": "sitemap", "quiet": true,'
+    ...              ' "changes": true}], "lags": [["a", "sitemap", 3600]]}')
+    {('a', 'sitemap'): 3600.0}
+    """
+    if verdict is None:
+        return {}
+    try:
+        v = json.loads(verdict) if isinstance(verdict, str) else verdict
+        lags = {(str(a), str(b)): float(c) for a, b, c in v.get("lags", ())}
+        return {
+            (str(t["site"]), str(t["source"])): lags.get(
+                (str(t["site"]), str(t["source"])), HINT_LAG_DEFAULT_S
+            )
+            for t in v.get("trust", ())
+            if t.get("quiet") and t.get("changes")
+        }
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}

@@ -140,6 +140,7 @@ def apply_observation(
     fixed: str | None,
     *,
     half_life_days: float | None = None,
+    quiet_until: float | None = None,
 ) -> str:
     """Apply one observation to ``page`` in place and return its outcome.
 
@@ -147,6 +148,10 @@ def apply_observation(
     ingest and stored, so a rebuild never re-runs the classifier). Without a
     fingerprint or validators to compare, a 2xx revisit counts as unchanged:
     report ``record`` or ``record_hash`` (or validators) to detect changes.
+    ``quiet_until`` (unix seconds), when it lies between the page's last
+    successful fetch and this one, is until when a trusted source vouches the
+    page was unchanged: a change found then counts as unchanged until that
+    time and changed after it (:func:`recrawl.hints.quiet_until`).
     """
     outcome = fixed if fixed is not None else _content_outcome(obs, page)
     t = obs.fetched_at
@@ -171,14 +176,16 @@ def apply_observation(
         page.last_change = t
     elif page.last_ok is not None:
         changed = outcome == "changed"
-        interval_days = max(t - page.last_ok, 0.0) / _DAY
+        start = page.last_ok
+        hl = {} if half_life_days is None else {"half_life_days": half_life_days}
+        ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
+        if changed and quiet_until is not None and start < quiet_until < t:
+            ev = update_evidence(*ev, (quiet_until - start) / _DAY, False, **hl)
+            start = quiet_until
+        interval_days = max(t - start, 0.0) / _DAY
         if interval_days > 0:  # two fetches at the same instant carry no rate evidence
-            ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
-            if half_life_days is None:
-                ev = update_evidence(*ev, interval_days, changed)
-            else:
-                ev = update_evidence(*ev, interval_days, changed, half_life_days=half_life_days)
-            page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
+            ev = update_evidence(*ev, interval_days, changed, **hl)
+        page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
         factor = 0.8 if changed else 1.4
         page.nutch_interval = min(max(page.nutch_interval * factor, NUTCH_MIN_S), NUTCH_MAX_S)
         if changed:

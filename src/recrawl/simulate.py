@@ -55,9 +55,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._exceptions import InvalidTrace
-from .estimate import update_evidence_arrays
+from .estimate import fold_revisits
 from .freshness import Objective, optimal_allocation
-from .hints import SourceTrust, revisit_moves, signal_state, source_trust
+from .hints import (
+    HINT_LAG_DEFAULT_S,
+    HINT_LAG_MIN_ROWS,
+    HINT_LAG_QUANTILE,
+    SourceTrust,
+    quiet_until,
+    revisit_moves,
+    signal_state,
+    source_trust,
+)
 from .observation import MAX_TIMESTAMP, TOO_LATE
 from .planner import (
     NUTCH_INITIAL_INTERVAL_S,
@@ -296,6 +305,11 @@ class _Sitemap:
         self.e_page: IntArray = e_page[order]
         self.e_value: FloatArray = e_value[order]
         e_read = e_read[order]
+        self.e_read: IntArray = e_read
+        # a page's first listing is no move: it does not count towards the lag
+        self.e_move: BoolArray = np.r_[
+            np.zeros(init.size, dtype=bool), np.ones(int(shown.sum()), dtype=bool)
+        ][order]
         self.off = np.searchsorted(self.e_page, np.arange(n + 1), side="left").astype(np.int64)
         self.by_read = np.argsort(e_read, kind="stable").astype(np.int64)
         self.read_off = np.searchsorted(
@@ -343,6 +357,8 @@ class _SitemapView:
         self.changes: BoolArray | None = None  # per page: its site's moves prove changes
         self.fetches_known_stale = 0
         self.fetches_vouched = 0
+        self.lastmod_seen = np.full(n, np.nan)  # when the latest lastmod was first shown
+        self.site_lag = np.full(p.n_sites, HINT_LAG_DEFAULT_S)  # per site, seconds
 
     def read_until(self, t: float) -> None:
         """Do every read at or before ``t`` not done yet."""
@@ -355,28 +371,34 @@ class _SitemapView:
             self.last_listed[live] = r
             if sm.kind == "stamped":
                 self.lastmod[live] = r
+                self.lastmod_seen[live] = r
             else:
                 e = sm.by_read[sm.read_off[j] : sm.read_off[j + 1]]
                 shown = sm.e_page[e]
                 self.count[shown] += 1
                 self.lastmod[shown] = sm.e_value[e]
+                self.lastmod_seen[shown] = r
             self.reads_done += 1
 
     def revisited(self, idx: IntArray, prev: FloatArray, at: float, changed: BoolArray) -> None:
         """Note this cycle's fetches: revisits ``(prev, at]`` of pages ``idx``."""
         self.pending.append((idx, prev, np.full(idx.size, at), changed))
 
-    def _log(self, pages: IntArray) -> tuple[IntArray, FloatArray]:
-        """Every distinct lastmod seen so far of ``pages``, as ``(page, lastmod)``."""
+    def _log(self, pages: IntArray) -> tuple[IntArray, FloatArray, FloatArray, BoolArray]:
+        """Every distinct lastmod seen so far of ``pages``, as ``(page, lastmod,
+        first_seen, move)`` (``move``: not the page's first listing)."""
         sm = self.sm
         if sm.kind == "stamped":
             hi = np.minimum(sm.last_read[pages], self.reads_done - 1)
             lens = np.maximum(hi - sm.first_read[pages] + 1, 0)
-            values = sm.reads[_ranges(sm.first_read[pages], lens)]
-        else:
-            lens = self.count[pages]
-            values = sm.e_value[_ranges(sm.off[pages], lens)]
-        return np.repeat(pages, lens), values
+            at = _ranges(sm.first_read[pages], lens)
+            values = sm.reads[at]
+            move = np.ones(at.size, dtype=bool)
+            move[np.cumsum(lens)[lens > 0] - lens[lens > 0]] = False
+            return np.repeat(pages, lens), values, values, move
+        lens = self.count[pages]
+        at = _ranges(sm.off[pages], lens)
+        return np.repeat(pages, lens), sm.e_value[at], sm.reads[sm.e_read[at]], sm.e_move[at]
 
     def judge(self) -> None:
         """Judge the settled revisits, and each site's trust if any was covered."""
@@ -390,7 +412,7 @@ class _SitemapView:
         wait = ~settled
         self.pending = [(page[wait], prev[wait], at[wait], changed[wait])] if wait.any() else []
         page, prev, at, changed = page[settled], prev[settled], at[settled], changed[settled]
-        log_page, log_lastmod = self._log(np.unique(page))
+        log_page, log_lastmod, _, _ = self._log(np.unique(page))
         covered, moved = revisit_moves(
             page, prev, at, log_page, log_lastmod, self.first_listed, self.last_listed
         )
@@ -426,17 +448,49 @@ class _SitemapView:
         trusted = bool(self.site_quiet.any() or self.site_changes.any())
         self.quiet = self.site_quiet[self.site] if trusted else None
         self.changes = self.site_changes[self.site] if trusted else None
+        if trusted:
+            self._judge_lags()
+
+    def _judge_lags(self) -> None:
+        """Each trusted site's reporting lag, as :meth:`recrawl.engine.Engine.hint_lags`:
+        the percentile of (first seen − lastmod) over the moves shown so far."""
+        sites = np.flatnonzero(self.site_quiet | self.site_changes)
+        pages = np.flatnonzero(np.isin(self.site, sites))
+        page, lastmod, seen, move = self._log(pages)
+        delay = np.maximum(seen[move] - lastmod[move], 0.0)
+        site = self.site[page[move]]
+        for s in sites.tolist():
+            d = delay[site == s]
+            if d.size >= HINT_LAG_MIN_ROWS:
+                self.site_lag[s] = float(np.percentile(d, HINT_LAG_QUANTILE))
 
     @property
     def trust(self) -> list[SourceTrust]:
         """Each judged site's latest verdict, by site."""
         return [self.verdicts[s] for s in sorted(self.verdicts)]
 
-    def signal(self, last_fetch: FloatArray) -> tuple[FloatArray, BoolArray] | None:
+    def signal(self, last_fetch: FloatArray, now: float) -> tuple[FloatArray, BoolArray] | None:
         """Each page's ``(checked_at, known_stale)``; None while no site trusts the sitemap."""
         if self.quiet is None or self.changes is None:
             return None
-        return signal_state(last_fetch, self.lastmod, self.last_listed, self.quiet, self.changes)
+        return signal_state(
+            last_fetch, self.lastmod, self.last_listed, self.quiet, self.changes,
+            lastmod_seen=self.lastmod_seen, now=now, lag=self.site_lag[self.site],
+        )  # fmt: skip
+
+    def quiet_until(self, idx: IntArray, prev: FloatArray, at: FloatArray) -> FloatArray | None:
+        """:func:`recrawl.hints.quiet_until` for revisits of pages ``idx``, from what
+        the sitemap showed so far on sites that trust it both ways (as the store's fold)."""
+        if self.quiet is None or self.changes is None:
+            return None
+        both = self.quiet[idx] & self.changes[idx]
+        if not both.any():
+            return None
+        page, lastmod, seen, _ = self._log(np.unique(idx[both]))
+        return quiet_until(
+            idx, prev, at, page, np.zeros(page.size, dtype=np.int64), lastmod, seen,
+            self.site_lag[self.site[page]],
+        )  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
         """The final verdicts: pooled over sites, and per site when there are ten or fewer."""
@@ -648,7 +702,7 @@ def _run_policy(
             )
             model_t = t
         if view is not None:
-            signal = view.signal(state.last_fetch)
+            signal = view.signal(state.last_fetch, t)
             state.checked_at, state.known_stale = signal if signal is not None else (None, None)
         plan = plan_cycle(
             state, bank, t, policy=policy, objective=objective, config=config, rng=rng, model=model
@@ -666,18 +720,11 @@ def _run_policy(
             if state.known_stale is not None and state.checked_at is not None:
                 view.fetches_known_stale += int(state.known_stale[idx].sum())
                 view.fetches_vouched += int(np.count_nonzero(state.checked_at[idx] > prev))
-        interval = (now - prev) / DAY_S
-        pos = interval > 0  # a fetch at the instant of the last one carries no rate evidence
-        update_evidence_arrays(
-            state.ev_nc,
-            state.ev_tc,
-            state.ev_nu,
-            state.ev_tu,
-            idx[pos],
-            interval[pos],
-            changed[pos],
+        fold_revisits(
+            state.ev_nc, state.ev_tc, state.ev_nu, state.ev_tu, idx, prev, now, changed,
+            quiet_until=view.quiet_until(idx, prev, now) if view is not None else None,
             half_life_days=config.half_life_days,
-        )
+        )  # fmt: skip
         state.nutch_interval[idx] = nutch_next_interval(state.nutch_interval[idx], changed)
         state.last_fetch[idx] = t
         tally.fetches += int(idx.size)

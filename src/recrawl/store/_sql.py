@@ -11,6 +11,7 @@ serialised and what a write method has returned is durable.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -38,13 +39,14 @@ from ..fold import (
     MUTABLE_FIELDS,
     ROW_FIELDS,
     PageArrays,
+    QuietUntil,
     fold_batch,
     new_page_row,
     page_from_row,
     page_row,
 )
 from ..health import BucketArrays
-from ..hints import Hint
+from ..hints import Hint, quiet_until, trusted_lags
 from ..observation import Observation, host_of, with_keys
 from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
 from ._protocol import BatchResult, GroupTotals, HintResult, PruneReport
@@ -397,6 +399,22 @@ def _bkey(key: int) -> bytes:
     return key.to_bytes(8, "big", signed=True)
 
 
+def _quiet_rows(
+    rows: NDArray[np.intp],
+    prev: NDArray[np.float64],
+    at: NDArray[np.float64],
+    *,
+    log: tuple[NDArray[np.int64], NDArray[np.int64], Any, Any, Any],
+) -> NDArray[np.float64]:
+    """:func:`recrawl.hints.quiet_until` over one batch's vouching log."""
+    return quiet_until(rows.astype(np.int64), prev, at, *log)
+
+
+def _at_row(vouch: QuietUntil, row: int, prev: float, at: float) -> float:
+    """``vouch`` for one revisit of the batch's page ``row``."""
+    return float(vouch(np.array([row], dtype=np.intp), np.array([prev]), np.array([at]))[0])
+
+
 def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
@@ -513,6 +531,8 @@ class SQLStore:
         # store's last committed ingest wrote: the next batch adds to them in
         # numpy instead of a per-row function in SQL. Same validity as the page cache.
         self._bucket_rows: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
+        # the kept hint verdict (raw JSON) and the (site, source) pairs it trusts to vouch
+        self._vouchers: tuple[str, dict[tuple[str, str], float]] | None = None
         # The connection of long reads (``content_history``), which run in one
         # snapshot of their own instead of holding ``_lock``: opened at the first
         # such read, by the process in ``_reader_pid``, one read at a time.
@@ -936,6 +956,7 @@ class SQLStore:
         page_id = np.array(known, dtype=np.int64)
         pages = self._load_pages(db, urls, page_id, created, [todo[i] for i in first.tolist()])
         unreached = np.isnan(pages.last_ok)  # never fetched successfully before this batch
+        vouch = self._quiet_until(db, page_id, pages)
 
         # A report older than its page's last fetch: the page is re-folded from its log.
         late = ~np.isnan(pages.last_fetch) & (t[first] < pages.last_fetch)
@@ -948,7 +969,7 @@ class SQLStore:
             c_in, f_in = fold_batch(
                 pages, pidx[keep], [todo[i] for i in keep.tolist()],
                 classifier=classifier, half_life_days=self.half_life_days,
-                columns=cols.take(keep),
+                columns=cols.take(keep), quiet_until=vouch,
             )  # fmt: skip
             codes[keep] = c_in
             for i, f in zip(keep.tolist(), f_in, strict=True):
@@ -961,7 +982,7 @@ class SQLStore:
         else:
             codes, fixed = fold_batch(
                 pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days,
-                columns=cols,
+                columns=cols, quiet_until=vouch,
             )  # fmt: skip
         failed_first = _failed_first(codes, pidx, first, unreached)
         if len(rebuild):  # a re-folded page's are counted by _rebuild_page
@@ -991,7 +1012,10 @@ class SQLStore:
         for j in rebuild.tolist():
             state = states[j]
             batch_keys = set(cols.key[first[j] : ends[j]].tolist())
-            self._rebuild_page(db, state, int(page_id[j]), batch_keys, adjust, counts)
+            self._rebuild_page(
+                db, state, int(page_id[j]), batch_keys, adjust, counts,
+                None if vouch is None else functools.partial(_at_row, vouch, j),
+            )  # fmt: skip
             db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
         result.reordered_pages = len(rebuild)
         if created:
@@ -1291,6 +1315,44 @@ class SQLStore:
         mat[:, _F0] = np.bincount(rows, weights=failed_first, minlength=r)
         return keys % ns, (keys // ns + t0) * _BW, mat
 
+    def _quiet_until(
+        self, db: Any, page_id: NDArray[np.int64], pages: PageArrays
+    ) -> QuietUntil | None:
+        """The fold's ``quiet_until`` for this batch's pages (rows of ``pages``):
+        from the log of the hint sources the kept verdict trusts both ways on
+        each page's site (:func:`recrawl.hints.quiet_until`); None when none is."""
+        raw = self._meta(db, "hint_verdict")
+        if raw is None:
+            return None
+        if self._vouchers is None or self._vouchers[0] != raw:
+            self._vouchers = (raw, trusted_lags(raw))
+        pairs = self._vouchers[1]
+        if not pairs:
+            return None
+        sites = {s for s, _ in pairs}
+        rows = [j for j, s in enumerate(pages.site.tolist()) if s in sites]
+        if not rows:
+            return None
+        row_of = {int(page_id[j]): j for j in rows}
+        got: list[tuple[int, int, float, float, float]] = []
+        codes: dict[str, int] = {}
+        for chunk in _chunks(list(row_of)):
+            q = (
+                "SELECT page, source, lastmod, first_seen FROM hint_log "
+                f"WHERE page IN ({','.join('?' * len(chunk))})"
+            )
+            for p, src, lm, fs in db.execute(q, chunk):
+                j = row_of[p]
+                lag = pairs.get((pages.site[j], src))
+                if lag is not None:
+                    got.append((j, codes.setdefault(src, len(codes)), lm, fs, lag))
+        if not got:
+            return None
+        j_, src_, lm_, fs_, lag_ = (np.array(c) for c in zip(*got, strict=True))
+        return functools.partial(
+            _quiet_rows, log=(j_.astype(np.int64), src_.astype(np.int64), lm_, fs_, lag_)
+        )
+
     def _rebuild_page(
         self,
         db: Any,
@@ -1299,6 +1361,7 @@ class SQLStore:
         batch_keys: set[int],
         adjust: dict[tuple[str, str, str, int], list[float]],
         counts: dict[str, int],
+        vouch: Callable[[float, float], float] | None = None,
     ) -> None:
         """Re-fold a page's whole log in time order, fixing outcomes that depended on order.
 
@@ -1325,7 +1388,12 @@ class SQLStore:
         for key, seq, t, fixed, old, rest in rows:
             o = _logged(page, t, rest)
             unreached = page.last_ok is None
-            new = apply_observation(page, o, fixed, half_life_days=self.half_life_days)
+            q = None
+            if vouch is not None and page.last_ok is not None:
+                q = vouch(page.last_ok, t)
+            new = apply_observation(
+                page, o, fixed, half_life_days=self.half_life_days, quiet_until=q
+            )
             was_failed_first = False
             if key not in batch_keys:
                 was_failed_first = not reached_before and old != "new"

@@ -346,10 +346,10 @@ class _SitemapView:
         self.lastmod = np.full(n, np.nan)
         self.first_listed = np.full(n, np.nan)
         self.last_listed = np.full(n, np.nan)
-        self.pending: list[tuple[IntArray, FloatArray, FloatArray, BoolArray]] = []
+        self.pending: list[tuple[IntArray, FloatArray, FloatArray, BoolArray, FloatArray]] = []
         self.site_code = {name: i for i, name in enumerate(p.site_names)}
-        # per site code: (moved, changed) of every covered revisit judged so far
-        self.judged: dict[int, tuple[BoolArray, BoolArray]] = {}
+        # per site code: (moved, changed, predicted) of every covered revisit judged so far
+        self.judged: dict[int, tuple[BoolArray, BoolArray, FloatArray]] = {}
         self.verdicts: dict[int, SourceTrust] = {}
         self.site_quiet = np.zeros(p.n_sites, dtype=bool)
         self.site_changes = np.zeros(p.n_sites, dtype=bool)
@@ -380,9 +380,18 @@ class _SitemapView:
                 self.lastmod_seen[shown] = r
             self.reads_done += 1
 
-    def revisited(self, idx: IntArray, prev: FloatArray, at: float, changed: BoolArray) -> None:
-        """Note this cycle's fetches: revisits ``(prev, at]`` of pages ``idx``."""
-        self.pending.append((idx, prev, np.full(idx.size, at), changed))
+    def revisited(
+        self,
+        idx: IntArray,
+        prev: FloatArray,
+        at: float,
+        changed: BoolArray,
+        predicted: FloatArray | None = None,
+    ) -> None:
+        """Note this cycle's fetches: revisits ``(prev, at]`` of pages ``idx``, with
+        the change model's probability of a change in each (None: no model)."""
+        pred = np.zeros(idx.size) if predicted is None else np.nan_to_num(predicted)
+        self.pending.append((idx, prev, np.full(idx.size, at), changed, pred))
 
     def _log(self, pages: IntArray) -> tuple[IntArray, FloatArray, FloatArray, BoolArray]:
         """Every distinct lastmod seen so far of ``pages``, as ``(page, lastmod,
@@ -404,14 +413,18 @@ class _SitemapView:
         """Judge the settled revisits, and each site's trust if any was covered."""
         if not self.pending or self.reads_done == 0:
             return
-        page, prev, at, changed = (np.concatenate(x) for x in zip(*self.pending, strict=True))
+        page, prev, at, changed, pred = (np.concatenate(x) for x in zip(*self.pending, strict=True))
         settled = at <= self.sm.reads[self.reads_done - 1]
         if not settled.any():
-            self.pending = [(page, prev, at, changed)]
+            self.pending = [(page, prev, at, changed, pred)]
             return
         wait = ~settled
-        self.pending = [(page[wait], prev[wait], at[wait], changed[wait])] if wait.any() else []
-        page, prev, at, changed = page[settled], prev[settled], at[settled], changed[settled]
+        self.pending = (
+            [(page[wait], prev[wait], at[wait], changed[wait], pred[wait])] if wait.any() else []
+        )
+        page, prev, at, changed, pred = (
+            page[settled], prev[settled], at[settled], changed[settled], pred[settled]
+        )  # fmt: skip
         log_page, log_lastmod, _, _ = self._log(np.unique(page))
         covered, moved = revisit_moves(
             page, prev, at, log_page, log_lastmod, self.first_listed, self.last_listed
@@ -422,14 +435,21 @@ class _SitemapView:
         # judge those again, over every revisit of theirs so far
         site = self.site[page[covered]]
         order = np.argsort(site, kind="stable")
-        site, moved, changed = site[order], moved[covered][order], changed[covered][order]
+        site, moved = site[order], moved[covered][order]
+        changed, pred = changed[covered][order], pred[covered][order]
         sites, first = np.unique(site, return_index=True)
-        for s, mv, ch in zip(
-            sites.tolist(), np.split(moved, first[1:]), np.split(changed, first[1:]), strict=True
+        for s, mv, ch, pr in zip(
+            sites.tolist(),
+            np.split(moved, first[1:]),
+            np.split(changed, first[1:]),
+            np.split(pred, first[1:]),
+            strict=True,
         ):
             old = self.judged.get(s)
             self.judged[s] = (
-                (mv, ch) if old is None else (np.append(old[0], mv), np.append(old[1], ch))
+                (mv, ch, pr)
+                if old is None
+                else (np.append(old[0], mv), np.append(old[1], ch), np.append(old[2], pr))
             )
         sizes = [self.judged[s][0].size for s in sites.tolist()]
         codes = np.repeat(sites, sizes)
@@ -441,6 +461,8 @@ class _SitemapView:
             np.concatenate([self.judged[s][1] for s in sites.tolist()]),
             self.site_names,
             ["sitemap"],
+            # a move must tell more than the model knew, as the engine's judgement
+            predicted=np.concatenate([self.judged[s][2] for s in sites.tolist()]),
         ):
             s = self.site_code[v.site]
             self.verdicts[s] = v
@@ -716,7 +738,10 @@ def _run_policy(
         changed = p.count_upto(idx, now) > p.count_upto(idx, prev)
         fresh[idx] += np.minimum(p.next_after(idx, prev), now) - prev
         if view is not None:
-            view.revisited(idx, prev, t, changed)
+            pred = None
+            if model is not None:  # what the model the plan used expected of each revisit
+                pred = -np.expm1(-model.rate_per_day[idx] * (now - prev) / DAY_S)
+            view.revisited(idx, prev, t, changed, pred)
             if state.known_stale is not None and state.checked_at is not None:
                 view.fetches_known_stale += int(state.known_stale[idx].sum())
                 view.fetches_vouched += int(np.count_nonzero(state.checked_at[idx] > prev))

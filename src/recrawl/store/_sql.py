@@ -956,7 +956,7 @@ class SQLStore:
         page_id = np.array(known, dtype=np.int64)
         pages = self._load_pages(db, urls, page_id, created, [todo[i] for i in first.tolist()])
         unreached = np.isnan(pages.last_ok)  # never fetched successfully before this batch
-        vouch = self._quiet_until(db, page_id, pages)
+        vouch = self._quiet_until(db, page_id, pages.site.tolist())
 
         # A report older than its page's last fetch: the page is re-folded from its log.
         late = ~np.isnan(pages.last_fetch) & (t[first] < pages.last_fetch)
@@ -1316,9 +1316,10 @@ class SQLStore:
         return keys % ns, (keys // ns + t0) * _BW, mat
 
     def _quiet_until(
-        self, db: Any, page_id: NDArray[np.int64], pages: PageArrays
+        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
     ) -> QuietUntil | None:
-        """The fold's ``quiet_until`` for this batch's pages (rows of ``pages``):
+        """The fold's ``quiet_until`` for the pages ``page_id`` (on sites ``site``;
+        rows: their positions):
         from the log of the hint sources the kept verdict trusts both ways on
         each page's site (:func:`recrawl.hints.quiet_until`); None when none is."""
         raw = self._meta(db, "hint_verdict")
@@ -1330,7 +1331,7 @@ class SQLStore:
         if not pairs:
             return None
         sites = {s for s, _ in pairs}
-        rows = [j for j, s in enumerate(pages.site.tolist()) if s in sites]
+        rows = [j for j, s in enumerate(site) if s in sites]
         if not rows:
             return None
         row_of = {int(page_id[j]): j for j in rows}
@@ -1343,7 +1344,7 @@ class SQLStore:
             )
             for p, src, lm, fs in db.execute(q, chunk):
                 j = row_of[p]
-                lag = pairs.get((pages.site[j], src))
+                lag = pairs.get((site[j], src))
                 if lag is not None:
                     got.append((j, codes.setdefault(src, len(codes)), lm, fs, lag))
         if not got:
@@ -1850,6 +1851,10 @@ class SQLStore:
         out = []
         latest = -math.inf
         hl = self.half_life_days
+        # the revisits' quiet stretches, as the ingest's fold took them
+        ids = list(state)
+        row_of = {pid: j for j, pid in enumerate(ids)}
+        vouch = self._quiet_until(db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids])
         for pid, group in groupby(rows, key=itemgetter(0)):
             row = state.get(pid)
             if row is None:  # a row of no page (never written by recrawl): left alone
@@ -1861,7 +1866,12 @@ class SQLStore:
             for _, t, fixed, old, rest in group:
                 if t < page.first_seen:
                     page.first_seen = t
-                apply_observation(page, _logged(page, t, rest), fixed, half_life_days=hl)
+                qu = None
+                if vouch is not None and page.last_ok is not None:
+                    qu = _at_row(vouch, row_of[pid], page.last_ok, t)
+                apply_observation(
+                    page, _logged(page, t, rest), fixed, half_life_days=hl, quiet_until=qu
+                )
                 reached = reached or old in CONTENT_OUTCOMES
             until = max(t, -math.inf if cp is None else cp[0])
             out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))

@@ -650,30 +650,33 @@ class Engine:
             self._hint_cache = (version, self.store.hint_state())
         latest = self._hint_cache[1]
         n = len(cols["url"])
+        # per (site, source): trusted to vouch, to prove, and its lag
+        n_src = len(latest.sources)
+        quiet = np.zeros((len(site_names) + 1, n_src), dtype=bool)  # (last row: no page)
+        proves = np.zeros_like(quiet)
+        lag = np.full(quiet.shape, HINT_LAG_DEFAULT_S)
+        s_index = {name: i for i, name in enumerate(site_names)}
+        k_index = {name: k for k, name in enumerate(latest.sources)}
+        for (site, source), t in trusted.items():
+            i, k = s_index.get(site), k_index.get(source)
+            if i is not None and k is not None:
+                quiet[i, k], proves[i, k] = t.quiet, t.changes
+                lag[i, k] = lags.get((site, source), HINT_LAG_DEFAULT_S)
+        # every hint row at once, each against its page's last success
         idx = _id_index(cols["id"], latest.page)[latest.page]
-        last_ok = cols["last_ok"]
+        known = idx >= 0
+        row_site = np.where(known, site_code[np.where(known, idx, 0)], len(site_names))
+        src = latest.source
+        c, st = signal_state(
+            np.where(known, cols["last_ok"][np.where(known, idx, 0)], np.nan),
+            latest.lastmod, latest.last_seen, quiet[row_site, src], proves[row_site, src],
+            lastmod_seen=latest.lastmod_seen, now=now, lag=lag[row_site, src],
+        )  # fmt: skip
         checked = np.full(n, np.nan)
+        vouched = known & ~np.isnan(c)
+        np.fmax.at(checked, idx[vouched], c[vouched])  # the latest vouching source
         stale = np.zeros(n, dtype=bool)
-        for k, source in enumerate(latest.sources):
-            quiet = np.array(
-                [(s, source) in trusted and trusted[s, source].quiet for s in site_names]
-            )
-            proves = np.array(
-                [(s, source) in trusted and trusted[s, source].changes for s in site_names]
-            )
-            if not (quiet.any() or proves.any()):
-                continue
-            lag = np.array([lags.get((s, source), HINT_LAG_DEFAULT_S) for s in site_names])
-            mine = (latest.source == k) & (idx >= 0)
-            lastmod = _per_page(n, idx, mine, latest.lastmod)
-            seen = _per_page(n, idx, mine, latest.last_seen)
-            first = _per_page(n, idx, mine, latest.lastmod_seen)
-            c, st = signal_state(
-                last_ok, lastmod, seen, quiet[site_code], proves[site_code],
-                lastmod_seen=first, now=now, lag=lag[site_code],
-            )  # fmt: skip
-            checked = np.fmax(checked, c)
-            stale |= st
+        stale[idx[known & st]] = True  # any change proven
         return checked, stale
 
     def planner_config(self) -> PlannerConfig:

@@ -141,19 +141,6 @@ def _id_index(ids: np.ndarray[Any, Any], *others: np.ndarray[Any, Any]) -> np.nd
     return out
 
 
-def _per_page(
-    n: int,
-    index: np.ndarray[Any, np.dtype[np.intp]],
-    rows: np.ndarray[Any, np.dtype[np.bool_]],
-    values: np.ndarray[Any, np.dtype[np.float64]],
-) -> np.ndarray[Any, np.dtype[np.float64]]:
-    """One source's ``values`` (of its hint rows ``rows``) on the ``n`` pages,
-    the row of each at page ``index[row]``; NaN where the source lists none."""
-    out = np.full(n, np.nan)
-    out[index[rows]] = values[rows]
-    return out
-
-
 def _recode(
     codes: np.ndarray[Any, np.dtype[np.int64]], names: list[str], into: list[str]
 ) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -447,39 +434,41 @@ class Engine:
             return []
         prev = pred.at - pred.interval_days * DAY_S
         log = self.store.hint_log(float(prev.min()))
-        n = len(rv.cols["url"])
         index = _id_index(rv.cols["id"], latest.page, log.page)
+        site_code, site_names = _codes(rv.cols["site"])
+        # each (page, source) pair the latest hints hold, by page: a revisit
+        # meets every source that lists its page, all sources at once
+        n_src = max(len(latest.sources), 1)
         l_idx = index[latest.page]
+        order = np.flatnonzero(l_idx >= 0)
+        order = order[np.lexsort((latest.source[order], l_idx[order]))]
+        pair_page, pair_src = l_idx[order], latest.source[order]
+        lo = np.searchsorted(pair_page, pred.page, side="left")
+        count = np.searchsorted(pair_page, pred.page, side="right") - lo
+        rev = np.repeat(np.arange(len(pred.page)), count)
+        pair = lo[rev] + np.arange(len(rev)) - np.repeat(np.cumsum(count) - count, count)
+        # the log's rows, on the same pairs (−1: a pair the latest hints lack)
         g_idx = index[log.page]
         g_src = _recode(log.source, log.sources, latest.sources)
-        sites: list[np.ndarray[Any, np.dtype[np.int64]]] = []
-        srcs: list[np.ndarray[Any, np.dtype[np.int64]]] = []
-        covered: list[np.ndarray[Any, np.dtype[np.bool_]]] = []
-        moved: list[np.ndarray[Any, np.dtype[np.bool_]]] = []
-        site_code, site_names = _codes(rv.cols["site"])
-        rev_site = site_code[pred.page]
-        for k in range(len(latest.sources)):
-            mine = (latest.source == k) & (l_idx >= 0)
-            first = _per_page(n, l_idx, mine, latest.first_seen)
-            last = _per_page(n, l_idx, mine, latest.last_seen)
-            in_log = (g_src == k) & (g_idx >= 0)
-            c, m = revisit_moves(
-                pred.page, prev, pred.at, g_idx[in_log], log.lastmod[in_log], first, last
-            )
-            sites.append(rev_site)
-            srcs.append(np.full(len(c), k, dtype=np.int64))
-            covered.append(c)
-            moved.append(m)
+        key = pair_page * n_src + pair_src
+        g_key = g_idx * n_src + g_src
+        at = np.minimum(np.searchsorted(key, g_key), max(len(key) - 1, 0))
+        g_pair = np.where((g_idx >= 0) & (g_src >= 0) & (len(key) > 0) & (key[at] == g_key), at, -1)
+        in_log = g_pair >= 0
+        covered, moved = revisit_moves(
+            pair, prev[rev], pred.at[rev], g_pair[in_log], log.lastmod[in_log],
+            latest.first_seen[order], latest.last_seen[order],
+        )  # fmt: skip
         return source_trust(
-            np.concatenate(sites),
-            np.concatenate(srcs),
-            np.concatenate(covered),
-            np.concatenate(moved),
-            np.tile(pred.changed, len(latest.sources)),
+            site_code[pred.page[rev]],
+            pair_src[pair],
+            covered,
+            moved,
+            pred.changed[rev],
             site_names,
             latest.sources,
             # a move must tell more than the model knew (hints.MIN_LIFT)
-            predicted=np.tile(pred.predicted, len(latest.sources)),
+            predicted=pred.predicted[rev],
         )
 
     def hint_lags(

@@ -560,8 +560,8 @@ def quiet_until(
     only to vouch may move at every read, as one stamping each ``lastmod``
     with the read's time, and its first move after a fetch then says
     nothing of when the page changed), the first row first seen after
-    ``rev_prev`` is taken, per source, if it was seen by ``rev_at`` and its
-    ``lastmod`` is after ``rev_prev``; the latest of ``first_seen − lag``
+    ``rev_prev`` with a ``lastmod`` after it (one dated before it is one the
+    fetch got) is taken, per source, if it was seen by ``rev_at``; the latest of ``first_seen − lag``
     over the sources is returned where it lies inside the revisit, NaN
     elsewhere (no source moved by then, or the lag reaches back past the
     previous fetch). A source that has not moved by the fetch tells nothing
@@ -588,10 +588,14 @@ def quiet_until(
         order = rows[np.lexsort((fs_all[rows], lp_all[rows]))]
         lp, fs = lp_all[order], fs_all[order]
         j = _search(lp, fs, page, prev)  # the page's first row first seen after prev
-        inside = j < np.searchsorted(lp, page, side="right")
+        end = np.searchsorted(lp, page, side="right")
+        # ... that moves past prev: skip the rows dated before it (the fetch got them)
+        while np.any(back := (j < end) & (lm_all[order[np.minimum(j, lp.size - 1)]] <= prev)):
+            j = np.where(back, j + 1, j)
+        inside = j < end
         k = order[np.where(inside, j, 0)]
         with np.errstate(invalid="ignore"):
-            ok = inside & (fs_all[k] <= at) & (lm_all[k] > prev)
+            ok = inside & (fs_all[k] <= at)
         out = np.fmax(out, np.where(ok, fs_all[k] - lag_all[k], np.nan))
     with np.errstate(invalid="ignore"):
         return np.where((out > prev) & (out < at), out, np.nan)

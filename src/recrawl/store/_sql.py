@@ -399,15 +399,14 @@ def _bkey(key: int) -> bytes:
     return key.to_bytes(8, "big", signed=True)
 
 
-def _quiet_rows(
-    rows: NDArray[np.intp],
-    prev: NDArray[np.float64],
-    at: NDArray[np.float64],
-    *,
-    log: tuple[NDArray[np.int64], NDArray[np.int64], Any, Any, Any],
-) -> NDArray[np.float64]:
-    """:func:`recrawl.hints.quiet_until` over one batch's vouching log."""
-    return quiet_until(rows.astype(np.int64), prev, at, *log)
+_VouchLog = tuple[
+    NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.float64],
+]  # fmt: skip
+_NO_VOUCHES: Final[_VouchLog] = (
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0),
+    np.zeros(0),
+)  # fmt: skip
 
 
 def _at_row(vouch: QuietUntil, row: int, prev: float, at: float) -> float:
@@ -1009,12 +1008,18 @@ class SQLStore:
             )
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
         ends = np.r_[first[1:], n]  # rows are sorted by page: page j's are first[j]:ends[j]
-        for j in rebuild.tolist():
+        # a re-fold asks of every revisit of its page in turn: read their hint rows at once
+        rb_vouch = None
+        if len(rebuild) and vouch is not None:
+            rb_vouch = self._quiet_until(
+                db, page_id[rebuild], pages.site[rebuild].tolist(), eager=True
+            )
+        for pos, j in enumerate(rebuild.tolist()):
             state = states[j]
             batch_keys = set(cols.key[first[j] : ends[j]].tolist())
             self._rebuild_page(
                 db, state, int(page_id[j]), batch_keys, adjust, counts,
-                None if vouch is None else functools.partial(_at_row, vouch, j),
+                None if rb_vouch is None else functools.partial(_at_row, rb_vouch, pos),
             )  # fmt: skip
             db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
         result.reordered_pages = len(rebuild)
@@ -1316,43 +1321,94 @@ class SQLStore:
         return keys % ns, (keys // ns + t0) * _BW, mat
 
     def _quiet_until(
-        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
+        self,
+        db: Any,
+        page_id: NDArray[np.int64] | list[int],
+        site: list[str],
+        *,
+        eager: bool = False,
     ) -> QuietUntil | None:
         """The fold's ``quiet_until`` for the pages ``page_id`` (on sites ``site``;
-        rows: their positions):
-        from the log of the hint sources the kept verdict trusts both ways on
-        each page's site (:func:`recrawl.hints.quiet_until`); None when none is."""
+        rows: their positions), from the log of the hint sources the kept
+        verdict trusts both ways on each page's site
+        (:func:`recrawl.hints.quiet_until`); None when none is.
+
+        It reads the log when called, for the revisits asked about (the fold
+        asks only of those that found a change) and only the rows after
+        each revisit's previous fetch; ``eager`` reads every row of the pages
+        at once, for a fold that asks of one revisit at a time (a re-fold)."""
         raw = self._meta(db, "hint_verdict")
         if raw is None:
             return None
         if self._vouchers is None or self._vouchers[0] != raw:
             self._vouchers = (raw, trusted_lags(raw))
         pairs = self._vouchers[1]
-        if not pairs:
-            return None
         sites = {s for s, _ in pairs}
-        rows = [j for j, s in enumerate(site) if s in sites]
-        if not rows:
+        on = np.fromiter((s in sites for s in site), dtype=bool, count=len(site))
+        if not on.any():
             return None
-        row_of = {int(page_id[j]): j for j in rows}
+        ids = np.asarray(page_id, dtype=np.int64)
+        site_of = {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}
+
+        def read(pids: NDArray[np.int64], since: NDArray[np.float64]) -> _VouchLog:
+            return self._vouch_log(db, pids, since, site_of, pairs)
+
+        if eager:
+            log = read(ids[on], np.full(int(on.sum()), -np.inf))
+
+            def known(
+                rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
+            ) -> NDArray[np.float64]:
+                return quiet_until(ids[rows], prev, at, *log)
+
+            return known
+
+        def lazy(
+            rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
+        ) -> NDArray[np.float64]:
+            out = np.full(len(rows), np.nan)
+            sel = np.flatnonzero(on[rows])
+            if len(sel):
+                pids = ids[rows[sel]]
+                out[sel] = quiet_until(pids, prev[sel], at[sel], *read(pids, prev[sel]))
+            return out
+
+        return lazy
+
+    def _vouch_log(
+        self,
+        db: Any,
+        pids: NDArray[np.int64],
+        since: NDArray[np.float64],
+        site_of: dict[int, str],
+        pairs: dict[tuple[str, str], float],
+    ) -> _VouchLog:
+        """The hint-log rows of the trusted sources on pages ``pids``, each first
+        seen and dated after the page's ``since``: ``(page, source, lastmod,
+        first_seen, lag)`` for :func:`recrawl.hints.quiet_until`."""
         got: list[tuple[int, int, float, float, float]] = []
         codes: dict[str, int] = {}
-        for chunk in _chunks(list(row_of)):
+        order = np.argsort(since, kind="stable")  # chunks of near bounds: fewer rows read
+        for chunk in _chunks(order.tolist()):
+            bound = float(since[chunk[0]])
+            ids = [int(pids[k]) for k in chunk]
             q = (
                 "SELECT page, source, lastmod, first_seen FROM hint_log "
-                f"WHERE page IN ({','.join('?' * len(chunk))})"
+                f"WHERE page IN ({','.join('?' * len(ids))}) AND lastmod > ? AND first_seen > ?"
             )
-            for p, src, lm, fs in db.execute(q, chunk):
-                j = row_of[p]
-                lag = pairs.get((site[j], src))
+            lo = bound if bound > -math.inf else -_FAR_FUTURE
+            for p, src, lm, fs in db.execute(q, [*ids, lo, lo]):
+                lag = pairs.get((site_of[p], src))
                 if lag is not None:
-                    got.append((j, codes.setdefault(src, len(codes)), lm, fs, lag))
+                    got.append((p, codes.setdefault(src, len(codes)), lm, fs, lag))
         if not got:
-            return None
-        j_, src_, lm_, fs_, lag_ = (np.array(c) for c in zip(*got, strict=True))
-        return functools.partial(
-            _quiet_rows, log=(j_.astype(np.int64), src_.astype(np.int64), lm_, fs_, lag_)
-        )
+            return _NO_VOUCHES
+        p_, src_, lm_, fs_, lag_ = zip(*got, strict=True)
+        return (
+            np.array(p_, dtype=np.int64), np.array(src_, dtype=np.int64),
+            np.array(lm_, dtype=np.float64), np.array(fs_, dtype=np.float64),
+            np.array(lag_, dtype=np.float64),
+        )  # fmt: skip
 
     def _rebuild_page(
         self,
@@ -1854,7 +1910,9 @@ class SQLStore:
         # the revisits' quiet stretches, as the ingest's fold took them
         ids = list(state)
         row_of = {pid: j for j, pid in enumerate(ids)}
-        vouch = self._quiet_until(db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids])
+        vouch = self._quiet_until(
+            db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids], eager=True
+        )
         for pid, group in groupby(rows, key=itemgetter(0)):
             row = state.get(pid)
             if row is None:  # a row of no page (never written by recrawl): left alone

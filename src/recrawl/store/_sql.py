@@ -1350,11 +1350,11 @@ class SQLStore:
         ids = np.asarray(page_id, dtype=np.int64)
         site_of = {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}
 
-        def read(pids: NDArray[np.int64], since: NDArray[np.float64]) -> _VouchLog:
+        def read(pids: NDArray[np.int64], since: NDArray[np.float64] | None) -> _VouchLog:
             return self._vouch_log(db, pids, since, site_of, pairs)
 
         if eager:
-            log = read(ids[on], np.full(int(on.sum()), -np.inf))
+            log = read(ids[on], None)
 
             def known(
                 rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
@@ -1379,25 +1379,39 @@ class SQLStore:
         self,
         db: Any,
         pids: NDArray[np.int64],
-        since: NDArray[np.float64],
+        since: NDArray[np.float64] | None,
         site_of: dict[int, str],
         pairs: dict[tuple[str, str], float],
     ) -> _VouchLog:
-        """The hint-log rows of the trusted sources on pages ``pids``, each first
-        seen and dated after the page's ``since``: ``(page, source, lastmod,
-        first_seen, lag)`` for :func:`recrawl.hints.quiet_until`."""
+        """The trusted sources' hint-log rows of the pages ``pids`` for
+        :func:`recrawl.hints.quiet_until`, as ``(page, source, lastmod,
+        first_seen, lag)``: all of them (``since`` None), or per page and source
+        the one it reads for a revisit after ``since`` (the first seen of those
+        first seen and dated after it)."""
         got: list[tuple[int, int, float, float, float]] = []
         codes: dict[str, int] = {}
-        order = np.argsort(since, kind="stable")  # chunks of near bounds: fewer rows read
-        for chunk in _chunks(order.tolist()):
-            bound = float(since[chunk[0]])
-            ids = [int(pids[k]) for k in chunk]
-            q = (
-                "SELECT page, source, lastmod, first_seen FROM hint_log "
-                f"WHERE page IN ({','.join('?' * len(ids))}) AND lastmod > ? AND first_seen > ?"
-            )
-            lo = bound if bound > -math.inf else -_FAR_FUTURE
-            for p, src, lm, fs in db.execute(q, [*ids, lo, lo]):
+        d = self.dialect
+        pair = f"(CAST(? AS {d['BIGINT']}), CAST(? AS {d['REAL']}))"
+        for chunk in _chunks(range(len(pids))):
+            args: list[Any] = []
+            if since is None:  # every row of the pages
+                args = [int(pids[k]) for k in chunk]
+                q = (
+                    "SELECT page, source, lastmod, first_seen FROM hint_log "
+                    f"WHERE page IN ({','.join('?' * len(chunk))})"
+                )
+            else:  # per page and source, the first row seen and dated after the bound
+                for k in chunk:
+                    args += [int(pids[k]), float(since[k])]
+                q = (
+                    f"WITH v (page, since) AS (VALUES {','.join([pair] * len(chunk))}) "
+                    "SELECT h.page, h.source, max(h.lastmod), min(h.first_seen) "
+                    # (CROSS JOIN: SQLite then walks v and seeks each page in the index)
+                    "FROM v CROSS JOIN hint_log h WHERE h.page = v.page "
+                    "AND h.lastmod > v.since AND h.first_seen > v.since "
+                    "GROUP BY h.page, h.source"
+                )  # (its lastmod: quiet_until asks only that it be after the bound)
+            for p, src, lm, fs in db.execute(q, args):
                 lag = pairs.get((site_of[p], src))
                 if lag is not None:
                     got.append((p, codes.setdefault(src, len(codes)), lm, fs, lag))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 from typing import Any
 
@@ -10,15 +11,18 @@ import numpy as np
 import pytest
 
 from recrawl.hints import (
+    HINT_LAG_DEFAULT_S,
     Hint,
     InvalidHint,
     parse_hint,
     parse_lastmod,
+    quiet_until,
     read_hints,
     read_sitemap,
     revisit_moves,
     signal_state,
     source_trust,
+    trusted_lags,
 )
 from recrawl.observation import parse_timestamp
 
@@ -287,3 +291,192 @@ def test_a_move_proves_a_change_only_if_it_tells_more_than_the_model() -> None:
     pred = np.full(len(page), float(ch.mean()))  # a model that knows the base rate
     (h,) = source_trust(z, z, cov, mv, ch, ["a"], ["sitemap"], predicted=pred)
     assert h.changes and h.quiet
+
+
+# -- quiet_until: until when a trusted source vouches a changed page was unchanged ---------------
+
+
+def _quiet(
+    revisits: list[tuple[int, float, float]],
+    log: list[tuple[int, int, float, float, float]],
+) -> list[float]:
+    """:func:`quiet_until` of ``revisits`` ``(page, prev, at)`` over the log rows
+    ``(page, source, lastmod, first_seen, lag)``."""
+    rp, rprev, rat = (np.array(c, dtype=float) for c in zip(*revisits, strict=True))
+    cols = list(zip(*log, strict=True)) if log else [(), (), (), (), ()]
+    lp, ls, lm, fs, lag = (np.array(c, dtype=float) for c in cols)
+    got = quiet_until(
+        rp.astype(np.int64), rprev, rat, lp.astype(np.int64), ls.astype(np.int64), lm, fs, lag
+    )
+    assert got.shape == (len(revisits),)
+    return [float(v) for v in got]
+
+
+def _same_or_nan(got: list[float], want: list[float]) -> bool:
+    return all((math.isnan(g) and math.isnan(w)) or g == w for g, w in zip(got, want, strict=True))
+
+
+def test_a_move_seen_after_the_fetch_vouches_until_its_first_sighting_less_the_lag() -> None:
+    # fetched at day 0; the sitemap showed lastmod day -10 until day 6, when it first
+    # gave day 5.5; the lag is half a day; the page was fetched again on day 8
+    log = [
+        (0, 0, T0 - 10 * DAY, T0 - 9 * DAY, DAY / 2),
+        (0, 0, T0 + 5.5 * DAY, T0 + 6 * DAY, DAY / 2),
+    ]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 5.5 * DAY]
+    # a later row of the same source is not the first move after the fetch
+    log.append((0, 0, T0 + 7 * DAY, T0 + 7.5 * DAY, DAY / 2))
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 5.5 * DAY]
+    # the revisit after that one starts at day 8: no move since, by day 9
+    assert _same_or_nan(_quiet([(0, T0 + 8 * DAY, T0 + 9 * DAY)], log), [math.nan])
+
+
+def test_a_move_not_yet_seen_by_the_fetch_tells_nothing() -> None:
+    log = [(0, 0, T0 + 5 * DAY, T0 + 6 * DAY, 3600.0)]
+    # fetched again on day 5.9: the source had not moved yet (it may have missed the change)
+    assert _same_or_nan(_quiet([(0, T0, T0 + 5.9 * DAY)], log), [math.nan])
+    # seen exactly at the fetch: it counts
+    assert _quiet([(0, T0, T0 + 6 * DAY)], log) == [T0 + 6 * DAY - 3600.0]
+
+
+def test_a_lastmod_before_the_fetch_first_seen_after_it_is_skipped() -> None:
+    """The first row after the fetch gives a lastmod the fetch already saw (a
+    source reporting late): it is no move after the fetch; the source's next
+    move is (so a prune that drops the row changes nothing)."""
+    log = [
+        (0, 0, T0 - DAY, T0 + 2 * DAY, 3600.0),  # lastmod before the fetch, seen after
+        (0, 0, T0 + 4 * DAY, T0 + 5 * DAY, 3600.0),
+    ]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 5 * DAY - 3600.0]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log[1:]) == [T0 + 5 * DAY - 3600.0]
+    # alone, it tells nothing
+    assert _same_or_nan(_quiet([(0, T0, T0 + 8 * DAY)], log[:1]), [math.nan])
+    # a lastmod equal to the fetch time is not after it
+    assert _same_or_nan(
+        _quiet([(0, T0, T0 + 8 * DAY)], [(0, 0, T0, T0 + 2 * DAY, 3600.0)]), [math.nan]
+    )
+
+
+def test_a_lag_reaching_back_past_the_fetch_tells_nothing() -> None:
+    log = [(0, 0, T0 + 0.5 * DAY, T0 + DAY, 2 * DAY)]
+    assert _same_or_nan(_quiet([(0, T0, T0 + 8 * DAY)], log), [math.nan])
+    # exactly at the fetch: not inside either
+    log = [(0, 0, T0 + 0.5 * DAY, T0 + DAY, DAY)]
+    assert _same_or_nan(_quiet([(0, T0, T0 + 8 * DAY)], log), [math.nan])
+    log = [(0, 0, T0 + 0.5 * DAY, T0 + DAY, DAY - 1.0)]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 1.0]
+
+
+def test_of_two_sources_the_later_point_wins() -> None:
+    log = [
+        (0, 0, T0 + 3 * DAY, T0 + 4 * DAY, DAY),  # source 0: quiet until day 3
+        (0, 1, T0 + 4.5 * DAY, T0 + 5 * DAY, 0.25 * DAY),  # source 1: until day 4.75
+    ]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 4.75 * DAY]
+    # one source's point reaching back past the fetch leaves the other's
+    log[1] = (0, 1, T0 + 0.1 * DAY, T0 + 5 * DAY, 5 * DAY)
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 3 * DAY]
+    # one source not moved by the fetch leaves the other's
+    log[1] = (0, 1, T0 + 8.5 * DAY, T0 + 9 * DAY, 0.0)
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 3 * DAY]
+
+
+def test_rows_of_other_pages_are_ignored_and_an_empty_log_says_nothing() -> None:
+    log = [
+        (1, 0, T0 + 3 * DAY, T0 + 4 * DAY, DAY),
+        (3, 0, T0 + 5 * DAY, T0 + 6 * DAY, DAY),
+        (0, 1, T0 + 1 * DAY, T0 + 2 * DAY, DAY / 2),
+    ]
+    revisits = [(2, T0, T0 + 8 * DAY), (1, T0, T0 + 8 * DAY), (3, T0, T0 + 8 * DAY)]
+    revisits += [(0, T0, T0 + 8 * DAY), (4, T0, T0 + 8 * DAY)]
+    got = _quiet(revisits, log)
+    want = [math.nan, T0 + 3 * DAY, T0 + 5 * DAY, T0 + 1.5 * DAY, math.nan]
+    assert _same_or_nan(got, want), got
+    assert all(math.isnan(v) for v in _quiet(revisits, []))
+    # and no revisits: an empty answer
+    empty = np.zeros(0)
+    assert quiet_until(
+        np.zeros(0, np.int64), empty, empty, np.array([0]), np.array([0]), np.array([1.0]),
+        np.array([2.0]), np.array([0.5]),
+    ).shape == (0,)  # fmt: skip
+
+
+def test_quiet_until_agrees_with_a_direct_reading() -> None:
+    """Random logs of three sources on 30 pages against a loop over the rows."""
+    rng = np.random.default_rng(11)
+    pages, n_log, n_rev = 30, 400, 3000
+    lp = rng.integers(0, pages, n_log)
+    ls = rng.integers(0, 3, n_log)
+    fs = rng.uniform(0, 100, n_log)
+    lm = fs - rng.uniform(-5, 10, n_log)  # mostly before first seen, a few after
+    lag = np.array([0.5, 2.0, 6.0])[ls]
+    rp = rng.integers(0, pages + 2, n_rev)  # two pages without a row
+    prev = rng.uniform(-10, 100, n_rev)
+    at = prev + rng.uniform(0, 30, n_rev)
+    got = quiet_until(rp, prev, at, lp, ls, lm, fs, lag)
+    nan = 0
+    for i in range(n_rev):
+        best = -math.inf
+        for s in range(3):
+            # the first row seen after the fetch that moves past it
+            mine = (lp == rp[i]) & (ls == s) & (fs > prev[i]) & (lm > prev[i])
+            if not mine.any():
+                continue
+            k = np.flatnonzero(mine)[np.argmin(fs[mine])]
+            if fs[k] <= at[i]:
+                best = max(best, fs[k] - lag[k])
+        if prev[i] < best < at[i]:
+            assert got[i] == best, i
+        else:
+            assert math.isnan(got[i]), i
+            nan += 1
+    assert 0 < nan < n_rev  # both cases are exercised
+
+
+# -- trusted_lags: the pairs quiet_until reads ---------------------------------------------------
+
+
+def _verdict(trust: list[tuple[str, str, bool, bool]], lags: list[list[Any]]) -> str:
+    return json.dumps(
+        {
+            "hour": 1,
+            "trust": [{"site": a, "source": b, "quiet": q, "changes": c} for a, b, q, c in trust],
+            "lags": lags,
+        }
+    )
+
+
+def test_trusted_lags_keeps_only_pairs_trusted_both_ways() -> None:
+    raw = _verdict(
+        [
+            ("a.example", "sitemap", True, True),
+            ("a.example", "stamped", True, False),  # vouches only
+            ("b.example", "sitemap", False, True),  # proves only
+            ("c.example", "sitemap", False, False),
+            ("d.example", "feed", True, True),  # no lag measured
+        ],
+        [["a.example", "sitemap", 1800], ["a.example", "stamped", 60], ["b.example", "sitemap", 7]],
+    )
+    want = {("a.example", "sitemap"): 1800.0, ("d.example", "feed"): HINT_LAG_DEFAULT_S}
+    assert trusted_lags(raw) == want
+    assert trusted_lags(json.loads(raw)) == want  # parsed already
+    assert trusted_lags(_verdict([], [])) == {}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "",
+        "not json",
+        "[1, 2]",
+        "null",
+        '{"trust": [{"site": "a"}]}',  # no source
+        '{"trust": [{"site": "a", "source": "s", "quiet": true, "changes": true}], "lags": [[1]]}',
+        '{"trust": [{"site": "a", "source": "s", "quiet": true, "changes": true}],'
+        ' "lags": [["a", "s", "soon"]]}',
+        '{"trust": 5}',
+    ],
+)
+def test_an_unreadable_verdict_trusts_nothing(raw: str | None) -> None:
+    assert trusted_lags(raw) == {}

@@ -8,6 +8,7 @@ import math
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,11 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recrawl.config import Reserves, Settings
-from recrawl.engine import HINT_LAG_DEFAULT_S, Engine
-from recrawl.hints import Hint, SourceTrust
-from recrawl.ingest import ingest_lines
+from recrawl.engine import Engine
+from recrawl.estimate import DEFAULT_HALF_LIFE_DAYS, raw_rates, update_evidence
+from recrawl.hints import HINT_LAG_DEFAULT_S, Hint, SourceTrust, trusted_lags
+from recrawl.ingest import IngestReport, ingest_lines
 from recrawl.observation import parse_timestamp
+from recrawl.pagestate import PageState
 from recrawl.store import SQLiteStore, SQLStore
+from recrawl.store._protocol import HintResult
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0
@@ -286,9 +290,14 @@ def test_the_trust_is_judged_at_most_hourly_and_new_hints_act_at_once(
 ) -> None:
     store, changes = crawled_store(make_store)
     engine = Engine(store, SETTINGS)
-    calls = []
+    calls: list[int] = []
     judge = engine.hint_trust
-    monkeypatch.setattr(engine, "hint_trust", lambda **kw: calls.append(1) or judge(**kw))
+
+    def counted(**kw: Any) -> list[SourceTrust]:
+        calls.append(1)
+        return judge(**kw)
+
+    monkeypatch.setattr(engine, "hint_trust", counted)
     engine.plan(budget=10, now=NOW)
     assert calls == []  # no hints: not even judged
     engine.ingest_hints(sitemap_reads(changes, "honest"))
@@ -425,7 +434,7 @@ def test_hints_seen_after_the_engine_clock_are_refused(store: SQLStore) -> None:
     store.add_urls([(A, "a.example", "page", 1.0), (B, "a.example", "page", 1.0)], T0)
     engine = Engine(store, clock=lambda: T0 + DAY)
     later = parse_timestamp("2150-01-01T00:00:00Z")
-    batches = []
+    batches: list[HintResult] = []
     got = engine.ingest_hints(
         [
             Hint(A, later, "sitemap", T0),
@@ -505,8 +514,17 @@ def test_a_second_engine_within_the_hour_reuses_the_verdict(
     def engine_on(store: SQLStore) -> Engine:
         e = Engine(store, SETTINGS)
         judge, lags = e.hint_trust, e.hint_lags
-        monkeypatch.setattr(e, "hint_trust", lambda **kw: calls.append("trust") or judge(**kw))
-        monkeypatch.setattr(e, "hint_lags", lambda **kw: calls.append("lags") or lags(**kw))
+
+        def trust(**kw: Any) -> list[SourceTrust]:
+            calls.append("trust")
+            return judge(**kw)
+
+        def lag(**kw: Any) -> dict[tuple[str, str], float]:
+            calls.append("lags")
+            return lags(**kw)
+
+        monkeypatch.setattr(e, "hint_trust", trust)
+        monkeypatch.setattr(e, "hint_lags", lag)
         return e
 
     two = engine_on(connect())
@@ -517,3 +535,198 @@ def test_a_second_engine_within_the_hour_reuses_the_verdict(
     assert calls == ["trust", "lags"]
     engine_on(connect()).plan(budget=10, now=NOW + 3660)
     assert calls == ["trust", "lags"]
+
+
+# -- a fetch made on a trusted move: unchanged until the move, changed after ---------------------
+
+
+def _fetched(store: SQLStore, url: str, at: float, version: str) -> IngestReport:
+    row = {"url": url, "fetched_at": at, "status": 200, "record_hash": version}
+    return ingest_lines(store, [json.dumps(row) + "\n"])
+
+
+def _ev(page: PageState | None) -> tuple[float, float, float, float]:
+    assert page is not None
+    return (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
+
+
+def _unmoved_page(store: SQLStore) -> tuple[str, float]:
+    """A page of a.example no sitemap row was first seen for after its last fetch
+    (the next move will be the source's first after it), and that fetch."""
+    rows = store.execute(
+        "SELECT p.url, p.last_ok, max(l.first_seen) FROM pages p "
+        "JOIN hint_log l ON l.page = p.id WHERE p.site = 'a.example' "
+        "GROUP BY p.url, p.last_ok ORDER BY p.url"
+    )
+    for url, last_ok, seen in rows:
+        if seen < last_ok < NOW - 2 * DAY:
+            return str(url), float(last_ok)
+    raise AssertionError("no page without a sitemap move since its last fetch")
+
+
+def _judged(store: SQLStore) -> float:
+    """Judge the honest sitemap on ``store`` as the plan does (the verdict kept in
+    meta); its lag on a.example, trusted both ways."""
+    engine = Engine(store, SETTINGS)
+    trust = {(t.site, t.source): t for t in engine.hint_trust()}
+    a = trust["a.example", "sitemap"]
+    assert a.quiet and a.changes, a.to_dict()
+    engine.plan(budget=10, now=NOW)  # judges the sources and keeps the verdict
+    raw = store.hint_verdict()
+    assert raw is not None
+    lags = trusted_lags(raw)
+    assert ("a.example", "sitemap") in lags
+    return lags["a.example", "sitemap"]
+
+
+def test_a_fetch_made_on_a_trusted_move_counts_unchanged_until_the_move(
+    make_store: MakeStore,
+) -> None:
+    """Fetched because the trusted sitemap moved, a page found changed: its
+    evidence gains an unchanged stretch up to the move's first sighting less
+    the lag, and a changed interval of that lag and six hours, not the whole
+    revisit. With no verdict kept, the same report is one changed interval, as
+    before. (120 days of revisits, so that the engine trusts the sitemap both
+    ways.)"""
+    judged, changes = crawled_store(make_store)
+    bare, _ = crawled_store(make_store)  # the same crawl and sitemap, never judged
+    for s in (judged, bare):
+        Engine(s, SETTINGS).ingest_hints(sitemap_reads(changes, "honest"))
+    lag = _judged(judged)
+    assert 0 < lag < DAY
+    assert bare.hint_verdict() is None
+    url, prev = _unmoved_page(judged)
+    assert _unmoved_page(bare) == (url, prev)
+    before = _ev(judged.page(url))
+    assert _ev(bare.page(url)) == before
+
+    seen = NOW + 3 * DAY  # the sitemap first gives a new lastmod three days on
+    at = seen + 0.25 * DAY  # and the page is fetched six hours later: changed
+    for s in (judged, bare):
+        s.ingest_hints([Hint(url, seen, "sitemap", seen - 0.4 * DAY)])
+        assert _fetched(s, url, at, "after-the-move").outcomes == {"changed": 1}
+    q = seen - lag
+    assert prev < q < at
+    hl = DEFAULT_HALF_LIFE_DAYS
+    after, plain = _ev(judged.page(url)), _ev(bare.page(url))
+    split = update_evidence(*before, (q - prev) / DAY, False)
+    assert after == pytest.approx(update_evidence(*split, (at - q) / DAY, True))
+    assert plain == pytest.approx(update_evidence(*before, (at - prev) / DAY, True))
+    # as a user reads it: beyond the decay of what was there, one more unchanged
+    # interval of (q - prev) (decayed over the hours after q) and a changed one
+    # of (at - q): six hours plus the lag
+    d = 2.0 ** (-(at - prev) / DAY / hl)
+    d_after_q = 2.0 ** (-(at - q) / DAY / hl)
+    assert after[0] == pytest.approx(before[0] * d + 1.0)
+    assert after[2] == pytest.approx(before[2] * d + d_after_q)
+    assert after[1] - before[1] * d == pytest.approx((at - q) / DAY)
+    assert at - q < 1.5 * DAY and at - q < (q - prev) / 3
+    assert after[3] - before[3] * d == pytest.approx((q - prev) / DAY * d_after_q)
+    assert plain[1] - before[1] * d == pytest.approx((at - prev) / DAY)
+    assert plain[2] == pytest.approx(before[2] * d) and plain[3] == pytest.approx(before[3] * d)
+    # the page's estimated change rate comes out lower
+    assert float(raw_rates(*after)) < float(raw_rates(*plain))
+
+
+def test_a_report_arriving_late_refolds_the_page_with_the_verdict_as_in_order(
+    make_store: MakeStore,
+) -> None:
+    """Two fetches on two trusted moves, reported late-first: the page is
+    re-folded from its log, with the quiet stretches, and ends as when the
+    reports came in order."""
+    judge, changes = crawled_store(make_store)
+    Engine(judge, SETTINGS).ingest_hints(sitemap_reads(changes, "honest"))
+    lag = _judged(judge)
+    raw = judge.hint_verdict()
+    assert raw is not None
+    rows, _ = crawl()
+    reads = sitemap_reads(changes, "honest")
+
+    def seeded() -> SQLStore:
+        """The same crawl, with the sitemap and the verdict kept from the start."""
+        s = make_store()
+        s.add_urls(
+            [(f"https://{'ab'[i % 2]}.example/p/{i}", f"{'ab'[i % 2]}.example", "page", 1.0)
+             for i in range(PAGES)], T0 - DAY,
+        )  # fmt: skip
+        assert s.ingest_hints(reads).unknown == 0
+        s.set_hint_verdict(raw)
+        ingest_lines(s, (json.dumps(r) + "\n" for r in rows))
+        return s
+
+    in_order, late = seeded(), seeded()
+    url, prev = _unmoved_page(in_order)
+    seen1 = NOW + 2 * DAY
+    at1 = seen1 + 0.2 * DAY
+    seen2 = at1 + 3 * DAY
+    at2 = seen2 + 0.3 * DAY
+    for s in (in_order, late):
+        s.ingest_hints(
+            [Hint(url, seen1, "sitemap", seen1 - 0.5 * DAY), Hint(url, seen2, "sitemap", at1 + DAY)]
+        )
+    before = _ev(in_order.page(url))
+    assert _ev(late.page(url)) == before
+
+    assert _fetched(in_order, url, at1, "v1").reordered_pages == 0
+    q1 = seen1 - lag
+    split = update_evidence(*before, (q1 - prev) / DAY, False)
+    assert _ev(in_order.page(url)) == pytest.approx(update_evidence(*split, (at1 - q1) / DAY, True))
+    assert _fetched(in_order, url, at2, "v2").reordered_pages == 0
+
+    assert _fetched(late, url, at2, "v2").reordered_pages == 0
+    got = _fetched(late, url, at1, "v1")
+    assert got.reordered_pages == 1 and got.stored == 1
+
+    want, have = in_order.page(url), late.page(url)
+    assert want is not None and have is not None
+    for f in PageState.__dataclass_fields__:
+        a, b = getattr(have, f), getattr(want, f)
+        if isinstance(a, float) and isinstance(b, float):
+            assert a == pytest.approx(b, rel=1e-9, abs=1e-9), f
+        else:
+            assert a == b, f
+    assert late.outcomes(url) == in_order.outcomes(url)
+    assert [o for _, o in in_order.outcomes(url)][-2:] == ["changed", "changed"]
+    # the second revisit was split too: the evidence is not what the unsplit fold gives
+    q2 = seen2 - lag
+    assert at1 < q2 < at2
+    whole = update_evidence(
+        *update_evidence(*before, (at1 - prev) / DAY, True), (at2 - at1) / DAY, True
+    )
+    assert _ev(want)[3] > whole[3] + 3.0
+
+
+def test_a_late_report_after_a_prune_refolds_as_the_whole_log_would(make_store: MakeStore) -> None:
+    """A daily sitemap first lists a change made an hour before a fetch two hours
+    after it: that row is no move after the fetch, and the source's next move
+    ends the quiet stretch. Pruned up to that fetch (which drops the row), a
+    late report re-folds the page from the checkpoint as the whole log would."""
+    url = "https://a.example/p/1"
+    verdict = json.dumps(
+        {"hour": 0, "lags": [["a.example", "sitemap", 3600.0]], "trust": [
+            {"site": "a.example", "source": "sitemap", "quiet": True, "changes": True}]}
+    )  # fmt: skip
+    fetches = {"first": (T0 + 0.5 * DAY, "v0"), "prev": (T0 + DAY, "v1")}
+    fetches |= {"late": (T0 + 6 * DAY, "v2"), "last": (T0 + 8 * DAY, "v2")}
+
+    def seeded(order: list[str], prune_after: int | None = None) -> SQLStore:
+        s = make_store()
+        s.add_urls([(url, "a.example", "page", 1.0)], T0 - DAY)
+        s.ingest_hints(
+            [
+                Hint(url, T0, "sitemap", T0 - 10 * DAY),
+                Hint(url, T0 + DAY + 7200, "sitemap", T0 + DAY - 3600),  # listed late
+                Hint(url, T0 + 5 * DAY, "sitemap", T0 + 4.9 * DAY),  # the move
+            ]
+        )
+        s.set_hint_verdict(verdict)
+        for k, name in enumerate(order):
+            _fetched(s, url, *fetches[name])
+            if k == prune_after:
+                assert s.prune(T0 + DAY + 1).hint_log_removed > 0
+        return s
+
+    whole = seeded(["first", "prev", "late", "last"])
+    pruned = seeded(["first", "prev", "last", "late"], prune_after=2)
+    assert pruned.outcomes(url) == whole.outcomes(url)[2:]
+    assert _ev(pruned.page(url)) == pytest.approx(_ev(whole.page(url)))

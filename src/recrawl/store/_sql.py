@@ -216,6 +216,7 @@ _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
 _CHUNK: Final = 500
+_MANY_ROWS: Final = 10_000  # rows written at once that call for SQLStore._after_bulk
 _DAY_S: Final = 86400
 _CP_COLS: Final = ("until", "reached", *MUTABLE_FIELDS)
 _CP_UPSERT: Final = (
@@ -673,6 +674,10 @@ class SQLStore:
 
     def _after_copy(self, db: Any, table: str, column: str) -> None:
         """What a backend must do after rows with explicit ids were copied into ``table``."""
+
+    def _after_bulk(self, db: Any, table: str) -> None:
+        """What a backend must do after many rows were written to ``table`` at once
+        (:data:`_MANY_ROWS` or more), for its queries to keep their indexes."""
 
     def _failed_first_from_4(self, db: Any) -> None:
         """Schema 4 to 5: every bucket vector gains its last figure, the first
@@ -1649,6 +1654,8 @@ class SQLStore:
                 db.executemany(
                     _HINT_LOG_UPSERT, [(p, src, lm, t) for (p, src, lm), t in log.items()]
                 )
+                if len(log) >= _MANY_ROWS:
+                    self._after_bulk(db, "hint_log")
                 if new or changed:
                     # planners judge their trust in the sources again (recrawl.engine)
                     self._count_in_meta(db, "hints_version")

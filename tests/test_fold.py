@@ -84,6 +84,20 @@ _FIELDS = (
 )  # fmt: skip
 
 
+def _specs(*, pages: int, max_size: int) -> st.SearchStrategy[list[tuple[int, int, int, int]]]:
+    """Fetch reports to generate: (page, kind, version, body size) each."""
+    return st.lists(
+        st.tuples(
+            st.integers(0, pages - 1),  # page
+            st.integers(0, 7),  # kind
+            st.integers(0, 3),  # version
+            st.sampled_from([40_000, 41_000, 5_000]),  # body size
+        ),
+        min_size=1,
+        max_size=max_size,
+    )
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
@@ -92,16 +106,7 @@ def _same(a: Any, b: Any) -> bool:
 
 @settings(max_examples=40, deadline=None)
 @given(
-    spec=st.lists(
-        st.tuples(
-            st.integers(0, 5),  # page
-            st.integers(0, 7),  # kind
-            st.integers(0, 3),  # version
-            st.sampled_from([40_000, 41_000, 5_000]),  # body size
-        ),
-        min_size=1,
-        max_size=60,
-    ),
+    spec=_specs(pages=6, max_size=60),
     seed=st.integers(0, 10_000),
     use_classifier=st.sampled_from(["none", "small", "content"]),
 )
@@ -202,16 +207,7 @@ def _evidence(p: PageState) -> tuple[float, float, float, float]:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    spec=st.lists(
-        st.tuples(
-            st.integers(0, 9),  # page
-            st.integers(0, 7),  # kind
-            st.integers(0, 3),  # version
-            st.sampled_from([40_000, 41_000, 5_000]),  # body size
-        ),
-        min_size=1,
-        max_size=80,
-    ),
+    spec=_specs(pages=10, max_size=80),
     seed=st.integers(0, 10_000),
     half_life=st.sampled_from([None, 30.0, math.inf]),
 )

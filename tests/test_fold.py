@@ -84,6 +84,34 @@ _FIELDS = (
 )  # fmt: skip
 
 
+def _ingest_in_random_batches(
+    store: SQLiteStore, arrival: list[Observation], rng: random.Random, classifier: Any
+) -> None:
+    """Ingest ``arrival`` in batches of 1 to 12 reports."""
+    i = 0
+    while i < len(arrival):
+        k = rng.randint(1, 12)
+        store.ingest(arrival[i : i + k], classifier=classifier)
+        i += k
+
+
+def _assert_pages_match(
+    store: SQLiteStore, want: dict[str, PageState], outcomes: dict[str, list[str]]
+) -> None:
+    """Every page of ``want`` as the store holds it, field by field, and its outcomes."""
+    for url, ref in want.items():
+        got = store.page(url)
+        assert got is not None
+        for f in _FIELDS:
+            assert _same(getattr(got, f), getattr(ref, f)), (
+                url,
+                f,
+                getattr(got, f),
+                getattr(ref, f),
+            )
+        assert [o for _, o in store.outcomes(url)] == outcomes[url]
+
+
 def _specs(*, pages: int, max_size: int) -> st.SearchStrategy[list[tuple[int, int, int, int]]]:
     """Fetch reports to generate: (page, kind, version, body size) each."""
     return st.lists(
@@ -137,22 +165,8 @@ def test_batched_out_of_order_ingest_equals_sequential_fold(
     else:
         rng.shuffle(arrival)  # several fetchers: reports arrive out of order, in batches
     store = SQLiteStore(tmp_path_factory.mktemp("fold") / "f.db")
-    i = 0
-    while i < len(arrival):
-        k = rng.randint(1, 12)
-        store.ingest(arrival[i : i + k], classifier=classifier)
-        i += k
-    for url, ref in ref_pages.items():
-        got = store.page(url)
-        assert got is not None
-        for f in _FIELDS:
-            assert _same(getattr(got, f), getattr(ref, f)), (
-                url,
-                f,
-                getattr(got, f),
-                getattr(ref, f),
-            )
-        assert [o for _, o in store.outcomes(url)] == ref_outcomes[url]
+    _ingest_in_random_batches(store, arrival, rng, classifier)
+    _assert_pages_match(store, ref_pages, ref_outcomes)
     total = store.execute("SELECT sum(n) FROM buckets")[0][0]
     assert total == len(observations)
     # first fetches other than "new", per site (not revisits): the fetches that
@@ -388,20 +402,6 @@ def test_batched_out_of_order_ingest_with_a_kept_verdict_equals_sequential_fold(
 
     arrival = observations[:]
     rng.shuffle(arrival)
-    i = 0
-    while i < len(arrival):
-        k = rng.randint(1, 12)
-        store.ingest(arrival[i : i + k])
-        i += k
-    for url, want in ref.items():
-        got = store.page(url)
-        assert got is not None
-        for f in _FIELDS:
-            assert _same(getattr(got, f), getattr(want, f)), (
-                url,
-                f,
-                getattr(got, f),
-                getattr(want, f),
-            )
-        assert [o for _, o in store.outcomes(url)] == ref_out[url]
+    _ingest_in_random_batches(store, arrival, rng, None)
+    _assert_pages_match(store, ref, ref_out)
     store.close()

@@ -318,13 +318,15 @@ def test_fold_revisits_at_the_same_instant_carries_no_evidence_even_when_vouched
     assert all(not a.any() for a in ev)
 
 
-def _hint_log(store: SQLiteStore) -> dict[str, list[tuple[str, float, float]]]:
-    """Each page's hint log rows ``(source, lastmod, first_seen)``."""
-    out: dict[str, list[tuple[str, float, float]]] = {}
-    for url, src, lm, fs in store.execute(
-        "SELECT p.url, l.source, l.lastmod, l.first_seen FROM hint_log l JOIN pages p ON p.id = l.page"
+def _hint_log(store: SQLiteStore) -> dict[str, list[tuple[str, float, float, float]]]:
+    """Each page's hint log rows ``(source, lastmod, first_seen, listed)`` (listed:
+    when the source first listed the page)."""
+    out: dict[str, list[tuple[str, float, float, float]]] = {}
+    for url, src, lm, fs, listed in store.execute(
+        "SELECT p.url, l.source, l.lastmod, l.first_seen, h.first_seen FROM hint_log l "
+        "JOIN pages p ON p.id = l.page JOIN hints h ON h.page = l.page AND h.source = l.source"
     ):
-        out.setdefault(url, []).append((src, lm, fs))
+        out.setdefault(url, []).append((src, lm, fs, listed))
     return out
 
 
@@ -377,14 +379,13 @@ def test_batched_out_of_order_ingest_with_a_kept_verdict_equals_sequential_fold(
     log = _hint_log(store)
 
     def vouch(url: str, site: str, prev: float, at: float) -> float | None:
-        rows = [(s, lm, fs) for s, lm, fs in log.get(url, []) if (site, s) in lags]
+        rows = [r for r in log.get(url, []) if (site, r[0]) in lags]
         if not rows:
             return None
-        codes = {s: k for k, s in enumerate(sorted({r[0] for r in rows}))}
         q = quiet_until(
             np.array([0]), np.array([prev]), np.array([at]), np.zeros(len(rows), np.int64),
-            np.array([codes[s] for s, _, _ in rows]), np.array([lm for _, lm, _ in rows]),
-            np.array([fs for _, _, fs in rows]), np.array([lags[site, s] for s, _, _ in rows]),
+            np.array([r[1] for r in rows]), np.array([r[2] for r in rows]),
+            np.array([lags[site, r[0]] for r in rows]), np.array([r[3] for r in rows]),
         )[0]  # fmt: skip
         return None if math.isnan(q) else float(q)
 

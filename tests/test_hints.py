@@ -299,15 +299,17 @@ def test_a_move_proves_a_change_only_if_it_tells_more_than_the_model() -> None:
 def _quiet(
     revisits: list[tuple[int, float, float]],
     log: list[tuple[int, int, float, float, float]],
+    listed: dict[tuple[int, int], float] | None = None,
 ) -> list[float]:
     """:func:`quiet_until` of ``revisits`` ``(page, prev, at)`` over the log rows
-    ``(page, source, lastmod, first_seen, lag)``."""
+    ``(page, source, lastmod, first_seen, lag)``, each source listing each page
+    since ``listed[page, source]`` (default: always)."""
     rp, rprev, rat = (np.array(c, dtype=float) for c in zip(*revisits, strict=True))
     cols = list(zip(*log, strict=True)) if log else [(), (), (), (), ()]
     lp, ls, lm, fs, lag = (np.array(c, dtype=float) for c in cols)
-    got = quiet_until(
-        rp.astype(np.int64), rprev, rat, lp.astype(np.int64), ls.astype(np.int64), lm, fs, lag
-    )
+    since = listed or {}
+    ld = np.array([since.get((int(p), int(s)), -math.inf) for p, s in zip(lp, ls, strict=True)])
+    got = quiet_until(rp.astype(np.int64), rprev, rat, lp.astype(np.int64), lm, fs, lag, ld)
     assert got.shape == (len(revisits),)
     return [float(v) for v in got]
 
@@ -335,8 +337,8 @@ def test_a_move_not_yet_seen_by_the_fetch_tells_nothing() -> None:
     log = [(0, 0, T0 + 5 * DAY, T0 + 6 * DAY, 3600.0)]
     # fetched again on day 5.9: the source had not moved yet (it may have missed the change)
     assert _same_or_nan(_quiet([(0, T0, T0 + 5.9 * DAY)], log), [math.nan])
-    # seen exactly at the fetch: it counts
-    assert _quiet([(0, T0, T0 + 6 * DAY)], log) == [T0 + 6 * DAY - 3600.0]
+    # seen exactly at the fetch: it counts, up to its lastmod (day 5), the source's word
+    assert _quiet([(0, T0, T0 + 6 * DAY)], log) == [T0 + 5 * DAY]
 
 
 def test_a_lastmod_before_the_fetch_first_seen_after_it_is_skipped() -> None:
@@ -347,8 +349,8 @@ def test_a_lastmod_before_the_fetch_first_seen_after_it_is_skipped() -> None:
         (0, 0, T0 - DAY, T0 + 2 * DAY, 3600.0),  # lastmod before the fetch, seen after
         (0, 0, T0 + 4 * DAY, T0 + 5 * DAY, 3600.0),
     ]
-    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 5 * DAY - 3600.0]
-    assert _quiet([(0, T0, T0 + 8 * DAY)], log[1:]) == [T0 + 5 * DAY - 3600.0]
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 4 * DAY]  # its lastmod
+    assert _quiet([(0, T0, T0 + 8 * DAY)], log[1:]) == [T0 + 4 * DAY]
     # alone, it tells nothing
     assert _same_or_nan(_quiet([(0, T0, T0 + 8 * DAY)], log[:1]), [math.nan])
     # a lastmod equal to the fetch time is not after it
@@ -367,15 +369,16 @@ def test_a_lag_reaching_back_past_the_fetch_tells_nothing() -> None:
     assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 1.0]
 
 
-def test_of_two_sources_the_later_point_wins() -> None:
+def test_of_two_sources_the_earlier_point_wins() -> None:
     log = [
-        (0, 0, T0 + 3 * DAY, T0 + 4 * DAY, DAY),  # source 0: quiet until day 3
-        (0, 1, T0 + 4.5 * DAY, T0 + 5 * DAY, 0.25 * DAY),  # source 1: until day 4.75
+        (0, 0, T0 + 3.5 * DAY, T0 + 4 * DAY, DAY),  # source 0: quiet until day 3
+        (0, 1, T0 + 4.9 * DAY, T0 + 5 * DAY, 0.25 * DAY),  # source 1: until day 4.75
     ]
-    assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 4.75 * DAY]
-    # one source's point reaching back past the fetch leaves the other's
-    log[1] = (0, 1, T0 + 0.1 * DAY, T0 + 5 * DAY, 5 * DAY)
+    # source 0 moved by day 4: the page had changed by then, whatever source 1 says
     assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 3 * DAY]
+    # one source's point reaching back past the fetch: no quiet stretch at all
+    log[1] = (0, 1, T0 + 0.1 * DAY, T0 + 5 * DAY, 5 * DAY)
+    assert _same_or_nan(_quiet([(0, T0, T0 + 8 * DAY)], log), [math.nan])
     # one source not moved by the fetch leaves the other's
     log[1] = (0, 1, T0 + 8.5 * DAY, T0 + 9 * DAY, 0.0)
     assert _quiet([(0, T0, T0 + 8 * DAY)], log) == [T0 + 3 * DAY]
@@ -390,15 +393,23 @@ def test_rows_of_other_pages_are_ignored_and_an_empty_log_says_nothing() -> None
     revisits = [(2, T0, T0 + 8 * DAY), (1, T0, T0 + 8 * DAY), (3, T0, T0 + 8 * DAY)]
     revisits += [(0, T0, T0 + 8 * DAY), (4, T0, T0 + 8 * DAY)]
     got = _quiet(revisits, log)
-    want = [math.nan, T0 + 3 * DAY, T0 + 5 * DAY, T0 + 1.5 * DAY, math.nan]
+    want = [math.nan, T0 + 3 * DAY, T0 + 5 * DAY, T0 + 1 * DAY, math.nan]
     assert _same_or_nan(got, want), got
     assert all(math.isnan(v) for v in _quiet(revisits, []))
     # and no revisits: an empty answer
     empty = np.zeros(0)
     assert quiet_until(
-        np.zeros(0, np.int64), empty, empty, np.array([0]), np.array([0]), np.array([1.0]),
-        np.array([2.0]), np.array([0.5]),
+        np.zeros(0, np.int64), empty, empty, np.array([0]), np.array([1.0]),
+        np.array([2.0]), np.array([0.5]), np.array([0.0]),
     ).shape == (0,)  # fmt: skip
+
+
+def test_a_source_that_listed_the_page_after_the_fetch_tells_nothing() -> None:
+    # first listed on day 20 with a lastmod of day 2: it never showed the page unchanged
+    log = [(0, 0, T0 + 2 * DAY, T0 + 20 * DAY, 3600.0)]
+    assert _same_or_nan(_quiet([(0, T0, T0 + 21 * DAY)], log, {(0, 0): T0 + 20 * DAY}), [math.nan])
+    # listed at the fetch already: quiet until its lastmod, though unread until day 20
+    assert _quiet([(0, T0, T0 + 21 * DAY)], log, {(0, 0): T0}) == [T0 + 2 * DAY]
 
 
 def test_quiet_until_agrees_with_a_direct_reading() -> None:
@@ -413,18 +424,16 @@ def test_quiet_until_agrees_with_a_direct_reading() -> None:
     rp = rng.integers(0, pages + 2, n_rev)  # two pages without a row
     prev = rng.uniform(-10, 100, n_rev)
     at = prev + rng.uniform(0, 30, n_rev)
-    got = quiet_until(rp, prev, at, lp, ls, lm, fs, lag)
+    listed = rng.uniform(-20, 60, (pages, 3))[lp, ls]  # per page and source
+    got = quiet_until(rp, prev, at, lp, lm, fs, lag, listed)
     nan = 0
     for i in range(n_rev):
-        best = -math.inf
-        for s in range(3):
-            # the first row seen after the fetch that moves past it
-            mine = (lp == rp[i]) & (ls == s) & (fs > prev[i]) & (lm > prev[i])
-            if not mine.any():
-                continue
-            k = np.flatnonzero(mine)[np.argmin(fs[mine])]
-            if fs[k] <= at[i]:
-                best = max(best, fs[k] - lag[k])
+        best = math.inf
+        for k in range(n_log):  # rows first seen in the revisit, dated after its start
+            # ... of a source that listed the page at its start
+            moved = prev[i] < fs[k] <= at[i] and lm[k] > prev[i]
+            if lp[k] == rp[i] and moved and listed[k] <= prev[i]:
+                best = min(best, fs[k] - lag[k], lm[k])
         if prev[i] < best < at[i]:
             assert got[i] == best, i
         else:

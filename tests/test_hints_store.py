@@ -730,3 +730,32 @@ def test_a_late_report_after_a_prune_refolds_as_the_whole_log_would(make_store: 
     pruned = seeded(["first", "prev", "last", "late"], prune_after=2)
     assert pruned.outcomes(url) == whole.outcomes(url)[2:]
     assert _ev(pruned.page(url)) == pytest.approx(_ev(whole.page(url)))
+
+
+def test_a_source_that_first_listed_the_page_after_its_fetch_gives_no_quiet_stretch(
+    make_store: MakeStore,
+) -> None:
+    """A sitemap trusted both ways that first lists a page on day 20 (its lastmod: day
+    2) never showed it unchanged since the fetch on day 0; listed since day 0 but
+    unread until day 20, it vouches only until its lastmod, day 2."""
+    url = "https://a.example/p/1"
+    verdict = json.dumps(
+        {"hour": 0, "lags": [["a.example", "sitemap", 3600.0]], "trust": [
+            {"site": "a.example", "source": "sitemap", "quiet": True, "changes": True}]}
+    )  # fmt: skip
+    got = {}
+    for name, reads in (
+        ("late", [Hint(url, T0 + 20 * DAY, "sitemap", T0 + 2 * DAY)]),
+        ("unread", [Hint(url, T0 - DAY, "sitemap", T0 - 30 * DAY),
+                    Hint(url, T0 + 20 * DAY, "sitemap", T0 + 2 * DAY)]),
+    ):  # fmt: skip
+        s = make_store()
+        s.add_urls([(url, "a.example", "page", 1.0)], T0 - 2 * DAY)
+        s.ingest_hints(reads)
+        s.set_hint_verdict(verdict)
+        _fetched(s, url, T0, "v0")
+        _fetched(s, url, T0 + 21 * DAY, "v1")
+        got[name] = _ev(s.page(url))
+    assert got["late"] == pytest.approx((1.0, 21.0, 0.0, 0.0), rel=0.01)  # one changed revisit
+    d = 2.0 ** (-19.0 / DEFAULT_HALF_LIFE_DAYS)  # the quiet 2 days, decayed over the next 19
+    assert got["unread"] == pytest.approx((1.0, 19.0, d, 2.0 * d), rel=0.01)

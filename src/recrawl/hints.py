@@ -537,68 +537,75 @@ def quiet_until(
     rev_prev: FloatArray,
     rev_at: FloatArray,
     log_page: IntArray,
-    log_source: IntArray,
     log_lastmod: FloatArray,
     log_first_seen: FloatArray,
     log_lag: FloatArray,
+    log_listed: FloatArray,
 ) -> FloatArray:
     """Until when sources trusted to vouch say each revisited page was unchanged.
 
     A fetch made because a trusted source's ``lastmod`` moved always finds a
     change: taken as an ordinary revisit ``(prev, at]`` that found one, it
     makes the page look faster than it is (a revisit chosen by its outcome).
-    What the crawl knows is finer: the source, read periodically, showed no
-    move until it first gave a ``lastmod`` after ``prev``, at ``S``; the
-    page was so unchanged until ``S`` less the source's reporting ``lag``.
+    What the crawl knows is finer: a source that listed the page at ``prev``
+    already first gave a ``lastmod`` after ``prev`` at ``S``; before, it
+    showed none, so the page was unchanged until ``S`` less the source's
+    reporting ``lag``, and, by the source's own word, until that ``lastmod``
+    (which also bounds the stretch when the source went unread for a while).
     The fold (:func:`recrawl.fold.fold_batch`) records such a revisit as
     unchanged until that time and changed after it.
 
-    Per revisit ``(rev_prev, rev_at]`` of page ``rev_page``: over the log
-    rows of its page (each distinct ``lastmod`` a source gave, with when it
-    was first seen and that source's lag, seconds; only sources trusted both
-    to vouch and to prove on the page's site belong here: a source trusted
-    only to vouch may move at every read, as one stamping each ``lastmod``
-    with the read's time, and its first move after a fetch then says
-    nothing of when the page changed), the first row first seen after
-    ``rev_prev`` with a ``lastmod`` after it (one dated before it is one the
-    fetch got) is taken, per source, if it was seen by ``rev_at``; the latest of ``first_seen − lag``
-    over the sources is returned where it lies inside the revisit, NaN
-    elsewhere (no source moved by then, or the lag reaches back past the
-    previous fetch). A source that has not moved by the fetch tells nothing
-    here: it may have missed the change.
+    The log rows, of any sources: each distinct ``lastmod`` a source gave a
+    page, with when it was first seen, that source's lag (seconds) and when
+    it first listed the page (``log_listed``, the same on all the pair's rows). Only sources
+    trusted both to vouch and to prove on the page's site belong here: a
+    source trusted only to vouch may move at every read, as one stamping
+    each ``lastmod`` with the read's time, and its first move after a fetch
+    then says nothing of when the page changed.
 
-    >>> quiet_until(np.array([0, 0]), np.array([0.0, 72.0]), np.array([100.0, 100.0]),
-    ...             np.array([0]), np.array([0]), np.array([70.0]), np.array([80.0]),
-    ...             np.array([5.0]))
+    Per revisit ``(rev_prev, rev_at]`` of page ``rev_page``, per source that
+    listed the page by ``rev_prev`` and gave a ``lastmod`` after it first
+    seen in ``(rev_prev, rev_at]``: the earlier of (the first such sighting
+    less the lag) and the earliest such ``lastmod``. Of several sources, the
+    earliest (any of them bounds the change). Returned where it lies inside
+    the revisit, NaN elsewhere (no such source, or the point reaches back
+    past the previous fetch). A source that has not moved by the fetch tells
+    nothing here: it may have missed the change.
+
+    >>> quiet_until(np.array([0, 0]), np.array([0.0, 76.0]), np.array([100.0, 100.0]),
+    ...             np.array([0]), np.array([78.0]), np.array([80.0]), np.array([5.0]),
+    ...             np.array([-1.0]))
     array([75., nan])
     """
     page = np.asarray(rev_page, dtype=np.int64)
     prev = np.asarray(rev_prev, dtype=np.float64)
     at = np.asarray(rev_at, dtype=np.float64)
     out = np.full(page.shape, np.nan)
-    src_all = np.asarray(log_source, dtype=np.int64)
-    if not page.size or not src_all.size:
+    lp = np.asarray(log_page, dtype=np.int64)
+    if not page.size or not lp.size:
         return out
-    lp_all = np.asarray(log_page, dtype=np.int64)
-    lm_all = np.asarray(log_lastmod, dtype=np.float64)
-    fs_all = np.asarray(log_first_seen, dtype=np.float64)
-    lag_all = np.asarray(log_lag, dtype=np.float64)
-    for s in np.unique(src_all).tolist():
-        rows = np.flatnonzero(src_all == s)
-        order = rows[np.lexsort((fs_all[rows], lp_all[rows]))]
-        lp, fs = lp_all[order], fs_all[order]
-        j = _search(lp, fs, page, prev)  # the page's first row first seen after prev
-        end = np.searchsorted(lp, page, side="right")
-        # ... that moves past prev: skip the rows dated before it (the fetch got them)
-        while np.any(back := (j < end) & (lm_all[order[np.minimum(j, lp.size - 1)]] <= prev)):
-            j = np.where(back, j + 1, j)
-        inside = j < end
-        k = order[np.where(inside, j, 0)]
-        with np.errstate(invalid="ignore"):
-            ok = inside & (fs_all[k] <= at)
-        out = np.fmax(out, np.where(ok, fs_all[k] - lag_all[k], np.nan))
+    lm = np.asarray(log_lastmod, dtype=np.float64)
+    fs = np.asarray(log_first_seen, dtype=np.float64)
+    lag = np.asarray(log_lag, dtype=np.float64)
+    listed = np.asarray(log_listed, dtype=np.float64)
+    # every (revisit, row of its page) pair
+    order = np.argsort(lp, kind="stable")
+    lo = np.searchsorted(lp[order], page, side="left")
+    count = np.searchsorted(lp[order], page, side="right") - lo
+    rev = np.repeat(np.arange(page.size), count)
+    row = order[lo[rev] + np.arange(rev.size) - np.repeat(np.cumsum(count) - count, count)]
+    p, a = prev[rev], at[rev]
     with np.errstate(invalid="ignore"):
-        return np.where((out > prev) & (out < at), out, np.nan)
+        ok = (fs[row] > p) & (fs[row] <= a) & (lm[row] > p) & (listed[row] <= p)
+    rev, row = rev[ok], row[ok]
+    if not rev.size:
+        return out
+    # per revisit, over its sources' rows: the first sighting less the source's
+    # lag, or the earliest lastmod, whichever comes first
+    best = np.full(page.size, np.inf)
+    np.minimum.at(best, rev, np.minimum(fs[row] - lag[row], lm[row]))
+    with np.errstate(invalid="ignore"):
+        return np.where((best > prev) & (best < at), best, np.nan)
 
 
 def trusted_lags(verdict: str | Mapping[str, Any] | None) -> dict[tuple[str, str], float]:

@@ -140,7 +140,7 @@ def apply_observation(
     fixed: str | None,
     *,
     half_life_days: float | None = None,
-    quiet_until: float | None = None,
+    quiet_until: float | Callable[[float, float], float] | None = None,
 ) -> str:
     """Apply one observation to ``page`` in place and return its outcome.
 
@@ -148,10 +148,11 @@ def apply_observation(
     ingest and stored, so a rebuild never re-runs the classifier). Without a
     fingerprint or validators to compare, a 2xx revisit counts as unchanged:
     report ``record`` or ``record_hash`` (or validators) to detect changes.
-    ``quiet_until`` (unix seconds), when it lies between the page's last
-    successful fetch and this one, is until when a trusted source vouches the
-    page was unchanged: a change found then counts as unchanged until that
-    time and changed after it (:func:`recrawl.hints.quiet_until`).
+    ``quiet_until`` (unix seconds, or a function of the page's last
+    successful fetch and this one's times, asked only when this one found a
+    change), when it lies between the two, is until when a trusted source
+    vouches the page was unchanged: a change found then counts as unchanged
+    until that time and changed after it (:func:`recrawl.hints.quiet_until`).
     """
     outcome = fixed if fixed is not None else _content_outcome(obs, page)
     t = obs.fetched_at
@@ -179,9 +180,12 @@ def apply_observation(
         start = page.last_ok
         hl = {} if half_life_days is None else {"half_life_days": half_life_days}
         ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
-        if changed and quiet_until is not None and start < quiet_until < t:
-            ev = update_evidence(*ev, (quiet_until - start) / _DAY, False, **hl)
-            start = quiet_until
+        q: float | None = None
+        if changed and quiet_until is not None:
+            q = quiet_until(start, t) if callable(quiet_until) else quiet_until
+        if q is not None and start < q < t:
+            ev = update_evidence(*ev, (q - start) / _DAY, False, **hl)
+            start = q
         interval_days = max(t - start, 0.0) / _DAY
         if interval_days > 0:  # two fetches at the same instant carry no rate evidence
             ev = update_evidence(*ev, interval_days, changed, **hl)

@@ -510,8 +510,8 @@ class _SitemapView:
             return None
         page, lastmod, seen, _ = self._log(np.unique(idx[both]))
         return quiet_until(
-            idx, prev, at, page, np.zeros(page.size, dtype=np.int64), lastmod, seen,
-            self.site_lag[self.site[page]],
+            idx, prev, at, page, lastmod, seen, self.site_lag[self.site[page]],
+            self.first_listed[page],
         )  # fmt: skip
 
     def summary(self) -> dict[str, Any]:

@@ -401,13 +401,18 @@ def _bkey(key: int) -> bytes:
 
 
 _VouchLog = tuple[
-    NDArray[np.int64], NDArray[np.int64], NDArray[np.float64], NDArray[np.float64],
+    NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
     NDArray[np.float64],
 ]  # fmt: skip
+"""Hint-log rows for :func:`recrawl.hints.quiet_until`: page, lastmod, first seen, lag, listed."""
 _NO_VOUCHES: Final[_VouchLog] = (
-    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0),
-    np.zeros(0),
+    np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
 )  # fmt: skip
+
+
+def _log_rows(log: _VouchLog, at: NDArray[np.intp] | slice) -> _VouchLog:
+    """The rows ``at`` of ``log``."""
+    return (log[0][at], log[1][at], log[2][at], log[3][at], log[4][at])
 
 
 def _at_row(vouch: QuietUntil, row: int, prev: float, at: float) -> float:
@@ -1356,15 +1361,23 @@ class SQLStore:
         site_of = {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}
 
         def read(pids: NDArray[np.int64], since: NDArray[np.float64] | None) -> _VouchLog:
+            # (since: None, or each page's revisit as rows prev and at)
             return self._vouch_log(db, pids, since, site_of, pairs)
 
         if eager:
-            log = read(ids[on], None)
+            rows_read = read(ids[on], None)
+            log = _log_rows(rows_read, np.argsort(rows_read[0], kind="stable"))
+            lp = log[0]
 
             def known(
                 rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
             ) -> NDArray[np.float64]:
-                return quiet_until(ids[rows], prev, at, *log)
+                pids = ids[rows]
+                if len(pids) == 1:  # a re-fold asks of one revisit: its page's rows only
+                    a = int(np.searchsorted(lp, pids[0], side="left"))
+                    b = int(np.searchsorted(lp, pids[0], side="right"))
+                    return quiet_until(pids, prev, at, *_log_rows(log, slice(a, b)))
+                return quiet_until(pids, prev, at, *log)
 
             return known
 
@@ -1375,7 +1388,8 @@ class SQLStore:
             sel = np.flatnonzero(on[rows])
             if len(sel):
                 pids = ids[rows[sel]]
-                out[sel] = quiet_until(pids, prev[sel], at[sel], *read(pids, prev[sel]))
+                log = read(pids, np.stack([prev[sel], at[sel]]))
+                out[sel] = quiet_until(pids, prev[sel], at[sel], *log)
             return out
 
         return lazy
@@ -1389,44 +1403,48 @@ class SQLStore:
         pairs: dict[tuple[str, str], float],
     ) -> _VouchLog:
         """The trusted sources' hint-log rows of the pages ``pids`` for
-        :func:`recrawl.hints.quiet_until`, as ``(page, source, lastmod,
-        first_seen, lag)``: all of them (``since`` None), or per page and source
-        the one it reads for a revisit after ``since`` (the first seen of those
-        first seen and dated after it)."""
-        got: list[tuple[int, int, float, float, float]] = []
-        codes: dict[str, int] = {}
+        :func:`recrawl.hints.quiet_until`, as ``(page, lastmod, first_seen,
+        lag, listed)`` (``listed``: when the row's source first listed the page): all of them (``since`` None), or, for one revisit of each
+        page (``since``: rows prev and at), per source the rows it reads
+        folded into one (the earliest ``lastmod`` and sighting: all it takes)."""
+        got: list[tuple[int, float, float, float, float]] = []
         d = self.dialect
-        pair = f"(CAST(? AS {d['BIGINT']}), CAST(? AS {d['REAL']}))"
-        for chunk in _chunks(range(len(pids))):
+        triple = f"(CAST(? AS {d['BIGINT']}), CAST(? AS {d['REAL']}), CAST(? AS {d['REAL']}))"
+        # (300 pages, 900 values: under the 999 of SQLite builds before 3.32)
+        for chunk in _chunks(range(len(pids)), 300):
             args: list[Any] = []
             if since is None:  # every row of the pages
                 args = [int(pids[k]) for k in chunk]
                 q = (
-                    "SELECT page, source, lastmod, first_seen FROM hint_log "
-                    f"WHERE page IN ({','.join('?' * len(chunk))})"
+                    "SELECT h.page, h.source, h.lastmod, h.first_seen, l.first_seen "
+                    "FROM hint_log h JOIN hints l ON l.page = h.page AND l.source = h.source "
+                    f"WHERE h.page IN ({','.join('?' * len(chunk))})"
                 )
-            else:  # per page and source, the first row seen and dated after the bound
+            else:
                 for k in chunk:
-                    args += [int(pids[k]), float(since[k])]
+                    args += [int(pids[k]), float(since[0, k]), float(since[1, k])]
                 q = (
-                    f"WITH v (page, since) AS (VALUES {','.join([pair] * len(chunk))}) "
-                    "SELECT h.page, h.source, max(h.lastmod), min(h.first_seen) "
-                    # (CROSS JOIN: SQLite then walks v and seeks each page in the index)
-                    "FROM v CROSS JOIN hint_log h WHERE h.page = v.page "
+                    f"WITH v (page, since, until) AS (VALUES {','.join([triple] * len(chunk))}) "
+                    "SELECT h.page, h.source, min(h.lastmod), min(h.first_seen), "
+                    "min(l.first_seen) "
+                    # (CROSS JOIN: SQLite then walks v and seeks each page in the indexes)
+                    "FROM v CROSS JOIN hint_log h CROSS JOIN hints l WHERE h.page = v.page "
                     "AND h.lastmod > v.since AND h.first_seen > v.since "
+                    "AND h.first_seen <= v.until "
+                    "AND l.page = h.page AND l.source = h.source AND l.first_seen <= v.since "
                     "GROUP BY h.page, h.source"
-                )  # (its lastmod: quiet_until asks only that it be after the bound)
-            for p, src, lm, fs in db.execute(q, args):
+                )
+            for p, src, lm, fs, listed in db.execute(q, args):
                 lag = pairs.get((site_of[p], src))
                 if lag is not None:
-                    got.append((p, codes.setdefault(src, len(codes)), lm, fs, lag))
+                    got.append((p, lm, fs, lag, listed))
         if not got:
             return _NO_VOUCHES
-        p_, src_, lm_, fs_, lag_ = zip(*got, strict=True)
+        p_, lm_, fs_, lag_, listed_ = zip(*got, strict=True)
         return (
-            np.array(p_, dtype=np.int64), np.array(src_, dtype=np.int64),
-            np.array(lm_, dtype=np.float64), np.array(fs_, dtype=np.float64),
-            np.array(lag_, dtype=np.float64),
+            np.array(p_, dtype=np.int64), np.array(lm_, dtype=np.float64),
+            np.array(fs_, dtype=np.float64), np.array(lag_, dtype=np.float64),
+            np.array(listed_, dtype=np.float64),
         )  # fmt: skip
 
     def _rebuild_page(
@@ -1464,11 +1482,8 @@ class SQLStore:
         for key, seq, t, fixed, old, rest in rows:
             o = _logged(page, t, rest)
             unreached = page.last_ok is None
-            q = None
-            if vouch is not None and page.last_ok is not None:
-                q = vouch(page.last_ok, t)
             new = apply_observation(
-                page, o, fixed, half_life_days=self.half_life_days, quiet_until=q
+                page, o, fixed, half_life_days=self.half_life_days, quiet_until=vouch
             )
             was_failed_first = False
             if key not in batch_keys:
@@ -1554,6 +1569,17 @@ class SQLStore:
             total.add(self._ingest_hint_batch(batch, add_urls))
             if on_batch is not None:
                 on_batch(total)
+        if total.stored >= _MANY_ROWS:  # once, after the whole read
+            with self._lock:
+                db = self._db
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._after_bulk(db, "hint_log")
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
         return total
 
     def _ingest_hint_batch(self, batch: Sequence[Hint], add_urls: bool) -> HintResult:
@@ -1654,8 +1680,6 @@ class SQLStore:
                 db.executemany(
                     _HINT_LOG_UPSERT, [(p, src, lm, t) for (p, src, lm), t in log.items()]
                 )
-                if len(log) >= _MANY_ROWS:
-                    self._after_bulk(db, "hint_log")
                 if new or changed:
                     # planners judge their trust in the sources again (recrawl.engine)
                     self._count_in_meta(db, "hints_version")
@@ -1945,12 +1969,12 @@ class SQLStore:
             for _, t, fixed, old, rest in group:
                 if t < page.first_seen:
                     page.first_seen = t
-                qu = None
-                if vouch is not None and page.last_ok is not None:
-                    qu = _at_row(vouch, row_of[pid], page.last_ok, t)
                 apply_observation(
-                    page, _logged(page, t, rest), fixed, half_life_days=hl, quiet_until=qu
-                )
+                    page, _logged(page, t, rest), fixed, half_life_days=hl,
+                    quiet_until=None if vouch is None else functools.partial(
+                        _at_row, vouch, row_of[pid]
+                    ),
+                )  # fmt: skip
                 reached = reached or old in CONTENT_OUTCOMES
             until = max(t, -math.inf if cp is None else cp[0])
             out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))

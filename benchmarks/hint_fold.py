@@ -60,6 +60,8 @@ def _obs(url: str, t: float, version: int) -> Observation:
 def _seed(store: Any, urls: list[str], reads: int, batch: int) -> None:
     first = [_obs(u, T0 + (i % 1000), 0) for i, u in enumerate(urls)]
     with_keys(first)
+    # listed (unchanged for ten days) before the first fetch: the sitemap vouches from there
+    store.ingest_hints([Hint(u, T0 - DAY, "sitemap", T0 - 10 * DAY) for u in urls], add_urls=True)
     for k in range(0, len(first), batch):
         store.ingest(first[k : k + batch])
     rng = np.random.default_rng(0)

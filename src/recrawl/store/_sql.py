@@ -1574,6 +1574,7 @@ class SQLStore:
                 db = self._db
                 db.execute("BEGIN IMMEDIATE")
                 try:
+                    self._after_bulk(db, "hints")
                     self._after_bulk(db, "hint_log")
                     db.execute("COMMIT")
                 except BaseException:

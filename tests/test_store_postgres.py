@@ -390,3 +390,35 @@ def test_a_write_right_after_the_listening_connection_is_lost_counts(
     b.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=1.0)
     assert moved(c, c1)  # announced
     assert moved(a, a1)
+
+
+def _write(store: PostgresStore) -> threading.Event:
+    """Register a URL in ``store`` (a write transaction) on a thread; set when done."""
+    done = threading.Event()
+
+    def write() -> None:
+        store.add_urls([(f"https://b.example/{uuid.uuid4().hex}", "b.example", "page", 1.0)], 1.0)
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    return done
+
+
+def test_a_writer_waits_for_writers_of_its_schema_only(
+    pg_url: str, open_pg: Callable[[str], PostgresStore]
+) -> None:
+    a, same = open_pg(pg_url), open_pg(pg_url)
+    for other_url in _pg_schema():
+        other = open_pg(other_url)
+        db = a._db
+        with a._lock:
+            db.execute("BEGIN IMMEDIATE")  # a write transaction held open: the schema's lock
+            try:
+                # another schema of the same database writes meanwhile
+                assert _write(other).wait(10.0)
+                # a second store on the same schema waits for it
+                waiting = _write(same)
+                assert not waiting.wait(0.5)
+            finally:
+                db.execute("ROLLBACK")
+        assert waiting.wait(10.0)  # and goes on once the lock is free

@@ -36,7 +36,11 @@ __all__ = ["CHANNEL", "PostgresStore"]
 
 _log = logging.getLogger(__name__)
 
-_LOCK_KEY = 0x72656372  # "recr": the advisory lock every writer takes
+_LOCK_KEY = 0x72656372  # "recr": the advisory lock every writer takes, per schema
+# (the second key: the schema's, so stores in other schemas of the database
+# neither wait for nor block this one's writers)
+_KEYS = f"{_LOCK_KEY}, hashtext(coalesce(current_schema(), ''))"
+_WRITE_LOCK = f"SELECT pg_advisory_xact_lock({_KEYS})"  # until the transaction ends
 
 #: The ``LISTEN``/``NOTIFY`` channel on which a committed write to a watched
 #: table is announced; the payload is the schema of the table.
@@ -77,7 +81,7 @@ class _Conn:
         if head.startswith("BEGIN"):
             self.conn.execute("BEGIN")
             self.in_transaction = True
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            self.conn.execute(_WRITE_LOCK)
             return None
         if head.startswith(("COMMIT", "ROLLBACK")):
             self.in_transaction = False
@@ -90,13 +94,13 @@ class _Conn:
                 cur.executemany(_pg(sql), rows)
 
     def executescript(self, script: str) -> None:
-        self.conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))  # one migrator at a time
+        self.conn.execute(f"SELECT pg_advisory_lock({_KEYS})")  # one migrator at a time
         try:
             for stmt in script.split(";"):
                 if stmt.strip():
                     self.conn.execute(stmt)
         finally:
-            self.conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+            self.conn.execute(f"SELECT pg_advisory_unlock({_KEYS})")
 
     def close(self) -> None:
         self.conn.close()
@@ -212,7 +216,7 @@ class PostgresStore(SQLStore):
         if have == len(_WATCHED):
             return
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))  # one migrator
+            conn.execute(_WRITE_LOCK)  # one migrator
             conn.execute(_NOTIFY_FUNCTION)
             for table in _WATCHED:
                 # DROP and CREATE rather than CREATE OR REPLACE TRIGGER (PostgreSQL 14+)

@@ -11,7 +11,6 @@ serialised and what a write method has returned is durable.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -410,14 +409,15 @@ _NO_VOUCHES: Final[_VouchLog] = (
 )  # fmt: skip
 
 
+_TrustedPages = tuple[
+    NDArray[np.int64], NDArray[np.bool_], dict[int, str], dict[tuple[str, str], float]
+]
+"""Pages' ids, which are on a trusted site, their sites by id, the trusted pairs' lags."""
+
+
 def _log_rows(log: _VouchLog, at: NDArray[np.intp] | slice) -> _VouchLog:
     """The rows ``at`` of ``log``."""
     return (log[0][at], log[1][at], log[2][at], log[3][at], log[4][at])
-
-
-def _at_row(vouch: QuietUntil, row: int, prev: float, at: float) -> float:
-    """``vouch`` for one revisit of the batch's page ``row``."""
-    return float(vouch(np.array([row], dtype=np.intp), np.array([prev]), np.array([at]))[0])
 
 
 def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
@@ -680,9 +680,10 @@ class SQLStore:
     def _after_copy(self, db: Any, table: str, column: str) -> None:
         """What a backend must do after rows with explicit ids were copied into ``table``."""
 
-    def _after_bulk(self, db: Any, table: str) -> None:
-        """What a backend must do after many rows were written to ``table`` at once
-        (:data:`_MANY_ROWS` or more), for its queries to keep their indexes."""
+    def _after_bulk(self, db: Any, *tables: str) -> None:
+        """What a backend must do, outside a transaction, after many rows were
+        written to ``tables`` at once (:data:`_MANY_ROWS` or more), for its
+        queries to keep their indexes."""
 
     def _failed_first_from_4(self, db: Any) -> None:
         """Schema 4 to 5: every bucket vector gains its last figure, the first
@@ -1018,18 +1019,17 @@ class SQLStore:
             )
         adjust: dict[tuple[str, str, str, int], list[float]] = {}
         ends = np.r_[first[1:], n]  # rows are sorted by page: page j's are first[j]:ends[j]
-        # a re-fold asks of every revisit of its page in turn: read their hint rows at once
-        rb_vouch = None
-        if len(rebuild) and vouch is not None:
-            rb_vouch = self._quiet_until(
-                db, page_id[rebuild], pages.site[rebuild].tolist(), eager=True
-            )
+        quiet = (
+            self._page_quiet(db, page_id[rebuild], pages.site[rebuild].tolist())
+            if len(rebuild)
+            else None
+        )
         for pos, j in enumerate(rebuild.tolist()):
             state = states[j]
             batch_keys = set(cols.key[first[j] : ends[j]].tolist())
             self._rebuild_page(
                 db, state, int(page_id[j]), batch_keys, adjust, counts,
-                None if rb_vouch is None else functools.partial(_at_row, rb_vouch, pos),
+                None if quiet is None else quiet(pos),
             )  # fmt: skip
             db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
         result.reordered_pages = len(rebuild)
@@ -1330,23 +1330,13 @@ class SQLStore:
         mat[:, _F0] = np.bincount(rows, weights=failed_first, minlength=r)
         return keys % ns, (keys // ns + t0) * _BW, mat
 
-    def _quiet_until(
-        self,
-        db: Any,
-        page_id: NDArray[np.int64] | list[int],
-        site: list[str],
-        *,
-        eager: bool = False,
-    ) -> QuietUntil | None:
-        """The fold's ``quiet_until`` for the pages ``page_id`` (on sites ``site``;
-        rows: their positions), from the log of the hint sources the kept
-        verdict trusts both ways on each page's site
-        (:func:`recrawl.hints.quiet_until`); None when none is.
-
-        It reads the log when called, for the revisits asked about (the fold
-        asks only of those that found a change) and only the rows after
-        each revisit's previous fetch; ``eager`` reads every row of the pages
-        at once, for a fold that asks of one revisit at a time (a re-fold)."""
+    def _trusted_pages(
+        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
+    ) -> _TrustedPages | None:
+        """For the pages ``page_id`` (on sites ``site``): their ids, which are on a
+        site where the kept verdict trusts a hint source both ways, the site of
+        each of those (by id), and the trusted ``(site, source)`` pairs with their
+        lags (:func:`recrawl.hints.trusted_lags`); None when no page is."""
         raw = self._meta(db, "hint_verdict")
         if raw is None:
             return None
@@ -1358,28 +1348,21 @@ class SQLStore:
         if not on.any():
             return None
         ids = np.asarray(page_id, dtype=np.int64)
-        site_of = {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}
+        return ids, on, {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}, pairs
 
-        def read(pids: NDArray[np.int64], since: NDArray[np.float64] | None) -> _VouchLog:
-            # (since: None, or each page's revisit as rows prev and at)
-            return self._vouch_log(db, pids, since, site_of, pairs)
-
-        if eager:
-            rows_read = read(ids[on], None)
-            log = _log_rows(rows_read, np.argsort(rows_read[0], kind="stable"))
-            lp = log[0]
-
-            def known(
-                rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
-            ) -> NDArray[np.float64]:
-                pids = ids[rows]
-                if len(pids) == 1:  # a re-fold asks of one revisit: its page's rows only
-                    a = int(np.searchsorted(lp, pids[0], side="left"))
-                    b = int(np.searchsorted(lp, pids[0], side="right"))
-                    return quiet_until(pids, prev, at, *_log_rows(log, slice(a, b)))
-                return quiet_until(pids, prev, at, *log)
-
-            return known
+    def _quiet_until(
+        self, db: Any, page_id: NDArray[np.int64], site: list[str]
+    ) -> QuietUntil | None:
+        """The fold's ``quiet_until`` for the pages ``page_id`` (on sites ``site``;
+        rows: their positions), from the log of the hint sources the kept
+        verdict trusts both ways on each page's site
+        (:func:`recrawl.hints.quiet_until`); None when none is. It reads the log
+        when called, for the revisits asked about (the fold asks only of those
+        that found a change), and only the rows after each one's previous fetch."""
+        trusted = self._trusted_pages(db, page_id, site)
+        if trusted is None:
+            return None
+        ids, on, site_of, pairs = trusted
 
         def lazy(
             rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
@@ -1388,11 +1371,36 @@ class SQLStore:
             sel = np.flatnonzero(on[rows])
             if len(sel):
                 pids = ids[rows[sel]]
-                log = read(pids, np.stack([prev[sel], at[sel]]))
+                log = self._vouch_log(db, pids, np.stack([prev[sel], at[sel]]), site_of, pairs)
                 out[sel] = quiet_until(pids, prev[sel], at[sel], *log)
             return out
 
         return lazy
+
+    def _page_quiet(
+        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
+    ) -> Callable[[int], Callable[[float, float], float]] | None:
+        """For a fold that takes one revisit at a time (a re-fold, a checkpoint):
+        per page (its position in ``page_id``), the ``quiet_until(prev, at)`` of
+        :func:`recrawl.pagestate.apply_observation`, from all the page's rows of
+        the trusted sources' log, read for every page at once. None when no
+        source is trusted on the pages' sites."""
+        trusted = self._trusted_pages(db, page_id, site)
+        if trusted is None:
+            return None
+        ids, on, site_of, pairs = trusted
+        got = self._vouch_log(db, ids[on], None, site_of, pairs)
+        log = _log_rows(got, np.argsort(got[0], kind="stable"))
+
+        def of_page(row: int) -> Callable[[float, float], float]:
+            pid = ids[row : row + 1]
+            a, b = np.searchsorted(log[0], [pid[0], pid[0] + 1])
+            mine = _log_rows(log, slice(int(a), int(b)))
+            return lambda prev, at: float(
+                quiet_until(pid, np.array([prev]), np.array([at]), *mine)[0]
+            )
+
+        return of_page
 
     def _vouch_log(
         self,
@@ -1571,16 +1579,7 @@ class SQLStore:
                 on_batch(total)
         if total.stored >= _MANY_ROWS:  # once, after the whole read
             with self._lock:
-                db = self._db
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    self._after_bulk(db, "hints")
-                    self._after_bulk(db, "hint_log")
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
+                self._after_bulk(self._db, "hints", "hint_log")
         return total
 
     def _ingest_hint_batch(self, batch: Sequence[Hint], add_urls: bool) -> HintResult:
@@ -1956,9 +1955,7 @@ class SQLStore:
         # the revisits' quiet stretches, as the ingest's fold took them
         ids = list(state)
         row_of = {pid: j for j, pid in enumerate(ids)}
-        vouch = self._quiet_until(
-            db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids], eager=True
-        )
+        quiet = self._page_quiet(db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids])
         for pid, group in groupby(rows, key=itemgetter(0)):
             row = state.get(pid)
             if row is None:  # a row of no page (never written by recrawl): left alone
@@ -1967,15 +1964,13 @@ class SQLStore:
             cp = cps.get(pid)
             reached = _from_checkpoint(page, None if cp is None else cp[1:])
             t = -math.inf
+            page_quiet = None if quiet is None else quiet(row_of[pid])
             for _, t, fixed, old, rest in group:
                 if t < page.first_seen:
                     page.first_seen = t
                 apply_observation(
-                    page, _logged(page, t, rest), fixed, half_life_days=hl,
-                    quiet_until=None if vouch is None else functools.partial(
-                        _at_row, vouch, row_of[pid]
-                    ),
-                )  # fmt: skip
+                    page, _logged(page, t, rest), fixed, half_life_days=hl, quiet_until=page_quiet
+                )
                 reached = reached or old in CONTENT_OUTCOMES
             until = max(t, -math.inf if cp is None else cp[0])
             out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))

@@ -160,11 +160,12 @@ class PostgresStore(SQLStore):
             f"(SELECT coalesce(max({column}), 0) + 1 FROM {table}), false)"
         )
 
-    def _after_bulk(self, db: Any, table: str) -> None:
+    def _after_bulk(self, db: Any, *tables: str) -> None:
         # fresh statistics: without them (autovacuum off, or not yet run) the
         # planner takes a large table for a small one and scans it whole for
         # every lookup of a few pages (the fold's hint-log read: 100 ms a batch)
-        db.execute(f"ANALYZE {table}")
+        for table in tables:
+            db.execute(f"ANALYZE {table}")  # (autocommit: a transaction of its own)
 
     def _claim_keys(self, db: Any, keys: list[int]) -> set[int]:
         rows = db.execute(

@@ -28,11 +28,10 @@ from .estimate import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from .freshness import allocation_value, budget_for_freshness, optimal_allocation
 from .hints import (
     HINT_LAG_DEFAULT_S,
-    HINT_LAG_MIN_ROWS,
-    HINT_LAG_QUANTILE,
     TRUSTED_MEANS,
     Hint,
     SourceTrust,
+    reporting_lag,
     revisit_moves,
     signal_state,
     source_trust,
@@ -478,13 +477,11 @@ class Engine:
         page's ``lastmod`` the source is read with it (its sitemap regenerated
         every few days, a feed cached, plus the time between reads).
 
-        The :data:`HINT_LAG_QUANTILE` percentile of (first seen − ``lastmod``),
-        clipped at 0, over the ``lastmod`` moves first seen in the ``days``
-        before ``until`` (default: the newest fetch in the log, as
-        :meth:`hint_trust`'s window); a page's first listing by a source is
-        no move (its ``lastmod`` may be months old). A (site, source) pair
-        with fewer than :data:`HINT_LAG_MIN_ROWS` moves gets
-        :data:`HINT_LAG_DEFAULT_S`. Empty without hints. A source vouches for
+        :func:`recrawl.hints.reporting_lag` of the ``lastmod`` moves first
+        seen in the ``days`` before ``until`` (default: the newest fetch in
+        the log, as :meth:`hint_trust`'s window); a page's first listing by a
+        source is no move (its ``lastmod`` may be months old). A pair without
+        a move gets :data:`recrawl.hints.HINT_LAG_DEFAULT_S`. Empty without hints. A source vouches for
         a page only until its latest read minus its lag
         (:func:`recrawl.hints.signal_state`).
         """
@@ -530,16 +527,13 @@ class Engine:
         listed[found] = latest.first_seen[order[pos[found]]]
         keep &= found & (g_idx >= 0) & (log.first_seen > listed)
         if site_code is not None and keep.any():
-            delay = np.maximum(log.first_seen[keep] - log.lastmod[keep], 0.0)
-            gsite = site_code[g_idx[keep]]
-            gs = g_src[keep]
-            key = gsite * n_src + gs
+            seen, lastmod = log.first_seen[keep], log.lastmod[keep]
+            key = site_code[g_idx[keep]] * n_src + g_src[keep]
             keys, inv = np.unique(key, return_inverse=True)
             for i, k in enumerate(keys.tolist()):
-                d = delay[inv == i]
-                if len(d) >= HINT_LAG_MIN_ROWS:
-                    pair = (site_names[k // n_src], latest.sources[k % n_src])
-                    out[pair] = float(np.percentile(d, HINT_LAG_QUANTILE))
+                mine = inv == i
+                pair = (site_names[k // n_src], latest.sources[k % n_src])
+                out[pair] = reporting_lag(seen[mine], lastmod[mine])
         return {p: out.get(p, HINT_LAG_DEFAULT_S) for p in sorted(pairs)}
 
     def hint_report(

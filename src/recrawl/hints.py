@@ -67,6 +67,7 @@ __all__ = [
     "read_hint_document",
     "read_hints",
     "read_sitemap",
+    "reporting_lag",
     "revisit_moves",
     "signal_state",
     "source_trust",
@@ -606,6 +607,21 @@ def quiet_until(
     np.minimum.at(best, rev, np.minimum(fs[row] - lag[row], lm[row]))
     with np.errstate(invalid="ignore"):
         return np.where((best > prev) & (best < at), best, np.nan)
+
+
+def reporting_lag(first_seen: FloatArray, lastmod: FloatArray) -> float:
+    """A source's reporting lag on a site, seconds, from its ``lastmod`` moves
+    there (each move's ``lastmod`` and when the source first gave it): the
+    :data:`HINT_LAG_QUANTILE` percentile of (first seen − ``lastmod``), clipped
+    at 0; :data:`HINT_LAG_DEFAULT_S` with fewer than :data:`HINT_LAG_MIN_ROWS` moves.
+
+    >>> reporting_lag(np.arange(10.0) + 5.0, np.arange(10.0)), reporting_lag(np.ones(3), np.zeros(3))
+    (5.0, 86400.0)
+    """
+    delay = np.maximum(np.asarray(first_seen, dtype=np.float64) - lastmod, 0.0)
+    if delay.size < HINT_LAG_MIN_ROWS:
+        return HINT_LAG_DEFAULT_S
+    return float(np.percentile(delay, HINT_LAG_QUANTILE))
 
 
 def trusted_lags(verdict: str | Mapping[str, Any] | None) -> dict[tuple[str, str], float]:

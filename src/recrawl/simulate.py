@@ -59,10 +59,9 @@ from .estimate import fold_revisits
 from .freshness import Objective, optimal_allocation
 from .hints import (
     HINT_LAG_DEFAULT_S,
-    HINT_LAG_MIN_ROWS,
-    HINT_LAG_QUANTILE,
     SourceTrust,
     quiet_until,
+    reporting_lag,
     revisit_moves,
     signal_state,
     source_trust,
@@ -479,12 +478,10 @@ class _SitemapView:
         sites = np.flatnonzero(self.site_quiet | self.site_changes)
         pages = np.flatnonzero(np.isin(self.site, sites))
         page, lastmod, seen, move = self._log(pages)
-        delay = np.maximum(seen[move] - lastmod[move], 0.0)
         site = self.site[page[move]]
         for s in sites.tolist():
-            d = delay[site == s]
-            if d.size >= HINT_LAG_MIN_ROWS:
-                self.site_lag[s] = float(np.percentile(d, HINT_LAG_QUANTILE))
+            mine = site == s
+            self.site_lag[s] = reporting_lag(seen[move][mine], lastmod[move][mine])
 
     @property
     def trust(self) -> list[SourceTrust]:

@@ -31,6 +31,7 @@ from .hints import (
     TRUSTED_MEANS,
     Hint,
     SourceTrust,
+    ranges,
     reporting_lag,
     revisit_moves,
     signal_state,
@@ -445,7 +446,7 @@ class Engine:
         lo = np.searchsorted(pair_page, pred.page, side="left")
         count = np.searchsorted(pair_page, pred.page, side="right") - lo
         rev = np.repeat(np.arange(len(pred.page)), count)
-        pair = lo[rev] + np.arange(len(rev)) - np.repeat(np.cumsum(count) - count, count)
+        pair = ranges(lo, count)
         # the log's rows, on the same pairs (−1: a pair the latest hints lack)
         g_idx = index[log.page]
         g_src = _recode(log.source, log.sources, latest.sources)

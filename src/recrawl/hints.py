@@ -64,6 +64,7 @@ __all__ = [
     "parse_hint",
     "parse_lastmod",
     "quiet_until",
+    "ranges",
     "read_hint_document",
     "read_hints",
     "read_sitemap",
@@ -533,6 +534,20 @@ def signal_state(
     return checked, stale
 
 
+def ranges(base: IntArray, lens: IntArray) -> IntArray:
+    """``concatenate([arange(b, b + n) for b, n in zip(base, lens)])``, vectorised.
+
+    >>> ranges(np.array([5, 0]), np.array([2, 3]))
+    array([5, 6, 0, 1, 2])
+    """
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.cumsum(lens) - lens
+    out: IntArray = np.repeat(base - before, lens) + np.arange(total, dtype=np.int64)
+    return out
+
+
 def quiet_until(
     rev_page: IntArray,
     rev_prev: FloatArray,
@@ -594,7 +609,7 @@ def quiet_until(
     lo = np.searchsorted(lp[order], page, side="left")
     count = np.searchsorted(lp[order], page, side="right") - lo
     rev = np.repeat(np.arange(page.size), count)
-    row = order[lo[rev] + np.arange(rev.size) - np.repeat(np.cumsum(count) - count, count)]
+    row = order[ranges(lo, count)]
     p, a = prev[rev], at[rev]
     with np.errstate(invalid="ignore"):
         ok = (fs[row] > p) & (fs[row] <= a) & (lm[row] > p) & (listed[row] <= p)

@@ -61,6 +61,7 @@ from .hints import (
     HINT_LAG_DEFAULT_S,
     SourceTrust,
     quiet_until,
+    ranges,
     reporting_lag,
     revisit_moves,
     signal_state,
@@ -236,16 +237,6 @@ _SITEMAP_STREAM = 7_919
 apart from the policies' streams (``[seed, policy number]``)."""
 
 
-def _ranges(base: IntArray, lens: IntArray) -> IntArray:
-    """``concatenate([arange(b, b + n) for b, n in zip(base, lens)])``, vectorised."""
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    before = np.cumsum(lens) - lens
-    out: IntArray = np.repeat(base - before, lens) + np.arange(total, dtype=np.int64)
-    return out
-
-
 class _Sitemap:
     """What a sitemap read every ``every_s`` seconds shows of each page: the web's side,
     the same for every policy of a replay.
@@ -399,13 +390,13 @@ class _SitemapView:
         if sm.kind == "stamped":
             hi = np.minimum(sm.last_read[pages], self.reads_done - 1)
             lens = np.maximum(hi - sm.first_read[pages] + 1, 0)
-            at = _ranges(sm.first_read[pages], lens)
+            at = ranges(sm.first_read[pages], lens)
             values = sm.reads[at]
             move = np.ones(at.size, dtype=bool)
             move[np.cumsum(lens)[lens > 0] - lens[lens > 0]] = False
             return np.repeat(pages, lens), values, values, move
         lens = self.count[pages]
-        at = _ranges(sm.off[pages], lens)
+        at = ranges(sm.off[pages], lens)
         return np.repeat(pages, lens), sm.e_value[at], sm.reads[sm.e_read[at]], sm.e_move[at]
 
     def judge(self) -> None:

@@ -85,20 +85,33 @@ class Problem:
         """Fresh days until the horizon with no further visit, per rate."""
         return -np.expm1(-self.rate * (units_left * self.unit)) / self.rate
 
-    def bayes(self, mu: float) -> tuple[Result, tuple[int, Callable[..., Result]]]:
+    def posterior(self, unchanged: int, counts: tuple[int, ...]) -> FloatArray:
+        """Posterior of the rate on the grid after ``unchanged`` units without a
+        change and ``counts[j]`` changed revisits of interval ``j``."""
+        ll = np.log(self.prior) - self.rate * (unchanged * self.unit)
+        ll = ll + np.asarray(counts, dtype=np.float64) @ self.log_p_change
+        w = np.exp(ll - ll.max())
+        return np.asarray(w / w.sum(), dtype=np.float64)
+
+    def elapsed(self, unchanged: int, counts: tuple[int, ...]) -> int:
+        """Units since the start at the state's last visit."""
+        return unchanged + sum(c * d for c, d in zip(counts, self.intervals, strict=True))
+
+    def bayes(self, mu: float | FloatArray) -> tuple[Result, tuple[int, Callable[..., Result]]]:
         """Best learning policy at visit price ``mu``: its result, and its number of
-        states and table (``table(unchanged, counts)``)."""
-        log_prior = np.log(self.prior)
+        states and table (``table(unchanged, counts)``).
+
+        ``mu`` is one price for every visit, or the price of a visit at each
+        unit of time (``mu[t]``, ``t`` = 0 … horizon): the Lagrange multipliers
+        of a budget per unit of time (see :func:`paced`)."""
         iv = self.intervals
+        price = np.broadcast_to(np.asarray(mu, dtype=np.float64), (self.horizon + 1,))
 
         @functools.cache
         def value(unchanged: int, counts: tuple[int, ...]) -> Result:
-            t = unchanged + sum(c * d for c, d in zip(counts, iv, strict=True))
+            t = self.elapsed(unchanged, counts)
             left = self.horizon - t
-            ll = log_prior - self.rate * (unchanged * self.unit)
-            ll = ll + np.asarray(counts, dtype=np.float64) @ self.log_p_change
-            w = np.exp(ll - ll.max())
-            w /= w.sum()
+            w = self.posterior(unchanged, counts)
             stay = float(w @ self.stop_fresh(left))
             best: Result = (stay, 0.0, stay, -1)
             for j, d in enumerate(iv):
@@ -110,7 +123,7 @@ class Problem:
                 bumped[j] += 1
                 vc = value(unchanged, tuple(bumped)) if pc > 1e-12 else NONE
                 vu = value(unchanged + d, counts) if pc < 1.0 - 1e-12 else NONE
-                v = fr - mu + pc * vc[0] + (1.0 - pc) * vu[0]
+                v = fr - float(price[t + d]) + pc * vc[0] + (1.0 - pc) * vu[0]
                 if v > best[0] + 1e-12:
                     visits = 1.0 + pc * vc[1] + (1.0 - pc) * vu[1]
                     best = (v, visits, fr + pc * vc[2] + (1.0 - pc) * vu[2], j)
@@ -119,12 +132,43 @@ class Problem:
         root = value(0, (0,) * len(iv))
         return root, (value.cache_info().currsize, value)
 
-    def known(self, mu: float) -> Result:
-        """Best policy told the rate, averaged over the prior (time is the only state)."""
+    def visits_by_time(self, table: Callable[..., Result]) -> FloatArray:
+        """Expected visits at each unit of time (0 … horizon) of the policy
+        ``table`` (from :meth:`bayes`), from the free visit at 0 on."""
+        out = np.zeros(self.horizon + 1)
+        # mass of the states at each time, taken in order of time so that each
+        # state's mass is complete when it is taken
+        at: list[dict[tuple[int, tuple[int, ...]], float]] = [{} for _ in out]
+        at[0][(0, (0,) * len(self.intervals))] = 1.0
+        for t, states in enumerate(at):
+            for (unchanged, counts), p in states.items():
+                j = table(unchanged, counts)[3]
+                if j < 0:
+                    continue
+                d = self.intervals[j]
+                out[t + d] += p
+                pc = float(self.posterior(unchanged, counts) @ self.p_change[j])
+                bumped = list(counts)
+                bumped[j] += 1
+                for nxt, q in (((unchanged, tuple(bumped)), pc), ((unchanged + d, counts), 1 - pc)):
+                    if q * p > 0:
+                        at[t + d][nxt] = at[t + d].get(nxt, 0.0) + q * p
+        return out
+
+    def known(self, mu: float | FloatArray) -> Result:
+        """Best policy told the rate, averaged over the prior (time is the only state).
+
+        ``mu`` as for :meth:`bayes`."""
+        return self.known_policy(mu)[0]
+
+    def known_policy(self, mu: float | FloatArray) -> tuple[Result, FloatArray]:
+        """:meth:`known`'s result, and its expected visits at each unit of time."""
         n = self.rate.size
+        price = np.broadcast_to(np.asarray(mu, dtype=np.float64), (self.horizon + 1,))
         v = np.zeros((self.horizon + 1, n))
         visits = np.zeros_like(v)
         fresh = np.zeros_like(v)
+        choice = np.full((self.horizon + 1, n), -1)
         for t in range(self.horizon, -1, -1):
             left = self.horizon - t
             best = self.stop_fresh(left)
@@ -132,18 +176,29 @@ class Problem:
             for j, d in enumerate(self.intervals):
                 if d > left:
                     break
-                cand = self.fresh[j] - mu + v[t + d]
+                cand = self.fresh[j] - price[t + d] + v[t + d]
                 better = cand > best + 1e-12
                 best = np.where(better, cand, best)
                 bv = np.where(better, 1.0 + visits[t + d], bv)
                 bf = np.where(better, self.fresh[j] + fresh[t + d], bf)
+                choice[t] = np.where(better, j, choice[t])
             v[t], visits[t], fresh[t] = best, bv, bf
-        return (
+        mass = np.zeros((self.horizon + 1, n))
+        mass[0] = self.prior
+        by_time = np.zeros(self.horizon + 1)
+        step = np.array(self.intervals)
+        for t in range(self.horizon + 1):
+            go = choice[t] >= 0
+            nxt = t + step[choice[t][go]]
+            np.add.at(mass, (nxt, np.flatnonzero(go)), mass[t][go])
+            by_time[t] += mass[t].sum() if t else 0.0
+        result = (
             float(self.prior @ v[0]),
             float(self.prior @ visits[0]),
             float(self.prior @ fresh[0]),
             -1,
         )
+        return result, by_time
 
     def uniform(self, every_days: float) -> float:
         """Fresh days of visiting every ``every_days``, averaged over the prior."""
@@ -185,6 +240,58 @@ def matched(
     }, x_lo
 
 
+def paced(
+    p: Problem,
+    budget: float,
+    mu0: float,
+    *,
+    learning: bool,
+    iterations: int,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
+    """The ceiling with the budget paced as a crawl gets it: at most ``budget``
+    visits per page per day in every unit of time, not only over the year.
+
+    Weak duality: for any prices ``mu[t] >= 0`` of a visit at each unit of
+    time, ``D(mu) = max over single-page policies of E[fresh days - sum of
+    mu[t] over its visits] + sum over t of mu[t] * budget * unit`` bounds the
+    fresh days per page of every policy that keeps, at every unit of time,
+    its expected visits per page within ``budget * unit`` (pages are
+    exchangeable before they are visited, so the same prices serve every page).
+    ``D`` is minimised by projected subgradient from the flat price ``mu0``
+    (the year-long relaxation's, whose ``D`` is that relaxation's bound);
+    the least ``D`` met is returned, a valid bound however far the descent got.
+    """
+    per_unit = budget * p.unit
+    mu = np.full(p.horizon + 1, mu0)
+    mu[0] = 0.0  # the first fetch, at the start, is free
+    best: dict[str, Any] = {}
+    for k in range(1, iterations + 1):
+        if learning:
+            (val, *_), (_, table) = p.bayes(mu)
+            use = p.visits_by_time(table)
+        else:
+            (val, *_), use = p.known_policy(mu)
+        bound = val + per_unit * float(mu[1:].sum())
+        if not best or bound < best["fresh_days"]:
+            over = use[1:] / per_unit
+            best = {
+                "fresh_days": round(bound, 3),
+                "freshness": round(bound / (p.horizon * p.unit), 4),
+                "iteration": k,
+                "most_over_budget": round(float(over.max()), 2),
+                "price_first_60_days": [round(float(x), 2) for x in mu[1 : 1 + round(60 / p.unit)]],
+                "price_median": round(float(np.median(mu[1:])), 2),
+            }
+        if on_step is not None:
+            on_step(k, bound)
+        g = per_unit - use  # the subgradient of D in mu
+        g[0] = 0.0
+        mu = np.maximum(mu - (1.0 / math.sqrt(k)) * g / per_unit, 0.0)
+    best["iterations"] = iterations
+    return best
+
+
 def first_revisits(table: Callable[..., Result], p: Problem) -> list[str]:
     """The best learning policy's first steps along a run of changed revisits."""
     steps = []
@@ -209,6 +316,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--min-rate", type=float, default=1 / 365)
     ap.add_argument("--max-rate", type=float, default=1.0)
     ap.add_argument("--grid", type=int, default=64)
+    ap.add_argument(
+        "--paced-iterations",
+        type=int,
+        default=60,
+        help="descent steps of the paced ceiling (0: skip it); each solves the programme once",
+    )
     args = ap.parse_args(argv)
     try:
         intervals = tuple(int(x) for x in args.intervals.split(","))
@@ -251,11 +364,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "known_rates": {**k, "freshness": round(k["fresh_days"] / days, 4)},
             "uniform": {"visits_per_page": round(visits, 3), "freshness": round(u / days, 4)},
             "bayes_first_revisits": first_revisits(table, p),
-            "seconds": round(time.perf_counter() - t0, 1),
         }
         kf = res["known_rates"]["freshness"]
         res["bayes_over_known"] = round(res["bayes"]["freshness"] / kf, 4)
         res["uniform_over_known"] = round(res["uniform"]["freshness"] / kf, 4)
+        if args.paced_iterations > 0:
+
+            def progress(i: int, bound: float) -> None:
+                print(f"\rpaced ceiling: step {i}, {bound:.3f} fresh days", end="", file=sys.stderr)
+
+            for name, learning, mu in (("bayes", True, b["mu"]), ("known_rates", False, k["mu"])):
+                res[f"{name}_paced"] = paced(
+                    p,
+                    budget,
+                    mu,
+                    learning=learning,
+                    iterations=args.paced_iterations,
+                    on_step=progress,
+                )
+            print(file=sys.stderr)
+            res["bayes_paced_over_known"] = round(res["bayes_paced"]["freshness"] / kf, 4)
+        res["seconds"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(res), flush=True)
         out.append(res)
     return out

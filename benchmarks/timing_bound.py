@@ -83,8 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl.freshness import optimal_allocation
-from recrawl.simulate import _Pages, generate_traces, replay
+from recrawl.simulate import _oracle_schedule, _Pages, generate_traces, replay
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -364,32 +363,10 @@ def _group(
 
 def oracle_times(p: _Pages, budget: float, seed: int = 0) -> list[FloatArray]:
     """The fetch times (unix seconds) of the replay's ``oracle`` in
-    ``replay(traces, budget, policies=["oracle"], seed=seed)``: the lines of
-    ``recrawl.simulate._run_oracle``, with its random stream."""
+    ``replay(traces, budget, policies=["oracle"], seed=seed)``, with its random
+    stream."""
     rng = np.random.default_rng([seed, 0])
-    days = (p.end - p.start) / DAY_S
-    alloc = optimal_allocation(
-        p.hindsight_rates(),
-        budget * p.n,
-        weight=p.value,
-        cost=p.cost * days / float(days.mean()),
-        objective="freshness",
-    )
-    out = []
-    for i in range(p.n):
-        f = alloc.visits_per_day[i]
-        if f <= 0:
-            out.append(np.zeros(0))
-            continue
-        step = DAY_S / f
-        due = (
-            p.start[i]
-            + rng.uniform(0.0, step)
-            + step * np.arange(int((p.end[i] - p.start[i]) / step) + 2)
-        )
-        when = p.t0 + np.ceil((due - p.t0) / CYCLE_S) * CYCLE_S
-        out.append(np.unique(when[(when <= p.end[i]) & (when > p.start[i])]))
-    return out
+    return _oracle_schedule(p, budget, CYCLE_S, "freshness", rng)
 
 
 def expected_freshness(pr: Problem, times: list[FloatArray]) -> float:

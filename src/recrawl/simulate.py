@@ -565,7 +565,7 @@ def _final_freshness(p: _Pages, last: FloatArray, fresh: FloatArray) -> float:
     return float(np.dot(p.value, frac) / p.value.sum()) if p.value.sum() > 0 else 0.0
 
 
-def _run_oracle(
+def _oracle_schedule(
     p: _Pages,
     budget: float,
     cycle_s: float,
@@ -573,7 +573,10 @@ def _run_oracle(
     rng: np.random.Generator,
     *,
     lifetimes: bool = True,
-) -> dict[str, Any]:
+) -> list[FloatArray]:
+    """Each page's fetch times (unix seconds, sorted, in ``(start, end]``) under
+    the optimal allocation on hindsight rates: every ``1 / f`` days from a
+    random phase, each put off to the end of its cycle."""
     days = (p.end - p.start) / DAY_S
     lam = p.hindsight_rates()
     mean_days = float(days.mean())
@@ -587,12 +590,11 @@ def _run_oracle(
     alloc = optimal_allocation(
         lam, budget * p.n, weight=weight, cost=p.cost * days / mean_days, objective=objective
     )
-    tally = _Tally()
-    fresh = np.zeros(p.n)
-    last = p.start.copy()
+    out = []
     for i in range(p.n):
         f = alloc.visits_per_day[i]
         if f <= 0:
+            out.append(np.zeros(0))
             continue
         step = DAY_S / f
         due = (
@@ -601,7 +603,24 @@ def _run_oracle(
             + step * np.arange(int((p.end[i] - p.start[i]) / step) + 2)
         )
         when = p.t0 + np.ceil((due - p.t0) / cycle_s) * cycle_s
-        when = np.unique(when[(when <= p.end[i]) & (when > p.start[i])])
+        out.append(np.unique(when[(when <= p.end[i]) & (when > p.start[i])]))
+    return out
+
+
+def _run_oracle(
+    p: _Pages,
+    budget: float,
+    cycle_s: float,
+    objective: Objective,
+    rng: np.random.Generator,
+    *,
+    lifetimes: bool = True,
+) -> dict[str, Any]:
+    schedule = _oracle_schedule(p, budget, cycle_s, objective, rng, lifetimes=lifetimes)
+    tally = _Tally()
+    fresh = np.zeros(p.n)
+    last = p.start.copy()
+    for i, when in enumerate(schedule):
         if when.size == 0:
             continue
         prev = np.concatenate([[p.start[i]], when[:-1]])

@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/learning_bound.py [--budget B ...] [--unit-days U] [--intervals K,K,...]
-        [--paced-iterations N]
+        [--paced-iterations N] [--prior log-uniform|real]
 
 The generated traces of ``benchmarks/replay.py`` (rates log-uniform between
 one change a year and one a day, one year) ask a policy to reach 0.97 of the
@@ -56,6 +56,11 @@ Both are matched to ``B × days`` visits per page by bisection on ``mu`` and
 interpolation between the two nearest policies (a mixture, which the
 relaxation allows). Prints one JSON object per run.
 
+With ``--prior real`` the rates are drawn instead from the pooled hindsight
+rates of the two real traces, as ``replay.py``'s ``generated_real_rates``
+suite draws them (the grid then spans them, each counted at its nearest
+point).
+
 Visits fall on a grid of ``U`` days, so the figures are those of policies on
 that grid; a finer grid moves the year-long ratio little (0.9425 with
 12-day steps and 12–96-day intervals, 0.944 with 6-day steps).
@@ -92,12 +97,19 @@ class Problem:
         min_rate: float,
         max_rate: float,
         grid: int,
+        prior_rates: FloatArray | None = None,
     ) -> None:
         self.unit = unit_days
         self.horizon = round(days / unit_days)
         self.intervals = tuple(sorted(intervals))
+        if prior_rates is not None:  # the grid spans them, each counted at its nearest point
+            min_rate, max_rate = float(prior_rates.min()), float(prior_rates.max())
         self.rate = np.exp(np.linspace(math.log(min_rate), math.log(max_rate), grid))
         self.prior = np.full(grid, 1.0 / grid)  # log-uniform: even on the log grid
+        if prior_rates is not None:
+            step = (math.log(max_rate) - math.log(min_rate)) / max(grid - 1, 1)
+            at = np.rint((np.log(prior_rates) - math.log(min_rate)) / step).astype(np.int64)
+            self.prior = np.bincount(at, minlength=grid) / prior_rates.size
         span = np.outer(np.array(self.intervals, dtype=np.float64) * unit_days, self.rate)
         self.p_change = -np.expm1(-span)
         self.log_p_change = np.log(self.p_change)
@@ -262,6 +274,14 @@ def matched(
     }, x_lo
 
 
+def real_rates(trace_dir: str) -> FloatArray:
+    """The pooled hindsight rates of the real traces, changes per day (as
+    ``replay.py``'s ``generated_real_rates`` suite draws them)."""
+    from replay import _real_rates  # benchmarks/replay.py, beside this script
+
+    return np.asarray(_real_rates(trace_dir), dtype=np.float64)
+
+
 def paced(
     p: Problem,
     budget: float,
@@ -339,6 +359,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--max-rate", type=float, default=1.0)
     ap.add_argument("--grid", type=int, default=64)
     ap.add_argument(
+        "--prior",
+        choices=("log-uniform", "real"),
+        default="log-uniform",
+        help="the rates pages are drawn from: log-uniform between --min-rate and --max-rate "
+        "(replay.py's generated suite), or the pooled hindsight rates of the real traces "
+        "(its generated_real_rates suite; --min-rate and --max-rate are then theirs)",
+    )
+    ap.add_argument("--traces", default="/work/shared/traces", help="for --prior real")
+    ap.add_argument(
         "--paced-iterations",
         type=int,
         default=0,
@@ -365,6 +394,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         min_rate=args.min_rate,
         max_rate=args.max_rate,
         grid=args.grid,
+        prior_rates=real_rates(args.traces) if args.prior == "real" else None,
     )
     most = p.horizon // p.intervals[0]
     if max(args.budget) * p.horizon * p.unit > most:
@@ -387,7 +417,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "days": days,
             "unit_days": p.unit,
             "intervals_days": [d * p.unit for d in p.intervals],
-            "rates_per_day": [args.min_rate, args.max_rate],
+            "prior": args.prior,
+            "rates_per_day": [float(p.rate[0]), float(p.rate[-1])],
             "states": states,
             "bayes": {**b, "freshness": round(b["fresh_days"] / days, 4)},
             "known_rates": {**k, "freshness": round(k["fresh_days"] / days, 4)},

@@ -106,3 +106,20 @@ def test_pacing_lowers_the_learning_ceiling_of_a_fresh_crawl(lb: ModuleType) -> 
     assert res["fresh_days"] < known["fresh_days"]
     never = float(p.prior @ p.stop_fresh(p.horizon))
     assert res["fresh_days"] > never
+
+
+def test_a_prior_drawn_from_given_rates_spans_them_and_counts_each(lb: ModuleType) -> None:
+    """``--prior real``: the grid runs from the least rate to the greatest, and
+    each rate counts once at its nearest grid point."""
+    rates = np.array([0.001, 0.001, 0.01, 0.1])
+    p = lb.Problem(
+        days=365.0,
+        unit_days=24.0,
+        intervals=(1, 2),
+        min_rate=1.0,
+        max_rate=2.0,
+        grid=3,
+        prior_rates=rates,
+    )
+    assert p.rate == pytest.approx([0.001, 0.01, 0.1])
+    assert p.prior == pytest.approx([0.5, 0.25, 0.25])

@@ -83,7 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl.simulate import _oracle_schedule, _Pages, generate_traces, replay
+from recrawl.simulate import _oracle_schedule, _Pages, _run_schedule, generate_traces, replay
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -380,19 +380,6 @@ def expected_freshness(pr: Problem, times: list[FloatArray]) -> float:
     return total / p.n
 
 
-def measured_freshness(p: _Pages, times: list[FloatArray]) -> float:
-    """The replay's freshness of the given fetch times (fresh from each fetch to the
-    page's next change), to check that :func:`oracle_times` rebuilt the replay's."""
-    share = np.zeros(p.n)
-    for i, when in enumerate(times):
-        prev = np.concatenate([[p.start[i]], when])
-        upto = np.concatenate([when, [p.end[i]]])
-        idx = np.full(prev.size, i, dtype=np.int64)
-        fresh = float(np.sum(np.minimum(p.next_after(idx, prev), upto) - prev))
-        share[i] = fresh / (p.end[i] - p.start[i])
-    return float(np.dot(p.value, share) / p.value.sum())
-
-
 _PARTS: dict[tuple[int, float, int, int], Problem] = {}
 
 
@@ -525,7 +512,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "slot_fetches": int(pr.caps.sum()),
                 "oracle_measured": round(measured_f, 5),
                 "oracle_expected": round(expected, 5),
-                "oracle_reproduced": abs(measured_freshness(pr.p, times) - measured_f) < 1e-9,
+                "oracle_reproduced": abs(_run_schedule(pr.p, times)["freshness"] - measured_f)
+                < 1e-9,
                 "bound_yearly_total": round(res["bound_yearly_total"], 5),
                 "bound_per_slot": round(res["bound_per_slot"], 5),
                 "yearly_total_over_oracle": round(res["bound_yearly_total"] / expected, 4),

@@ -607,16 +607,9 @@ def _oracle_schedule(
     return out
 
 
-def _run_oracle(
-    p: _Pages,
-    budget: float,
-    cycle_s: float,
-    objective: Objective,
-    rng: np.random.Generator,
-    *,
-    lifetimes: bool = True,
-) -> dict[str, Any]:
-    schedule = _oracle_schedule(p, budget, cycle_s, objective, rng, lifetimes=lifetimes)
+def _run_schedule(p: _Pages, schedule: list[FloatArray]) -> dict[str, Any]:
+    """Replay result of fetching each page at fixed times (``schedule[i]``,
+    sorted, in ``(start, end]``), whatever the fetches find."""
     tally = _Tally()
     fresh = np.zeros(p.n)
     last = p.start.copy()
@@ -965,7 +958,10 @@ def replay(
     for i, name in enumerate(names):
         rng = np.random.default_rng([seed, i])
         if name in ("oracle", "oracle_rates"):
-            res = _run_oracle(p, budget, cycle_s, objective, rng, lifetimes=name == "oracle")
+            schedule = _oracle_schedule(
+                p, budget, cycle_s, objective, rng, lifetimes=name == "oracle"
+            )
+            res = _run_schedule(p, schedule)
             if progress is not None:
                 progress(name, 1, 1)
         else:

@@ -74,6 +74,17 @@ def clipped(traces: list[Trace], days: float) -> list[Trace]:
     return out
 
 
+def test_a_policys_result_does_not_depend_on_the_policies_beside_it() -> None:
+    traces = generate_traces("poisson", pages=40, days=60.0, seed=3)
+    alone = {
+        name: replay(traces, 0.1, policies=[name], seed=5)["policies"][name]
+        for name in ("recrawl", "oracle")
+    }
+    together = replay(traces, 0.1, policies=["uniform", "oracle", "greedy", "recrawl"], seed=5)
+    for name, res in alone.items():
+        assert together["policies"][name] == res
+
+
 def test_result_shape_and_progress_for_every_policy() -> None:
     traces = clipped(load_traces(PGA)[:25], 200)
     seen: dict[str, tuple[int, int]] = {}
@@ -123,9 +134,14 @@ def test_oracle_rates_is_the_optimum_blind_to_how_long_pages_are_watched() -> No
     late = line(
         page="late", start=90 * DAY, end=100 * DAY, changes=[DAY * (90.5 + k) for k in range(9)]
     )
-    r = replay([*long_lived, late], 0.2, policies=["oracle", "oracle_rates"])["policies"]
-    assert r["oracle"]["cost"] == pytest.approx(r["oracle_rates"]["cost"], abs=2)
-    assert r["oracle"]["freshness"] > r["oracle_rates"]["freshness"] + 0.02
+    # the oracles' phases are random: compare them on average over seeds
+    ahead = []
+    for seed in range(10):
+        r = replay([*long_lived, late], 0.2, policies=["oracle", "oracle_rates"], seed=seed)
+        r = r["policies"]
+        assert r["oracle"]["cost"] == pytest.approx(r["oracle_rates"]["cost"], abs=2)
+        ahead.append(r["oracle"]["freshness"] - r["oracle_rates"]["freshness"])
+    assert sum(ahead) / len(ahead) > 0.02
     # watched for the same days, every page-day already counts the same
     r = replay(long_lived, 0.2, policies=["oracle", "oracle_rates"])["policies"]
     assert r["oracle"]["fetches"] == r["oracle_rates"]["fetches"]

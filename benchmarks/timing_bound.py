@@ -199,7 +199,7 @@ class Problem:
 
     def __init__(self, seed: int, budget: float, pages: IntArray | None = None) -> None:
         traces = generate_traces("business_hours", pages=300, days=365.0, seed=seed)
-        self.traces = traces
+        self.seed, self.budget, self.traces = seed, budget, traces
         self.p = p = _Pages(traces)
         if not (np.all(p.start == p.t0) and np.all(p.end == p.t1) and np.ptp(p.value) == 0):
             raise ValueError("the bound assumes every page watched all year, at equal value")
@@ -398,15 +398,14 @@ def _solve_part(args: tuple[int, float, int, int, FloatArray]) -> tuple[float, I
 
 
 def bound(
-    seed: int,
-    budget: float,
+    pr: Problem,
     iterations: int,
     pool: Executor | None,
     parts: int,
     floor: float,
 ) -> dict[str, Any]:
-    """The two bounds for one trace set: the best single price (bisection), then
-    per-slot prices by projected subgradient steps from it.
+    """The two bounds for the trace set of ``pr``: the best single price
+    (bisection), then per-slot prices by projected subgradient steps from it.
 
     Polyak's step aims at ``target = best − gap``: ``gap`` starts at half the
     distance from the single-price bound down to ``floor`` (the oracle's
@@ -416,7 +415,7 @@ def bound(
     one. The step lengths do not touch the bound's validity. Returns the
     bounds (shares of page-time), the steps taken and the prices' summary.
     """
-    pr = Problem(seed, budget, pages=np.zeros(0, dtype=np.int64))
+    seed, budget = pr.seed, pr.budget
     scale = pr.seconds * pr.p.n  # D is in shares of page-time; prices in fresh seconds
     caps = pr.caps.astype(np.float64)
 
@@ -506,7 +505,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             measured_f = float(measured["policies"]["oracle"]["freshness"])
             times = oracle_times(pr.p, args.budget)
             expected = expected_freshness(pr, times)
-            res = bound(seed, args.budget, args.iterations, pool, args.jobs, expected)
+            res = bound(pr, args.iterations, pool, args.jobs, expected)
             out["seeds"][str(seed)] = {
                 "slots": int(pr.ts.size),
                 "slot_fetches": int(pr.caps.sum()),

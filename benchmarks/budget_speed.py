@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.freshness import budget_for_freshness, optimal_allocation, time_averaged_freshness
+from recrawl.plan.freshness import budget_for_freshness, optimal_allocation, time_averaged_freshness
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

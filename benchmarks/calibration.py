@@ -28,11 +28,11 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=30.0)
     args = ap.parse_args()
 
-    from recrawl.engine import Engine
-    from recrawl.fingerprint import FieldRule
-    from recrawl.ingest import ingest_lines
+    from recrawl.engine.engine import Engine
+    from recrawl.engine.ingest import ingest_lines
+    from recrawl.observe.fingerprint import FieldRule
     from recrawl.store import SQLiteStore
-    from recrawl.testing import write_fetch_log
+    from recrawl.testing.fetchlog import write_fetch_log
 
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log.jsonl")

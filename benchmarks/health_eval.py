@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.buckets import BUCKET_SECONDS, LATENCY_BINS, OUTCOMES
-from recrawl.health import (
+from recrawl.health.buckets import BUCKET_SECONDS, LATENCY_BINS, OUTCOMES
+from recrawl.health.score import (
     BucketArrays,
     HealthState,
     ParserHealth,
@@ -48,7 +48,7 @@ from recrawl.health import (
     evaluate_sites,
     review,
 )
-from recrawl.healthsim import DAY, default_scenario
+from recrawl.sim.health import DAY, default_scenario
 
 ONSET_TARGET_S = 5400.0
 

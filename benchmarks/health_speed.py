@@ -31,8 +31,8 @@ from collections.abc import Iterator
 import numpy as np
 import orjson
 
-from recrawl.engine import Engine
-from recrawl.ingest import ingest_lines
+from recrawl.engine.engine import Engine
+from recrawl.engine.ingest import ingest_lines
 from recrawl.store import SQLiteStore
 
 START = 1_767_225_600

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from recrawl.healthsim import default_scenario
+from recrawl.sim.health import default_scenario
 
 
 def main() -> None:

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.hints import Hint
-from recrawl.observation import Observation, with_keys
+from recrawl.estimate.hints import Hint
+from recrawl.observe.observation import Observation, with_keys
 from recrawl.store import open_store
 
 DAY = 86_400.0

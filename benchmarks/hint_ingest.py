@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from recrawl.hints import Hint, read_sitemap
+from recrawl.estimate.hints import Hint, read_sitemap
 from recrawl.store import open_store
 
 T = 1_700_000_000.0

@@ -22,12 +22,12 @@ import time
 
 def run_one(n: int, pages: int, workdir: str, classifier: bool) -> dict[str, float]:
     log = os.path.join(workdir, f"log-{n}.jsonl")
-    from recrawl.testing import write_fetch_log
+    from recrawl.testing.fetchlog import write_fetch_log
 
     write_fetch_log(log, n, n_pages=pages)
     code = (
         "import json, resource, sys, time\n"
-        "from recrawl.ingest import ContentClassifier, ingest_lines\n"
+        "from recrawl.engine.ingest import ContentClassifier, ingest_lines\n"
         "from recrawl.store import SQLiteStore\n"
         "s = SQLiteStore(sys.argv[2])\n"
         "c = ContentClassifier() if sys.argv[3] == '1' else None\n"

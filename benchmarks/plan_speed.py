@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.planner import PageState, PlannerConfig, plan_cycle, reallocate
+from recrawl.plan.planner import PageState, PlannerConfig, plan_cycle, reallocate
 
 DAY = 86_400.0
 NOW = 1_800_000_000.0

@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not 0.0 <= args.keep < 1.0:
         ap.error("--keep must be at least 0 and below 1")
 
-    from recrawl.ingest import ingest_lines
+    from recrawl.engine.ingest import ingest_lines
     from recrawl.store import SQLiteStore
-    from recrawl.testing import write_fetch_log
+    from recrawl.testing.fetchlog import write_fetch_log
 
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:

@@ -82,10 +82,10 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.estimate import RateResolution, rate_resolution
-from recrawl.freshness import budget_for_freshness
-from recrawl.planner import PageState
-from recrawl.simulate import ALL_POLICIES, generate_traces, hindsight_rates, load_traces, replay
+from recrawl.estimate.rates import RateResolution, rate_resolution
+from recrawl.plan.freshness import budget_for_freshness
+from recrawl.plan.planner import PageState
+from recrawl.sim.replay import ALL_POLICIES, generate_traces, hindsight_rates, load_traces, replay
 
 BUDGETS = (0.02, 0.1)
 REAL = ("ota-contrib.jsonl", "ota-pga.jsonl")

@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from recrawl.simulate import SITEMAP_KINDS, load_traces, replay
+from recrawl.sim.replay import SITEMAP_KINDS, load_traces, replay
 
 BUDGETS = (0.02, 0.1)
 REAL = ("ota-contrib.jsonl", "ota-pga.jsonl")

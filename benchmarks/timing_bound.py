@@ -83,7 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl.simulate import _oracle_schedule, _Pages, _run_schedule, generate_traces, replay
+from recrawl.sim.replay import _oracle_schedule, _Pages, _run_schedule, generate_traces, replay
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]

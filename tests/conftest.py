@@ -11,7 +11,7 @@ from recrawl.store import PostgresStore, SQLiteStore, SQLStore
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
-def _pg_schema() -> Iterator[str]:
+def pg_schema() -> Iterator[str]:
     psycopg = pytest.importorskip("psycopg")
     try:
         admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
@@ -41,7 +41,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
         if request.param == "sqlite":
             s: SQLStore = SQLiteStore(tmp_path / f"s{len(opened)}.db")
         else:
-            gen = _pg_schema()
+            gen = pg_schema()
             schemas.append(gen)
             s = PostgresStore(next(gen))
         opened.append(s)
@@ -63,7 +63,7 @@ def store(make_store: Callable[[], SQLStore]) -> SQLStore:
 def connect(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], SQLStore]]:
     """Open another connection (store object) on one shared, fresh store."""
     opened: list[SQLStore] = []
-    schema = None if request.param == "sqlite" else _pg_schema()
+    schema = None if request.param == "sqlite" else pg_schema()
     url = None if schema is None else next(schema)
 
     def make() -> SQLStore:

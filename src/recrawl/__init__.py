@@ -3,7 +3,7 @@ and notice when a site starts pushing back."""
 
 from __future__ import annotations
 
-from ._exceptions import (
+from recrawl._exceptions import (
     ConfigError,
     Error,
     InvalidObservation,

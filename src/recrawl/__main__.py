@@ -1,3 +1,3 @@
-from recrawl.cli import main
+from recrawl.cli.main import main
 
 main()

@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ._exceptions import ConfigError
-from .fingerprint import FieldRule
+from recrawl._exceptions import ConfigError
+from recrawl.observe.fingerprint import FieldRule
 
 __all__ = ["DEFAULT_CONFIG", "Reserves", "Settings", "load_settings"]
 

@@ -9,6 +9,6 @@ uvicorn; ``recrawl report`` writes the dashboard to one self-contained file.
 
 from __future__ import annotations
 
-from .app import Service, create_app
+from recrawl.service.app import Service, create_app
 
 __all__ = ["Service", "create_app"]

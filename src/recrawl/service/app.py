@@ -57,16 +57,16 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
-from .. import __version__
-from .._exceptions import ConfigError, InvalidObservation, NotFound
-from ..calibration import Calibration
-from ..config import Settings
-from ..engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanResult
-from ..hints import Hint, InvalidHint, parse_lastmod, read_hint_document
-from ..ingest import ContentClassifier
-from ..observation import Observation, _line_key, normalize_url, parse_observation
-from ..store import BatchResult, SQLStore, open_store
-from .writer import Committed, Writer
+from recrawl import __version__
+from recrawl._exceptions import ConfigError, InvalidObservation, NotFound
+from recrawl.config import Settings
+from recrawl.engine.engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanResult
+from recrawl.engine.ingest import ContentClassifier
+from recrawl.estimate.calibration import Calibration
+from recrawl.estimate.hints import Hint, InvalidHint, parse_lastmod, read_hint_document
+from recrawl.observe.observation import Observation, _line_key, normalize_url, parse_observation
+from recrawl.service.writer import Committed, Writer
+from recrawl.store import BatchResult, SQLStore, open_store
 
 __all__ = ["Service", "create_app"]
 
@@ -1574,7 +1574,7 @@ def create_app(
     @app.get("/metrics", dependencies=[Read], tags=["read"], response_class=PlainTextResponse)
     def get_metrics() -> Response:
         """Prometheus text format."""
-        from .metrics import CONTENT_TYPE, render_metrics
+        from recrawl.service.metrics import CONTENT_TYPE, render_metrics
 
         return Response(render_metrics(svc), media_type=CONTENT_TYPE)
 
@@ -1593,7 +1593,7 @@ def create_app(
     @app.get("/", dependencies=[Read], response_class=HTMLResponse, tags=["read"])
     def dashboard() -> HTMLResponse:
         """The dashboard: where the money goes, site health, freshness, the plan."""
-        from .dashboard import render_dashboard
+        from recrawl.report.dashboard import render_dashboard
 
         try:
             plan: PlanResult | None = svc.plan()

@@ -17,10 +17,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..estimate import RESOLUTION_WARN_SHARE
+from recrawl.estimate.rates import RESOLUTION_WARN_SHARE
 
 if TYPE_CHECKING:
-    from .app import Service
+    from recrawl.service.app import Service
 
 __all__ = ["CONTENT_TYPE", "ServiceCollector", "render_metrics"]
 

@@ -36,8 +36,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..observation import Observation
-from ..store import BatchResult
+from recrawl.observe.observation import Observation
+from recrawl.store import BatchResult
 
 __all__ = ["Committed", "Writer", "split_result"]
 

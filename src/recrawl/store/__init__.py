@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._protocol import BatchResult, GroupTotals, PruneReport, Store
-from ._sql import SQLStore
-from .postgres import PostgresStore
-from .sqlite import SQLiteStore
+from recrawl.store._protocol import BatchResult, GroupTotals, PruneReport, Store
+from recrawl.store._sql import SQLStore
+from recrawl.store.postgres import PostgresStore
+from recrawl.store.sqlite import SQLiteStore
 
 __all__ = [
     "BatchResult",

@@ -6,11 +6,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..batch import ObservationColumns
-from ..health import BucketArrays
-from ..hints import Hint
-from ..observation import Observation
-from ..pagestate import Classifier
+from recrawl.estimate.hints import Hint
+from recrawl.estimate.pagestate import Classifier
+from recrawl.health.score import BucketArrays
+from recrawl.observe.batch import ObservationColumns
+from recrawl.observe.observation import Observation
 
 __all__ = ["BatchResult", "GroupTotals", "HintResult", "PruneReport", "Store"]
 

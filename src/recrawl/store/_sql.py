@@ -29,11 +29,8 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
-from .._exceptions import StoreError
-from ..batch import CANARY_CODES, LOG_FIELDS, ObservationColumns, observation_columns
-from ..buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
-from ..canary import canary_mismatches
-from ..fold import (
+from recrawl._exceptions import StoreError
+from recrawl.estimate.fold import (
     CODE,
     MUTABLE_FIELDS,
     ROW_FIELDS,
@@ -44,11 +41,20 @@ from ..fold import (
     page_from_row,
     page_row,
 )
-from ..health import BucketArrays
-from ..hints import Hint, quiet_until, trusted_lags
-from ..observation import Observation, host_of, with_keys
-from ..pagestate import CONTENT_OUTCOMES, Classifier, PageState, apply_observation, fixed_outcome
-from ._protocol import BatchResult, GroupTotals, HintResult, PruneReport
+from recrawl.estimate.hints import Hint, quiet_until, trusted_lags
+from recrawl.estimate.pagestate import (
+    CONTENT_OUTCOMES,
+    Classifier,
+    PageState,
+    apply_observation,
+    fixed_outcome,
+)
+from recrawl.health.buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
+from recrawl.health.canary import canary_mismatches
+from recrawl.health.score import BucketArrays
+from recrawl.observe.batch import CANARY_CODES, LOG_FIELDS, ObservationColumns, observation_columns
+from recrawl.observe.observation import Observation, host_of, with_keys
+from recrawl.store._protocol import BatchResult, GroupTotals, HintResult, PruneReport
 
 __all__ = ["SQLStore"]
 

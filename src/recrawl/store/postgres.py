@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._exceptions import StoreError
-from ._sql import _WIDTH, SQLStore, _padded
+from recrawl._exceptions import StoreError
+from recrawl.store._sql import _WIDTH, SQLStore, _padded
 
 __all__ = ["CHANNEL", "PostgresStore"]
 

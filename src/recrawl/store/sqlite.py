@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._exceptions import StoreError
-from ._sql import SQLStore, pack_sparse
+from recrawl._exceptions import StoreError
+from recrawl.store._sql import SQLStore, pack_sparse
 
 __all__ = ["SQLiteStore"]
 

@@ -1,0 +1,1 @@
+"""The ``recrawl`` command line: a thin edge over the engine."""

@@ -1,0 +1,1593 @@
+"""The ``recrawl`` command: a thin edge over the library."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gc
+import gzip
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, TextIO
+
+import numpy as np
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from recrawl import __version__
+from recrawl._exceptions import Error
+from recrawl.cli.common import (
+    AtOpt,
+    ConfigOpt,
+    DbOpt,
+    JsonOpt,
+    at_required,
+    at_time,
+    cli_store,
+    err,
+    iso,
+    out,
+    print_json,
+)
+from recrawl.cli.hints import hints_app
+from recrawl.config import Settings, load_settings
+from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
+from recrawl.engine.ingest import (
+    ContentClassifier,
+    IngestReport,
+    fewer_collections,
+    ingest_lines,
+    ingest_observations,
+)
+from recrawl.engine.stats import compute_stats
+from recrawl.estimate.calibration import Calibration
+from recrawl.observe.observation import not_utf8, parse_timestamp
+from recrawl.store import default_db
+
+app = typer.Typer(
+    name="recrawl",
+    help="Decide what a long-running crawler should fetch next under a budget, "
+    "and notice when a site starts pushing back.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage, with as many decimals as it needs (up to 3)."""
+    for d in range(4):
+        if abs(round(x * 100, d) - x * 100) < 1e-9:
+            break
+    return f"{x * 100:.{d}f}%"
+
+
+def _fmt_num(x: float | None, digits: int = 2) -> str:
+    if x is None:
+        return "–"
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+@contextmanager
+def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
+    with ExitStack() as stack:
+        opened = []
+        for name in files:
+            # a byte that is not UTF-8 reaches the parser as a lone surrogate, which
+            # rejects that line alone; a byte-order mark (Excel's "CSV UTF-8") is dropped
+            if name == "-":
+                stdin = sys.stdin
+                if hasattr(stdin, "buffer"):
+                    stdin = io.TextIOWrapper(
+                        stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                    )
+                opened.append(("stdin", stdin, 0))
+                continue
+            p = Path(name)
+            if not p.is_file():
+                raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
+            enc, errs = "utf-8-sig", "surrogateescape"
+            with p.open("rb") as probe:
+                gzipped = probe.read(2) == b"\x1f\x8b"
+            if gzipped:  # a compressed log is read as it is: its size says nothing of its lines
+                gz = stack.enter_context(gzip.open(p, "rt", encoding=enc, errors=errs, newline=""))
+                opened.append((name, gz, 0))
+            else:
+                opened.append(
+                    (
+                        name,
+                        stack.enter_context(p.open(encoding=enc, errors=errs, newline="")),
+                        p.stat().st_size,
+                    )
+                )
+        yield opened
+
+
+def _is_csv(name: str) -> bool:
+    """A file named as CSV (gzipped or not)."""
+    return name.lower().removesuffix(".gz").endswith(".csv")
+
+
+class _Counting:
+    """Wraps a text stream, counting characters read (for the progress bar)."""
+
+    def __init__(self, f: TextIO) -> None:
+        self.f = f
+        self.pos = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.f:
+            self.pos += len(line)
+            yield line
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[str], typer.Argument(help="JSONL or CSV fetch logs; '-' reads stdin.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="jsonl or csv (default: from the file name).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Store fetch observations (JSONL or CSV, SPEC §5).
+
+    Bad lines are reported and skipped; good lines are stored. Exits 1 when any
+    line was rejected."""
+    settings = load_settings(config)
+    store = cli_store(db, settings)
+    total = IngestReport()
+    classifier = ContentClassifier(settings.block_markers)
+    shown = 0
+    with _open_inputs(files) as inputs:
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+            TextColumn("{task.fields[stored]:,} stored"), TimeRemainingColumn(),
+            console=err, disable=quiet or not err.is_terminal, transient=True,
+        )  # fmt: skip
+        with progress:
+            for name, f, size in inputs:
+                kind = fmt or ("csv" if _is_csv(name) else "jsonl")
+                if kind not in ("jsonl", "csv"):
+                    raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
+                task = progress.add_task(name, total=size or None, stored=0)
+                counting = _Counting(f)
+
+                def tick(
+                    rep: IngestReport, task: Any = task, counting: _Counting = counting
+                ) -> None:
+                    progress.update(task, completed=counting.pos, stored=rep.stored)
+
+                def show(exc: Error, name: str = name) -> None:
+                    nonlocal shown
+                    shown += 1
+                    if shown <= 20:
+                        err.print(f"[red]rejected[/] {escape(name)}: {escape(str(exc))}")
+
+                kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
+                rep = ingest_lines(
+                    store, counting, fmt=kind_lit, rules=settings.page_types, classifier=classifier,
+                    on_batch=tick, on_error=show,
+                )  # fmt: skip
+                total.read += rep.read + rep.rejected
+                total.stored += rep.stored
+                total.duplicates += rep.duplicates
+                total.rejected += rep.rejected
+                total.reordered_pages += rep.reordered_pages
+    store.close()
+    if shown > 20:
+        err.print(f"… and {shown - 20} more rejected lines")
+    out.print(
+        f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
+        f"{total.rejected:,} rejected"
+        + (
+            f" ({total.reordered_pages:,} times a page's late observations were put in time order)"
+            if total.reordered_pages
+            else ""
+        )
+    )
+    if total.rejected:
+        raise typer.Exit(1)
+
+
+def _print_stats(data: dict[str, Any]) -> None:
+    unit = data["unit"]
+    table = Table(title=f"Fetch stats (cost in {unit})", title_justify="left")
+    for col in (
+        "site",
+        "type",
+        "fetches",
+        "revisits",
+        "changes",
+        "no change",
+        "cost",
+        "per change",
+    ):
+        table.add_column(col, justify="left" if col in ("site", "type") else "right", no_wrap=True)
+    for g in data["groups"]:
+        table.add_row(
+            escape(g["site"]), escape(g["page_type"]), _fmt_num(g["fetches"]), _fmt_num(g["revisits"]),
+            _fmt_num(g["changes_detected"]), _fmt_num(g["fetches_without_change"]),
+            _fmt_num(g["cost"]), _fmt_num(g["cost_per_change"]),
+        )  # fmt: skip
+    t = data["total"]
+    table.add_row(
+        "[b]total[/]", "", _fmt_num(t["fetches"]), _fmt_num(t["revisits"]),
+        _fmt_num(t["changes_detected"]), _fmt_num(t["fetches_without_change"]),
+        _fmt_num(t["cost"]), _fmt_num(t["cost_per_change"]), end_section=True,
+    )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def stats(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    unit: Annotated[
+        str | None,
+        typer.Option("--unit", help="Billing unit: fetches, bytes or credits (default: config)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetches, changes, fetches that found no change and cost per change, per site and type.
+
+    A revisit is a fetch of a page reached before: a page's first success and
+    the failures before it (a 404, a block, a timeout on a URL never reached)
+    are first fetches. Changes and fetches without change count revisits that
+    reached the page; a failed revisit is a revisit that found neither.
+    """
+    settings = load_settings(config)
+    u = unit or settings.billing_unit
+    if u not in ("fetches", "bytes", "credits"):
+        raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
+    with cli_store(db, existing=True) as store:
+        data = compute_stats(store.group_totals(), u)  # type: ignore[arg-type]
+    if as_json:
+        print_json(data)
+    else:
+        _print_stats(data)
+
+
+_URL_COLUMNS = {"url", "site", "page_type", "value"}
+urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True)
+app.add_typer(urls_app, name="urls")
+
+
+@dataclass
+class _UrlRows:
+    """URL rows read from a file: the good ones (first of each URL), how many
+    lines were rejected and how many repeated an earlier URL."""
+
+    rows: list[dict[str, Any]]
+    bad: int
+    repeated: int
+
+
+def _read_url_rows(
+    file: str,
+    *,
+    site: str | None = None,
+    page_type: str | None = None,
+    value: float | None = None,
+) -> _UrlRows:
+    """The rows of a URL file (see ``urls add``), each checked with
+    :func:`url_registration`; the first 20 rejected lines are printed."""
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    with _open_inputs([file]) as inputs:
+        name, f, _ = inputs[0]
+        lines = list(f)
+
+    def reject(n: int, why: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= 20:
+            err.print(f"[red]rejected[/] {escape(name)}: line {n}: {escape(why)}")
+
+    header: list[str] | None = None
+    csv_default = _is_csv(name)
+    seen: set[str] = set()
+    repeated = 0
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        why = not_utf8(text)
+        if why is not None:
+            reject(n, why)
+            continue
+        row: dict[str, Any]
+        if text.startswith("{"):
+            try:
+                row = json.loads(text)
+            except ValueError:
+                reject(n, "not JSON")
+                continue
+            if not isinstance(row, dict):
+                reject(n, "not a JSON object")
+                continue
+        else:
+            cells = next(csv.reader([text]))
+            names = [c.strip().lower() for c in cells]
+            if header is None and not rows and "url" in names and set(names) <= _URL_COLUMNS:
+                header = names
+                continue
+            if header is None and not csv_default:
+                row = {"url": text}
+            else:
+                cols = header or ["url", "site", "page_type", "value"]
+                if len(cells) > len(cols):
+                    reject(n, f"{len(cells)} cells for {len(cols)} columns")
+                    continue
+                row = dict(zip(cols, (c.strip() for c in cells), strict=False))
+        row = {k: v for k, v in row.items() if v not in (None, "")}
+        if site:
+            row["site"] = site
+        if page_type:
+            row["page_type"] = page_type
+        if value is not None:
+            row["value"] = value
+        if "url" not in row:
+            reject(n, "field 'url': is missing")
+            continue
+        try:
+            url = url_registration(row)[0]
+        except (ValueError, TypeError) as exc:
+            reject(n, str(exc))
+            continue
+        if url in seen:
+            repeated += 1
+            continue
+        seen.add(url)
+        row["url"] = url
+        rows.append(row)
+    if bad > 20:
+        err.print(f"… and {bad - 20} more rejected lines")
+    return _UrlRows(rows, bad, repeated)
+
+
+@urls_app.command("add")
+def urls_add(
+    file: Annotated[
+        str,
+        typer.Argument(
+            help="One URL per line, or JSONL/CSV with url[,site,page_type,value]; '-' reads stdin."
+        ),
+    ],
+    db: DbOpt = None,
+    site: Annotated[
+        str | None, typer.Option(help="Site for every URL (default: its host).")
+    ] = None,
+    page_type: Annotated[
+        str | None, typer.Option("--page-type", help="Page type for every URL.")
+    ] = None,
+    value: Annotated[
+        float | None, typer.Option(help="Value tier for every URL (default 1).")
+    ] = None,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update",
+            help="Also re-tier URLs already known: set their value to the file's (or --value).",
+        ),
+    ] = False,
+) -> None:
+    """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
+
+    A plain file holds one URL per line (commas and all). A CSV needs a header
+    naming its columns (url and any of site, page_type, value), or a name
+    ending in .csv for the columns in that order; lines starting with { are
+    JSON objects with those keys. Blank lines and # comments are skipped.
+    With --update, the URLs already known take the value given (their site,
+    page type and history stay); a URL given no value keeps its own.
+    """
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter("must be a number ≥ 0", param_hint="--value")
+    if page_type == "canary":
+        raise typer.BadParameter(
+            "'canary' is reserved for canaries (recrawl canary add)", param_hint="--page-type"
+        )
+    got = _read_url_rows(file, site=site, page_type=page_type, value=value)
+    rows = got.rows
+    retiered = 0
+    with cli_store(db) as store:
+        engine = Engine(store)
+        added = engine.add_urls(rows)
+        if update:
+            retiered = engine.update_values([r for r in rows if "value" in r])
+    out.print(
+        f"{added:,} new URLs registered, {len(rows) - added:,} already known"
+        + (f" ({retiered:,} re-tiered)" if update else "")
+        + ", "
+        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
+        + f"{got.bad:,} rejected"
+    )
+    if got.bad:
+        raise typer.Exit(1)
+
+
+@urls_app.command("remove")
+def urls_remove(
+    file: Annotated[
+        str,
+        typer.Argument(help="The URLs, in any form `urls add` reads; '-' reads stdin."),
+    ],
+    db: DbOpt = None,
+) -> None:
+    """Forget URLs: their pages, fetch logs, leases and canaries leave the store.
+
+    Stats and health keep the counts they hold. A URL that a fetcher reports,
+    or that is registered, again later starts over as a new page.
+    """
+    got = _read_url_rows(file)
+    with cli_store(db, existing=True) as store:
+        removed = Engine(store).remove_urls([r["url"] for r in got.rows])
+    out.print(
+        f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, "
+        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
+        + f"{got.bad:,} rejected"
+    )
+    if got.bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def plan(
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            help="This cycle's budget in the billing unit (default: budget_per_day × cycle length)."
+        ),
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    objective: Annotated[str | None, typer.Option(help="freshness (default) or events.")] = None,
+    policy: Annotated[
+        str, typer.Option(help="recrawl, greedy, uniform, proportional or nutch.")
+    ] = "recrawl",
+    at: AtOpt = None,
+    limit: Annotated[
+        int, typer.Option(help="Rows shown in the table (JSON has every task).", min=0)
+    ] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The next cycle's fetch tasks, best first, each with why it was chosen.
+
+    With --json, each task also carries the ``headers`` of a conditional
+    request (If-None-Match / If-Modified-Since), as a lease does: none for
+    verification and canary tasks, or for a site whose validators are off.
+    """
+    settings = load_settings(config)
+    if objective is not None and objective not in ("freshness", "events"):
+        raise typer.BadParameter("must be freshness or events", param_hint="--objective")
+    if budget is not None and not (budget >= 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a number ≥ 0", param_hint="--budget")
+    now = at_time(at)
+    with cli_store(db, settings, existing=True) as store:
+        engine = Engine(store, settings)
+        result = engine.plan(budget=budget, now=now, objective=objective, policy=policy)
+        # what a lease carries: validators for a conditional request, none for
+        # verification (the unconditional sample the 304 check needs) or canaries
+        headers = engine.headers_for_tasks(result.tasks) if as_json else {}
+    if as_json:
+        print_json(
+            {
+                "at": result.at,
+                "budget": result.budget,
+                "spent": result.spent,
+                "split": result.split(),
+                "rate_resolution": (
+                    result.resolution.as_dict() if result.resolution is not None else None
+                ),
+                "tasks": [{**t, "headers": headers.get(t["url"], {})} for t in result.tasks],
+            }
+        )
+        return
+    _print_plan(result, settings.billing_unit, limit)
+
+
+def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
+    table = Table(
+        title=f"Plan: {len(result.tasks):,} tasks, {result.spent:,.2f} of {result.budget:,.2f} {unit}",
+        title_justify="left",
+    )
+    for col in ("url", "reason", "priority", "expected gain", "cost"):
+        table.add_column(
+            col,
+            justify="left" if col in ("url", "reason") else "right",
+            overflow="fold" if col == "url" else "ellipsis",
+        )
+    for t in result.tasks[:limit]:
+        table.add_row(
+            escape(t["url"]),
+            t["reason"],
+            f"{t['priority']:.4g}",
+            f"{t['expected_gain']:.4f}",
+            f"{t['cost']:.4g}",
+        )
+    out.print(table)
+    if len(result.tasks) > limit:
+        out.print(f"… {len(result.tasks) - limit:,} more (use --json or --limit)")
+    out.print("by reason: " + ", ".join(f"{k} {v:,}" for k, v in sorted(result.split().items())))
+    if result.resolution is not None and result.resolution.revisited:
+        advice = result.resolution.advice()
+        out.print(
+            f"rates: {result.resolution.summary()}." + (f"\n[yellow]{advice}[/]" if advice else "")
+        )
+
+
+@app.command()
+def budget(
+    freshness: Annotated[
+        list[float] | None,
+        typer.Option(
+            "--freshness",
+            help="Mean freshness to price, between 0 and 1 (repeat; default 0.8, 0.9, 0.95).",
+            show_default=False,
+        ),
+    ] = None,
+    per_day: Annotated[
+        float | None,
+        typer.Option(
+            "--per-day",
+            help="Daily budget to assess, billing units (default: budget_per_day).",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each level of freshness would cost per day, at the rates learned so far.
+
+    Model figures (Poisson changes at each page's estimated rate), for the
+    pages fetched so far: the budget the planner's allocation needs, against one
+    interval for every page, and the freshness a daily budget buys.
+    """
+    settings = load_settings(config)
+    targets = freshness or [0.8, 0.9, 0.95]
+    for x in targets:
+        if not 0.0 < x < 1.0:
+            raise typer.BadParameter(f"{x} is not between 0 and 1", param_hint="--freshness")
+    if per_day is not None and not (per_day > 0 and math.isfinite(per_day)):
+        raise typer.BadParameter("must be a positive number", param_hint="--per-day")
+    now = at_time(at)
+    with cli_store(db, settings, existing=True) as store:
+        outlook = Engine(store, settings).budget_outlook(targets, budget_per_day=per_day, now=now)
+    if as_json:
+        print_json(outlook.as_dict())
+        return
+    _print_budget(outlook, settings.billing_unit)
+
+
+@app.command()
+def calibration(
+    days: Annotated[
+        float, typer.Option("--days", help="Check the revisits of the last N days of the log.")
+    ] = 30.0,
+    by: Annotated[
+        str, typer.Option("--by", help="Figures per 'site' or per 'group' (site and page type).")
+    ] = "site",
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Send no validators to the sites whose 304s hide changes (recorded).",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Did the change model predict what the revisits found? Expected against observed changes.
+
+    Each revisit of the window (default: the last 30 days before the newest
+    fetch in the log, or before --at) is scored with the probability of a
+    change the model gave it from the page's history before it. Many more
+    changes than expected: pages change faster than estimated (freshness is
+    lower than planned); many fewer: fetches go to pages that did not change.
+    Sites whose figures are off beyond chance are named.
+
+    For sites fetched with validators (ETag / Last-Modified): how often an
+    unchanged page was answered 304, and whether 304s hide changes (the
+    conditional revisits find far fewer than the site's revisits without
+    validators say its pages make). --apply turns validators off for those
+    sites; recrawl site validators SITE on turns them back on.
+    """
+    if not (days > 0 and math.isfinite(days)):
+        raise typer.BadParameter("must be a positive number of days", param_hint="--days")
+    if by not in ("site", "group"):
+        raise typer.BadParameter("must be 'site' or 'group'", param_hint="--by")
+    settings = load_settings(config)
+    until = at_time(at)
+    if apply and by != "site":
+        raise typer.BadParameter("--apply needs --by site", param_hint="--apply")
+    with cli_store(db, settings, existing=True) as store:
+        engine = Engine(store, settings)
+        cal = engine.calibration(days=days, by="site" if by == "site" else "group", until=until)
+        turned = engine.apply_calibration(cal) if apply else []
+    if as_json:
+        print_json({**cal.as_dict(), "turned_off": turned})
+        return
+    _print_calibration(cal, by)
+    if turned:
+        out.print(
+            f"Validators turned off for {', '.join(map(escape, turned))} (recorded; "
+            "recrawl site validators SITE on turns them back on)."
+        )
+    elif cal.hiding_changes and not apply:
+        out.print("--apply turns their validators off.")
+    if cal.validators_off:
+        out.print(
+            f"Requests go without validators to {', '.join(map(escape, cal.validators_off))} "
+            "(recrawl site history SITE says since when and why)."
+        )
+
+
+def _print_calibration(cal: Calibration, by: str) -> None:
+    if not math.isnan(cal.since):
+        out.print(f"Revisits from {iso(cal.since)} to {iso(cal.until)}:")
+    out.print(escape(cal.verdict()) + ".")
+    if not cal.overall.revisits:
+        return
+    out.print(
+        f"Brier score {cal.brier:.4f} against {cal.brier_reference:.4f} for the base rate alone "
+        f"(skill {cal.skill:.2f}; 0 is none, 1 perfect foresight)."
+    )
+    table = Table(title="By predicted probability of a change")
+    for col in ("predicted", "revisits", "mean predicted", "observed"):
+        table.add_column(col, justify="right")
+    for b in cal.bins:
+        if b.revisits:
+            table.add_row(
+                f"{b.lo:.2f}–{b.hi:.2f}", f"{b.revisits:,}",
+                f"{b.mean_predicted:.3f}", f"{b.observed_share:.3f}",
+            )  # fmt: skip
+    out.print(table)
+    groups = Table(title=f"By {by}, most surprising first")
+    for col in (by, "revisits", "expected", "observed", "observed ÷ expected", "z", ""):
+        groups.add_column(col, justify="left" if col == by else "right")
+    for g in cal.groups[:20]:
+        ratio = "–" if math.isnan(g.ratio) else f"{g.ratio:.2f}"
+        groups.add_row(
+            escape(g.name), f"{g.revisits:,}", f"{g.expected_changes:,.1f}",
+            f"{g.observed_changes:,}", ratio, f"{g.z:+.1f}", "[red]off[/]" if g.flagged else "",
+        )  # fmt: skip
+    out.print(groups)
+    if len(cal.groups) > 20:
+        out.print(f"… and {len(cal.groups) - 20} more (--json lists them all).")
+    if len(cal.by_history) > 1:
+        h_table = Table(title="By the page's history before the revisit")
+        for col in ("earlier revisits", "revisits", "expected", "observed", "observed ÷ expected"):
+            h_table.add_column(col, justify="right")
+        for g in cal.by_history:
+            h_table.add_row(
+                g.name, f"{g.revisits:,}", f"{g.expected_changes:,.1f}", f"{g.observed_changes:,}",
+                "–" if math.isnan(g.ratio) else f"{g.ratio:.2f}",
+            )  # fmt: skip
+        out.print(h_table)
+    if cal.validators:
+        v_table = Table(title="Conditional requests (ETag / Last-Modified), by site")
+        for col in (by, "with validators", "304", "full, unchanged", "full, changed",
+                    "without validators", "changes expected", "z", ""):  # fmt: skip
+            v_table.add_column(col, justify="left" if col == by else "right")
+        for v in cal.validators[:20]:
+            if v.hides_changes:
+                note = "[red]304s hide changes[/]"
+            elif not v.tested:
+                note = "too few to tell"
+            else:
+                note = "[yellow]never 304[/]" if v.ignored else ""
+            v_table.add_row(
+                escape(v.name), f"{v.conditional:,}", f"{v.not_modified:,}",
+                f"{v.full_unchanged:,}", f"{v.full_changed:,}", f"{v.unconditional:,}",
+                "–" if math.isnan(v.expected_conditional) else f"{v.expected_conditional:,.1f}",
+                "–" if math.isnan(v.z) else f"{v.z:+.1f}", note,
+            )  # fmt: skip
+        out.print(v_table)
+
+
+def _fmt_amount(x: float) -> str:
+    """Four significant figures, with thousands separators rather than an exponent."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+
+def _print_budget(o: BudgetOutlook, unit: str) -> None:
+    if not o.pages:
+        out.print(
+            "No revisitable page (live, with a value, on a site not paused) has been "
+            "fetched yet: nothing to learn rates from"
+            + (f" ({o.never_fetched:,} never fetched)." if o.never_fetched else ".")
+        )
+        return
+    out.print(f"What a mean freshness costs over {o.pages:,} pages fetched so far, {unit} per day:")
+    table = Table()
+    for col in ("freshness", "planner's split", "budget_per_day", "one interval for all", "saving"):
+        table.add_column(col, justify="right")
+    for t in o.targets:
+        table.add_row(
+            _pct(t["freshness"]),
+            _fmt_amount(t["optimal"]),
+            _fmt_amount(t["configure"]),
+            _fmt_amount(t["uniform"]),
+            f"{1 - t['configure'] / t['uniform']:.0%}" if t["uniform"] > 0 else "-",
+        )
+    out.print(table)
+    if o.freshness_at_budget is not None and o.budget_per_day is not None:
+        f = o.freshness_at_budget
+        out.print(
+            f"At {_fmt_amount(o.budget_per_day)} {unit} a day: mean freshness at least "
+            f"{f['optimal']:.1%} with the planner, {f['uniform']:.1%} with one interval for all."
+        )
+    notes = ["Model figures: Poisson changes at each page's estimated rate"]
+    if o.reserve_share > 0:
+        notes.append(
+            f"budget_per_day adds the {o.reserve_share:.0%} the planner keeps for verification "
+            "and re-estimation, whose fetches refresh pages too"
+        )
+    if o.never_fetched:
+        notes.append(
+            f"{o.never_fetched:,} pages never fetched are not counted (discovery takes its "
+            "share of each cycle until they are)"
+        )
+    out.print("; ".join(notes) + ".")
+    if o.resolution is not None and o.resolution.revisited:
+        advice = o.resolution.advice()
+        if advice:
+            out.print(
+                f"[yellow]rates: {o.resolution.summary()}. Those pages may change faster than "
+                f"assumed, and these budgets be too low for them. {advice}[/]"
+            )
+
+
+def _print_replay(res: dict[str, Any], title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in (
+        "policy",
+        "freshness",
+        "vs oracle",
+        "fetches",
+        "changes",
+        "no change",
+        "cost",
+        "per change",
+    ):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+    pol = res["policies"]
+    best = pol.get("oracle", {}).get("freshness")
+    for name, r in sorted(pol.items(), key=lambda kv: -kv[1]["freshness"]):
+        ratio = f"{r['freshness'] / best:.3f}" if best else "–"
+        table.add_row(
+            f"[b]{name}[/]" if name == "recrawl" else name, f"{r['freshness']:.4f}", ratio,
+            _fmt_num(r["fetches"]), _fmt_num(r["changes_detected"]), _fmt_num(r["fetches_without_change"]),
+            _fmt_num(r["cost"]), _fmt_num(r["cost_per_change"]),
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def simulate(
+    trace: Annotated[
+        Path,
+        typer.Option(
+            "--trace", help="Change traces (JSONL, SPEC §5).", exists=True, dir_okay=False
+        ),
+    ],
+    budget: Annotated[
+        float,
+        typer.Option(
+            help="Cost units per live page per day (fetches per page per day at unit cost)."
+        ),
+    ],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help=(
+                "Policy to replay (repeatable; default: all plus oracle; the yardsticks "
+                "oracle_rates and recrawl_known_rates on request)."
+            ),
+        ),
+    ] = None,
+    cycle_hours: Annotated[
+        float, typer.Option("--cycle-hours", help="Planning cycle, hours.")
+    ] = 1.0,
+    objective: Annotated[str, typer.Option(help="freshness or events.")] = "freshness",
+    seed: Annotated[
+        int, typer.Option(help="Random seed (verification sample, oracle phases).")
+    ] = 0,
+    sitemap_hours: Annotated[
+        float | None,
+        typer.Option(
+            "--sitemap-hours",
+            help=(
+                "Also read a simulated sitemap every this many hours, free; every policy "
+                "but the oracle judges it from its own revisits and uses it once trusted."
+            ),
+        ),
+    ] = None,
+    sitemap_kind: Annotated[
+        str | None,
+        typer.Option(
+            "--sitemap-kind",
+            help=(
+                "What the sitemap's lastmod says: honest (the last change), silent (never "
+                "moves), stamped (the read's time), noisy (also moves for edits not hashed) "
+                "or lazy (misses a third of the changes). Default honest."
+            ),
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay real or generated change traces under each policy and compare freshness and cost."""
+    from recrawl.observe.traces import load_traces
+    from recrawl.sim.replay import SITEMAP_KINDS, max_budget, replay
+
+    if objective not in ("freshness", "events"):
+        raise typer.BadParameter("must be freshness or events", param_hint="--objective")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a positive number", param_hint="--budget")
+    if not (cycle_hours > 0 and math.isfinite(cycle_hours)):
+        raise typer.BadParameter("must be a positive number", param_hint="--cycle-hours")
+    if sitemap_hours is not None and not (sitemap_hours > 0 and math.isfinite(sitemap_hours)):
+        raise typer.BadParameter("must be a positive number", param_hint="--sitemap-hours")
+    if sitemap_kind is not None and sitemap_hours is None:
+        raise typer.BadParameter(
+            "needs --sitemap-hours (how often the sitemap is read)", param_hint="--sitemap-kind"
+        )
+    if sitemap_kind is not None and sitemap_kind not in SITEMAP_KINDS:
+        raise typer.BadParameter(
+            f"must be one of {', '.join(SITEMAP_KINDS)}", param_hint="--sitemap-kind"
+        )
+    traces = load_traces(trace)
+    if not traces:
+        raise typer.BadParameter(f"{trace} holds no traces", param_hint="--trace")
+    ceiling = max_budget(traces, cycle_hours)
+    if budget > ceiling:
+        raise typer.BadParameter(
+            f"{budget:g} is more than fetching every page every cycle costs ({ceiling:g})",
+            param_hint="--budget",
+        )
+    run = functools.partial(replay, sitemap_hours=sitemap_hours, sitemap_kind=sitemap_kind)
+    res = _replay_with_progress(run, traces, budget, policy, cycle_hours, objective, seed)
+    if as_json:
+        print_json(res)
+    else:
+        if "sitemap" in res:
+            sm, trusted = res["sitemap"], ""
+            if (v := res["policies"].get("recrawl", {}).get("sitemap_trust")) is not None:
+                trusted = (
+                    f" recrawl trusts its silence on {v['quiet_sites']}/{v['sites']} sites, "
+                    f"its moves on {v['changes_sites']}/{v['sites']};"
+                )
+            out.print(
+                f"Sitemap ({sm['kind']}, read every {sm['hours']:g} h, free):{trusted} "
+                "oracle replays without it."
+            )
+        _print_replay(
+            res,
+            f"Replay of {trace.name}: {res['pages']:,} pages over {res['days']:,.0f} days, budget {budget:g} per page per day",
+        )
+
+
+def _replay_with_progress(
+    replay: Any,
+    traces: Any,
+    budget: float,
+    policies: Any,
+    cycle_hours: float,
+    objective: str,
+    seed: int,
+) -> dict[str, Any]:
+    progress = Progress(
+        TextColumn("{task.description:<12}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+        console=err, disable=not err.is_terminal, transient=True,
+    )  # fmt: skip
+    tasks: dict[str, Any] = {}
+
+    def hook(name: str, done: int, total: int) -> None:
+        if name not in tasks:
+            tasks[name] = progress.add_task(name, total=total)
+        progress.update(tasks[name], completed=done)
+
+    with progress:
+        return dict(replay(traces, budget, policies=policies or None, cycle_hours=cycle_hours,
+                           objective=objective, seed=seed, progress=hook))  # fmt: skip
+
+
+health_app = typer.Typer(
+    help="Per-site target health against each site's own normal.",
+    invoke_without_command=True,
+)
+app.add_typer(health_app, name="health")
+
+_BAND_STYLE = {"critical": "bold red", "degrading": "yellow", "healthy": "green", "unknown": "dim"}
+
+
+@health_app.callback()
+def health(
+    ctx: typer.Context,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Evaluate as of this time (RFC 3339 or unix seconds; rounded down to a 15-minute boundary), using only observations before it.",
+        ),
+    ] = None,
+    site: Annotated[str | None, typer.Option("--site", help="Only this site.")] = None,
+    record: Annotated[
+        bool | None,
+        typer.Option(
+            "--record/--no-record",
+            help="Keep the result in the history and apply band actions (default: only when evaluating now).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score every site (worst first): band, reasons, route diagnosis, parser health, action."""
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = load_settings(config)
+    t = None
+    if at:
+        from recrawl.health.buckets import bucket_start
+
+        # buckets are 15 minutes wide: a past time is read at the last bucket
+        # boundary, so no observation after it is used
+        t = float(bucket_start(at_required(at)))
+    keep = (t is None) if record is None else record
+    with cli_store(db, settings, existing=True) as store:
+        engine = Engine(store, settings)
+        now = engine.clock() if t is None else t
+        reports = engine.health(now, site=site, record=keep)
+        paused = sorted(
+            s for s, c in store.site_controls().items() if c.get("paused") and site in (None, s)
+        )
+    if as_json:
+        print_json({"at": now, "sites": reports, "paused": paused})
+        return
+    _print_health(reports, now)
+    if paused:
+        out.print(
+            f"[red]paused[/] (a human resumes them: recrawl site resume SITE): "
+            f"{escape(', '.join(paused))}"
+        )
+
+
+@health_app.command("review")
+def health_review(
+    incidents: Annotated[
+        Path,
+        typer.Option(
+            "--incidents",
+            help="Labelled incidents, JSONL: site, start, end[, cause, band, route].",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    db: DbOpt = None,
+    step_minutes: Annotated[
+        float, typer.Option("--step", help="Minutes between evaluations.")
+    ] = 15.0,
+    margin_hours: Annotated[
+        float,
+        typer.Option(
+            "--margin", help="Hours reviewed before the first and after the last incident."
+        ),
+    ] = 24.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Review the score like an alert, against labelled incidents.
+
+    Per incident, how long the band took to move and whether the top reason
+    named the cause; false alarms outside incidents."""
+    from recrawl.health.score import Incident, review
+
+    if not (0 < step_minutes <= 24 * 60):
+        raise typer.BadParameter("must be more than 0 and at most a day", param_hint="--step")
+    if not (0 <= margin_hours <= 24 * 366):
+        raise typer.BadParameter("must be between 0 and a year (8,784)", param_hint="--margin")
+    labelled: list[Incident] = []
+    for n, line in enumerate(incidents.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            labelled.append(
+                Incident(
+                    site=str(raw["site"]), start=parse_timestamp(raw["start"]), end=parse_timestamp(raw["end"]),
+                    cause=raw.get("cause"), band=raw.get("band"), route=raw.get("route"),
+                )
+            )  # fmt: skip
+        except (ValueError, KeyError, TypeError) as exc:
+            raise typer.BadParameter(f"line {n}: {exc}", param_hint="--incidents") from None
+        if labelled[-1].end < labelled[-1].start:
+            raise typer.BadParameter(f"line {n}: ends before it starts", param_hint="--incidents")
+    if not labelled:
+        raise typer.BadParameter("holds no incident", param_hint="--incidents")
+    step = step_minutes * 60.0
+    first = min(i.start for i in labelled) - margin_hours * 3600.0
+    last = max(i.end for i in labelled) + margin_hours * 3600.0
+    times = [float(t) for t in np.arange(first - first % step, last, step)]
+    sites = sorted({i.site for i in labelled})
+    with cli_store(db, existing=True) as store:
+        evaluations = Engine(store).evaluate_health(times, sites=sites)
+    report = review(
+        [h for per_time in evaluations for h in per_time], labelled, step_s=step
+    ).to_dict()
+    if as_json:
+        print_json(report)
+        return
+    table = Table(
+        title=f"Health review: {len(labelled)} incidents, {len(times):,} evaluations",
+        title_justify="left",
+    )
+    for col in (
+        "site",
+        "cause",
+        "start",
+        "band moved",
+        "detected",
+        "band reached",
+        "top reason",
+        "named",
+    ):
+        table.add_column(col)
+    for r in report["incidents"]:
+        table.add_row(
+            escape(r["site"]), escape(str(r["cause"])), iso(r["start"]),
+            _minutes(r["moved_after_s"]), _minutes(r["detected_after_s"]),
+            r["band_reached"], escape(str(r["top_reason"])), "yes" if r["cause_named"] else "[red]no[/]",
+        )  # fmt: skip
+    out.print(table)
+    fa = report["false_alarms"]
+    out.print(
+        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h)"
+    )
+    for a in fa[:20]:
+        out.print(f"  {escape(str(a))}")
+
+
+def _minutes(s: float | None) -> str:
+    return "never" if s is None else f"{s / 60:.0f} min"
+
+
+def _print_health(reports: list[dict[str, Any]], now: float) -> None:
+    table = Table(title=f"Site health at {iso(now)}", title_justify="left")
+    for col in ("site", "score", "band", "reasons", "diagnosis", "parser", "action"):
+        table.add_column(col, justify="right" if col == "score" else "left")
+    for r in reports:
+        style = _BAND_STYLE.get(r["band"], "")
+        routes = f" ({', '.join(r['failing_routes'])})" if r["failing_routes"] else ""
+        p = r["parser"]
+        table.add_row(
+            escape(r["site"]), "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
+            ", ".join(r["reasons"]) or "–", escape(r["diagnosis"] + routes),
+            f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
+        )  # fmt: skip
+    out.print(table)
+    if not reports:
+        out.print("no site has observations in the window")
+
+
+site_app = typer.Typer(help="A human's controls over a site.", no_args_is_help=True)
+app.add_typer(site_app, name="site")
+
+
+ReasonOpt = Annotated[str, typer.Option(help="Why (kept in the site's history).")]
+ByOpt = Annotated[str, typer.Option(help="Who decided (kept in the site's history).")]
+
+
+@site_app.command("pause")
+def site_pause(
+    site: Annotated[str, typer.Argument(help="The site to pause.")],
+    db: DbOpt = None,
+    reason: ReasonOpt = "",
+    by: ByOpt = os.environ.get("USER", "operator"),
+) -> None:
+    """Pause a site by hand: none of its pages is planned or leased (its canaries
+    still run) until a human resumes it."""
+    with cli_store(db, existing=True) as store:
+        done = Engine(store).pause(site, by=by, reason=reason)
+    if done:
+        out.print(
+            f"{escape(site)} paused (recorded, by {escape(by)}); "
+            f"recrawl site resume {escape(site)} lifts it"
+        )
+    else:
+        out.print(f"{escape(site)} was already paused: nothing recorded")
+
+
+@site_app.command("resume")
+def site_resume(
+    site: Annotated[str, typer.Argument(help="The site to resume.")],
+    db: DbOpt = None,
+    by: ByOpt = os.environ.get("USER", "operator"),
+) -> None:
+    """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
+    with cli_store(db, existing=True) as store:
+        Engine(store).resume(site, by=by)
+    out.print(f"{escape(site)} resumed (recorded, by {escape(by)})")
+
+
+@site_app.command("validators")
+def site_validators(
+    site: Annotated[str, typer.Argument(help="The site.")],
+    state: Annotated[str, typer.Argument(help="on or off.")],
+    db: DbOpt = None,
+    reason: ReasonOpt = "",
+    by: ByOpt = os.environ.get("USER", "operator"),
+) -> None:
+    """Send conditional requests (ETag / Last-Modified) to a site's pages, or not.
+
+    Off, leases carry no validators for its pages: every fetch gets the full
+    page. For a host that answers 304 while the content changed (recrawl
+    calibration finds them)."""
+    if state not in ("on", "off"):
+        raise typer.BadParameter("must be 'on' or 'off'", param_hint="STATE")
+    with cli_store(db, existing=True) as store:
+        done = Engine(store).set_validators(site, state == "on", by=by, reason=reason)
+    if done:
+        out.print(f"{escape(site)}: validators {state} (recorded, by {escape(by)})")
+    else:
+        out.print(f"{escape(site)}: validators were already {state}: nothing recorded")
+
+
+@site_app.command("history")
+def site_history(
+    site: Annotated[str, typer.Argument(help="The site.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Pauses, resumes and band changes of a site, oldest first."""
+    with cli_store(db, existing=True) as store:
+        events = store.site_events(site)
+    if as_json:
+        print_json(events)
+        return
+    for e in events:
+        out.print(f"{iso(e['at'])}  {e['kind']:<7} {escape(str(e['detail'] or ''))}")
+
+
+canary_app = typer.Typer(
+    help="Canaries: stable pages whose right answer is known.", no_args_is_help=True
+)
+app.add_typer(canary_app, name="canary")
+
+
+@canary_app.command("add")
+def canary_add(
+    url: Annotated[str, typer.Argument(help="The canary page.")],
+    expect: Annotated[
+        list[str],
+        typer.Option(
+            "--expect",
+            help="FIELD=VALUE the record must carry (repeatable; dotted paths reach nested fields).",
+        ),
+    ],
+    db: DbOpt = None,
+    site: Annotated[str | None, typer.Option(help="Site (default: the URL's host).")] = None,
+    every: Annotated[
+        float,
+        typer.Option(
+            help="Fetch every this many minutes (outside the budget, also when the site is paused)."
+        ),
+    ] = 60.0,
+) -> None:
+    """Declare a canary: a stable page whose right answer is known.
+
+    A canary that parses but carries the wrong value lowers its site's health
+    (canary_mismatch)."""
+    from recrawl.health.canary import parse_expectations
+    from recrawl.observe.observation import host_of, normalize_url
+
+    try:
+        norm = normalize_url(url)
+        expectations = parse_expectations(expect)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if not (1 <= every <= 30 * 24 * 60):
+        raise typer.BadParameter(
+            "must be between 1 minute and 30 days (43,200)", param_hint="--every"
+        )
+    the_site = site or host_of(norm)
+    with cli_store(db) as store:
+        store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
+    out.print(
+        escape(
+            f"canary {norm} on {the_site}: expects "
+            f"{', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+        )
+    )
+
+
+def _data_file(name: str) -> Path:
+    return Path(__file__).parents[1] / "data" / name
+
+
+@app.command()
+def demo(
+    db: Annotated[
+        str, typer.Option("--db", help="Store for the demo (recreated).")
+    ] = "recrawl-demo.db",
+) -> None:
+    """The main job on the embedded store, start to finish, with the dashboard.
+
+    Where the money goes, what to fetch next, what freshness costs, whether the
+    change model is calibrated, how policies compare on real change histories, a site pushing back, and the dashboard
+    (report.html)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(db + suffix).unlink(missing_ok=True)
+    settings = load_settings(_data_file("demo.toml"))
+    out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
+    with (
+        cli_store(db, settings) as store,
+        _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
+    ):
+        rep = ingest_lines(store, f, rules=settings.page_types, classifier=ContentClassifier())
+        out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
+        data = compute_stats(store.group_totals(), "fetches")
+    _print_stats(data)
+    out.rule("[b]recrawl demo[/]: what to fetch in the next hour")
+    with cli_store(db, settings) as store:
+        engine = Engine(store, settings)
+        # the hour that starts when the sample log ends
+        last = float(np.nanmax(store.page_columns()["last_fetch"]))
+        _print_plan(engine.plan(now=last, seed=0), settings.billing_unit, 10)
+        out.rule("[b]recrawl demo[/]: what freshness costs at the rates learned so far")
+        _print_budget(engine.budget_outlook(now=last), settings.billing_unit)
+        out.rule("[b]recrawl demo[/]: did the change model predict what the revisits found?")
+        _print_calibration(engine.calibration(days=30, until=last), "site")
+    from recrawl.observe.traces import load_traces
+    from recrawl.sim.replay import replay
+
+    out.rule("[b]recrawl demo[/]: replay real change histories under each revisit policy")
+    traces = load_traces(_data_file("ota-sample.jsonl"))
+    res = _replay_with_progress(replay, traces, 0.05, None, 1.0, "freshness", 0)
+    _print_replay(
+        res,
+        f"{res['pages']} real documents over {res['days']:,.0f} days (Open Terms Archive, ODC-By), "
+        "0.05 fetches per page per day",
+    )
+    # the same with a daily sitemap, judged from recrawl's own revisits (recrawl.hints)
+    mapped = _replay_with_progress(
+        functools.partial(replay, sitemap_hours=24.0, sitemap_kind="honest"),
+        traces, 0.05, ["recrawl"], 1.0, "freshness", 0,
+    )  # fmt: skip
+    before, after = res["policies"]["recrawl"], mapped["policies"]["recrawl"]
+    trust = after["sitemap_trust"]
+    out.print(
+        f"With a daily sitemap whose lastmod is each page's last change (read free; trusted "
+        f"only where recrawl's own revisits proved it right: {trust['changes_sites']} of "
+        f"{trust['sites']} sites), recrawl's freshness is {after['freshness']:.4f} instead of "
+        f"{before['freshness']:.4f}, at {after['cost_per_change']:.2f} fetches per change "
+        f"detected instead of {before['cost_per_change']:.2f} (recrawl simulate --sitemap-hours 24; "
+        "for a real crawl: recrawl hints add sitemap.xml)."
+    )
+
+    out.rule("[b]recrawl demo[/]: three sites, three weeks; one starts pushing back")
+    end = _demo_health(db, settings)
+    from recrawl.report.dashboard import render_report
+
+    with cli_store(db, settings) as store:
+        html = render_report(Engine(store, settings, clock=lambda: end))
+    report_path = Path("report.html").resolve()
+    report_path.write_text(html, encoding="utf-8")
+    out.print(f"dashboard written to [b]{report_path}[/] (open it in a browser; works offline)")
+
+
+def _demo_health(db: str, settings: Settings) -> float:
+    """Ingest a generated log with a hard-block wave, score it hourly, show the worst hour."""
+    from recrawl.observe.observation import parse_observation
+    from recrawl.sim.health import DAY, HOUR, Effect, HealthScenario, SiteProfile
+
+    item = {"item": (1.0, 80_000, ("title", "price"))}
+    start = 1_767_225_600 + 21 * DAY  # after the fetch log above
+    wave = (start + 19 * DAY + 13 * HOUR, start + 19 * DAY + 17 * HOUR)
+    sc = HealthScenario(
+        sites=[
+            SiteProfile("calm.example", 90, item, challenge_rate=0.04),
+            SiteProfile("shop.example", 90, item),
+            SiteProfile("hostile.example", 120, item, hard_rate=0.01),
+        ],
+        effects=[
+            Effect(
+                "hostile.example", *wave, hard=0.7, challenge=0.2, latency_factor=3.0, ramp_s=600
+            )
+        ],
+        incidents=[],
+        start=start,
+        pages_per_type=150,
+    )
+    with cli_store(db, settings) as store:
+        rep = ingest_observations(
+            store, (parse_observation(o) for o in sc.observations()), classifier=ContentClassifier()
+        )
+        out.print(
+            f"{rep.stored:,} observations of 3 sites stored (calm.example challenges 4 % of requests every day)"
+        )
+        engine = Engine(store, settings)
+        worst: list[dict[str, Any]] = []
+        peak = float(wave[0])
+        for t in np.arange(sc.end - 3 * DAY, sc.end, HOUR):
+            reports = engine.health(float(t), record=True)
+            if t <= wave[0] + 2 * HOUR:
+                worst, peak = reports, float(t)
+        _print_health(worst, peak)
+        events = store.site_events("hostile.example")
+    for e in events:
+        if e["kind"] == "pause":
+            out.print(
+                f"[red]hostile.example paused[/] at {iso(e['at'])}: {e['detail']}; only a human resumes it (recrawl site resume)"
+            )
+    return float(sc.end)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    out.print(__version__)
+
+
+# -- service: init, serve, report ----------------------------------------------------------------
+
+
+_INIT_TOML = """\
+# recrawl configuration, created by `recrawl init`. Environment variables override it
+# (RECRAWL_TOKEN, RECRAWL_READ_TOKEN, RECRAWL_BUDGET_PER_DAY, ...).
+
+billing_unit = "{unit}"          # fetches | bytes | credits
+budget_per_day = {budget}        # in the billing unit
+cycle_hours = 1
+objective = "freshness"         # freshness | events
+lease_seconds = 600             # a lease not reported by then returns its URL to the plan
+max_body_bytes = 16777216       # larger request bodies get 413
+
+# Writes to the HTTP API need `Authorization: Bearer <token>`. Keep it secret.
+token = "{token}"
+{read_line}
+[reserves]                      # shares of each cycle's budget
+discovery = 0.05
+reestimate = 0.03
+verify = 0.02
+"""
+
+
+@app.command()
+def init(
+    db: DbOpt = None,
+    config: Annotated[Path, typer.Option("--config", help="Config file to create.")] = Path(
+        "recrawl.toml"
+    ),
+    unit: Annotated[
+        str, typer.Option("--unit", help="Billing unit: fetches, bytes or credits.")
+    ] = "fetches",
+    budget: Annotated[
+        float, typer.Option("--budget", help="Budget per day in the billing unit.")
+    ] = 10_000.0,
+    read_token: Annotated[
+        bool, typer.Option("--read-token", help="Also require a token for reads.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Create the store and a config with a fresh random write token."""
+    import secrets
+
+    if unit not in ("fetches", "bytes", "credits"):
+        raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise typer.BadParameter("must be a positive number", param_hint="--budget")
+    if config.is_dir():
+        raise typer.BadParameter(f"{config} is a directory", param_hint="--config")
+    if config.exists() and not force:
+        raise typer.BadParameter(
+            f"{config} exists (use --force to replace it)", param_hint="--config"
+        )
+    token = secrets.token_urlsafe(32)
+    read_line = f'read_token = "{secrets.token_urlsafe(32)}"\n' if read_token else ""
+    text = _INIT_TOML.format(
+        unit=unit, budget=repr(float(budget)), token=token, read_line=read_line
+    )
+    config.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # a file that was there keeps its mode through O_CREAT: the token is secret
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    load_settings(config, env={})  # what init writes must load
+    path = db or default_db()
+    cli_store(path).close()
+    out.print(f"store {path} ready; config {config} written with a fresh token (mode 600)")
+
+
+@app.command()
+def serve(
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8470,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the HTTP API (/v1, OpenAPI at /docs), /metrics and the dashboard at /."""
+    try:
+        import uvicorn
+
+        from recrawl.service import create_app
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"the service needs its extra: pip install 'recrawl[service]' ({exc.name} missing)"
+        ) from None
+    settings = load_settings(config)
+    application = create_app(cli_store(db, settings), settings)
+    err.print(f"recrawl serving on http://{host}:{port} (store {db or default_db()})")
+    # What start-up made lives as long as the server: collections stop walking
+    # it; and requests allocate much, few cycles: young collections less often.
+    gc.freeze()
+    with fewer_collections():
+        uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
+
+
+@app.command()
+def report(
+    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Write the dashboard as one self-contained HTML file (works offline)."""
+    from recrawl.report.dashboard import render_report
+
+    settings = load_settings(config)
+    with cli_store(db, settings, existing=True) as store:
+        html = render_report(Engine(store, settings))
+    out_path.write_text(html, encoding="utf-8")
+    out.print(f"report written to {out_path} ({len(html) / 1e6:.1f} MB)")
+
+
+@app.command()
+def prune(
+    before: Annotated[
+        str | None,
+        typer.Option(
+            "--before",
+            help="Delete the observations fetched before this time (RFC 3339 or unix seconds).",
+        ),
+    ] = None,
+    keep_days: Annotated[
+        float | None,
+        typer.Option("--keep-days", help="... or keep only the last N days of the log.", min=0),
+    ] = None,
+    vacuum: Annotated[
+        bool,
+        typer.Option(
+            "--vacuum",
+            help="Then give the space back: a SQLite file is rewritten (takes a while, "
+            "needs about its size free on disk).",
+        ),
+    ] = False,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Allow a --before in the future (the whole log).")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only say what would be removed.")
+    ] = False,
+) -> None:
+    """Delete old fetch observations from the log, keeping what they taught.
+
+    Each page keeps a checkpoint of its state after them, so a late report
+    still ends as if the whole log were there; stats and health do not change;
+    a report fetched before its page's last pruned fetch is refused. Safe to
+    interrupt and run again. --vacuum holds the store's write lock while it
+    rewrites the file: writers (a running service) wait meanwhile."""
+    import time
+
+    from recrawl.store.sqlite import SQLiteStore
+
+    if (before is None) == (keep_days is None):
+        raise typer.BadParameter("give one of --before or --keep-days", param_hint="--before")
+    now = time.time()
+    until = (
+        at_required(before, "--before") if before is not None else now - (keep_days or 0) * 86400
+    )
+    if until > now and not force:
+        raise typer.BadParameter(
+            f"{iso(until)} is in the future: the whole log would go (--force if that is meant)",
+            param_hint="--before",
+        )
+    settings = load_settings(config)
+    with cli_store(db, settings, existing=True) as store:
+        if dry_run:
+            rep = store.prune(until, dry_run=True)
+            out.print(
+                f"would remove {rep.to_remove:,} observations fetched before {iso(until)}, "
+                f"checkpointing {rep.pages_to_checkpoint:,} pages; nothing removed (--dry-run)"
+            )
+            return
+        size0 = store.size_bytes() if isinstance(store, SQLiteStore) else None
+        progress = Progress(
+            TextColumn("pruning"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+            console=err, disable=quiet or not err.is_terminal, transient=True,
+        )  # fmt: skip
+        with progress:
+            task = progress.add_task("prune", total=None)
+            rep = store.prune(
+                until,
+                on_progress=lambda r: progress.update(
+                    task, total=r.to_remove, completed=r.observations_removed
+                ),
+            )
+        if vacuum:
+            store.vacuum()
+        size = ""
+        if isinstance(store, SQLiteStore) and size0 is not None:
+            size = f"; file {size0 / 1e6:,.2f} MB before, {store.size_bytes() / 1e6:,.2f} MB after"
+            if not vacuum:
+                size += (
+                    f", {store.free_bytes() / 1e6:,.2f} MB of it free for new observations "
+                    "(--vacuum gives it back to the disk)"
+                )
+    out.print(
+        f"{rep.observations_removed:,} observations fetched before {iso(until)} removed, "
+        f"{rep.pages_checkpointed:,} pages checkpointed{size}"
+    )
+
+
+app.add_typer(hints_app, name="hints")
+
+
+def main() -> None:
+    """Entry point: one clear sentence on error, never a traceback."""
+    try:
+        rc = app(standalone_mode=False)
+    except Error as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except OSError as exc:  # a file that cannot be written or read: say which, in one sentence
+        if os.environ.get("RECRAWL_DEBUG"):
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        err.print(f"[red]error:[/] {escape((exc.strerror or str(exc)) + where)}")
+        sys.exit(1)
+    except Exception as exc:
+        show = getattr(exc, "show", None)
+        if callable(show):  # a usage error from the command-line parser
+            show()
+            sys.exit(getattr(exc, "exit_code", 2))
+        if os.environ.get("RECRAWL_DEBUG"):
+            raise
+        if isinstance(exc, ValueError):  # the library's word on bad input: one sentence
+            err.print(f"[red]error:[/] {escape(str(exc))}")
+            sys.exit(2)
+        err.print(f"[red]error:[/] {type(exc).__name__}: {escape(str(exc))}")
+        sys.exit(1)
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The one place that holds a clock and joins the store and the math."""

@@ -1,0 +1,1217 @@
+"""The engine: library calls that join the store, the planner and health.
+
+The CLI, the HTTP service and the fetcher are thin edges over one
+:class:`Engine`; none of them holds logic the others lack. The clock is
+injected (``clock``) so a simulation can run days in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from recrawl.config import Settings
+from recrawl.engine.ingest import IngestReport, ingest_observations
+from recrawl.engine.stats import compute_stats
+from recrawl.estimate.calibration import (
+    Calibration,
+    RevisitPredictions,
+    calibration_report,
+    revisit_predictions,
+)
+from recrawl.estimate.hints import (
+    HINT_LAG_DEFAULT_S,
+    TRUSTED_MEANS,
+    Hint,
+    SourceTrust,
+    ranges,
+    reporting_lag,
+    revisit_moves,
+    signal_state,
+    source_trust,
+)
+from recrawl.estimate.pagestate import NUTCH_DEFAULT_S
+from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
+from recrawl.observe.observation import Observation, host_of, normalize_url
+from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
+from recrawl.plan.planner import PageState as PageArrays
+from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
+from recrawl.store import SQLStore
+from recrawl.store._protocol import HintResult
+from recrawl.store._sql import ContentHistory, HintRows
+
+__all__ = ["LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
+
+DAY_S = 86400.0
+_log = logging.getLogger(__name__)
+HINT_TRUST_DAYS = 90.0
+"""Days of revisits :meth:`Engine.hint_trust` judges the sources on, for the plan."""
+_TRUST_TTL_S = 3600.0  # the plan's trust in the hint sources is judged again hourly
+HINT_FUTURE_S = 300.0
+"""Hints read (``seen_at``) more than this many seconds after the engine's clock
+are refused (:meth:`Engine.ingest_hints`): a clock gone wrong, or a typo, would
+vouch for pages until then."""
+LAG_MEANS = (
+    "Lag: how long after a page changes the source reports it (the 90th percentile of "
+    "first seen minus lastmod over its moves; one day with fewer than 10 moves); a "
+    "trusted source vouches for a page only until its latest read minus its lag."
+)
+"""What the lag means, in a sentence for people (the CLI's report and the service's)."""
+
+
+@dataclass(frozen=True)
+class HintReport:
+    """Each hint source, and how far it is trusted per site (:meth:`Engine.hint_report`)."""
+
+    days: float
+    until: float | None
+    sources: list[dict[str, Any]]
+    trust: list[SourceTrust]
+    lags: dict[tuple[str, str], float]
+
+    def as_dict(self) -> dict[str, Any]:
+        """As ``recrawl hints --json`` and ``GET /v1/hints``."""
+        return {
+            "days": self.days,
+            "until": self.until,
+            "sources": self.sources,
+            "trust": [
+                t.to_dict() | {"lag_s": self.lags.get((t.site, t.source))} for t in self.trust
+            ],
+            "trusted_means": TRUSTED_MEANS,
+            "lag_means": LAG_MEANS,
+        }
+
+
+_TRUST_FIELDS = ("site", "source", "revisits", "changed", "moved", "both", "quiet", "changes")
+
+
+@dataclass(frozen=True)
+class _Revisits:
+    """The content revisits of a window (see :meth:`Engine._revisits`): the
+    page columns, the history read, the rows of it kept (``keep``: fetches of
+    pages still there, canaries left out) and the predictions made for them."""
+
+    cols: dict[str, Any]
+    history: ContentHistory
+    keep: np.ndarray[Any, np.dtype[np.intp]]
+    pred: RevisitPredictions
+    since: float
+    end: float
+
+
+@dataclass
+class PlanResult:
+    """One cycle's plan: tasks best first, with what the cycle spends."""
+
+    at: float
+    budget: float
+    spent: float
+    tasks: list[dict[str, Any]]
+    rates: dict[str, tuple[float, float]]
+    resolution: RateResolution | None = None
+    """How many live pages' rates the revisits only bound from below (None: no pages)."""
+
+    def split(self) -> dict[str, int]:
+        """How many tasks each reason holds (score, discovery, reestimate, verify, canary)."""
+        out: dict[str, int] = {}
+        for t in self.tasks:
+            out[t["reason"]] = out.get(t["reason"], 0) + 1
+        return out
+
+
+def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
+    uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    return inv.astype(np.int64), [str(u) for u in uniq]
+
+
+def _id_index(ids: np.ndarray[Any, Any], *others: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A lookup array from page id to the position of that id in ``ids`` (−1:
+    not there), long enough to be indexed by every id of ``ids`` and ``others``."""
+    top = max([int(a.max()) for a in (ids, *others) if len(a)], default=-1)
+    out = np.full(top + 1, -1, dtype=np.intp)
+    out[ids] = np.arange(len(ids))
+    return out
+
+
+def _recode(
+    codes: np.ndarray[Any, np.dtype[np.int64]], names: list[str], into: list[str]
+) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """``codes`` (indexes of ``names``) as indexes of ``into`` (−1: not there)."""
+    where = {name: i for i, name in enumerate(into)}
+    table = np.array([where.get(name, -1) for name in names] + [-1], dtype=np.int64)
+    out: np.ndarray[Any, np.dtype[np.int64]] = table[codes]
+    return out
+
+
+def _by_whom(by: str, reason: str) -> str:
+    """A site event's detail for a human's decision: ``by ana: owner asked``."""
+    return f"by {by}" + (f": {reason}" if reason else "")
+
+
+def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
+    """``(url, site, page_type, value)`` for a URL registration dict, validated.
+
+    ``url`` is normalised, ``site`` defaults to its host, ``page_type`` to
+    ``page``, ``value`` to 1. Raises ValueError (or KeyError without ``url``).
+
+    >>> url_registration({"url": "HTTPS://Shop.Example/p/1", "value": 2})
+    ('https://shop.example/p/1', 'shop.example', 'page', 2.0)
+    """
+    try:
+        url = normalize_url(str(row["url"]))
+    except ValueError as exc:
+        raise ValueError(f"field 'url': {exc}") from None
+    raw = row.get("value", 1.0)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"field 'value': {raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"field 'value': must be a number ≥ 0, got {raw!r}")
+    page_type = str(row.get("page_type") or "page")
+    if page_type == "canary":
+        raise ValueError(
+            "field 'page_type': 'canary' is reserved for canaries (recrawl canary add)"
+        )
+    return url, str(row.get("site") or host_of(url)), page_type, value
+
+
+@dataclass
+class BudgetOutlook:
+    """What freshness costs at the current rate estimates (see :meth:`Engine.budget_outlook`)."""
+
+    at: float
+    pages: int
+    """Live, revisitable pages counted (fetched at least once, value > 0, site not paused)."""
+    never_fetched: int
+    """Live pages without a fetch yet: no rate of their own, not counted."""
+    budget_per_day: float | None
+    freshness_at_budget: dict[str, float] | None
+    """Mean freshness at ``budget_per_day``: ``optimal``, the planner's split of
+    what its reserves leave (their fetches refresh pages too: a lower bound), and
+    ``uniform``, one interval for every page."""
+    targets: list[dict[str, float]]
+    """Per target: ``freshness``; the daily budget the ``optimal`` split needs and
+    ``uniform`` needs; and ``configure``, the ``budget_per_day`` that leaves the
+    planner ``optimal`` after its reserves."""
+    resolution: RateResolution | None
+    reserve_share: float = 0.0
+    """Share of each cycle the planner keeps for verification and re-estimation."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "pages": self.pages,
+            "never_fetched": self.never_fetched,
+            "budget_per_day": self.budget_per_day,
+            "reserve_share": self.reserve_share,
+            "freshness_at_budget": self.freshness_at_budget,
+            "targets": self.targets,
+            "rate_resolution": self.resolution.as_dict() if self.resolution else None,
+        }
+
+
+class Engine:
+    """recrawl's main loop over one store.
+
+    Parameters
+    ----------
+    store : SQLStore
+        Where pages, observations and health live.
+    settings : Settings
+        Billing unit, budget per day, cycle length, objective, reserves.
+    clock : callable
+        Returns unix seconds; ``time.time`` by default.
+    """
+
+    def __init__(
+        self,
+        store: SQLStore,
+        settings: Settings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self.clock = clock
+        # page_info's model, re-solved each hour or when the store changed
+        self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
+        # the plan's trust in the hint sources and their reporting lags, judged
+        # again each hour (key: hour; kept in the store's meta too), and the
+        # latest hints (key: hints_version)
+        self._trust_cache: tuple[int, list[SourceTrust], dict[tuple[str, str], float]] | None = None
+        self._hint_cache: tuple[int, HintRows] | None = None
+
+    # -- observations ----------------------------------------------------------------------
+
+    def ingest(self, observations: Iterable[Observation]) -> IngestReport:
+        """Store observations (idempotent; durable when this returns)."""
+        return ingest_observations(self.store, observations)
+
+    def stats(self, unit: str | None = None) -> dict[str, Any]:
+        """The same dict as ``recrawl stats --json``."""
+        u = unit or self.settings.billing_unit
+        return compute_stats(self.store.group_totals(), u)  # type: ignore[arg-type]
+
+    def add_urls(self, rows: Iterable[dict[str, Any]], now: float | None = None) -> int:
+        """Register URLs for discovery: dicts with ``url`` and optional ``site``,
+        ``page_type``, ``value``. Raises ValueError naming a bad URL (nothing is
+        stored then)."""
+        t = self.clock() if now is None else now
+        return self.store.add_urls([url_registration(r) for r in rows], t)
+
+    def update_values(self, rows: Iterable[dict[str, Any]]) -> int:
+        """Re-tier known URLs: dicts with ``url`` and ``value`` (≥ 0). The planner
+        splits the budget by the new values from its next plan; a page's history
+        stays. URLs the store does not know are skipped. Returns how many pages'
+        values changed. Raises ValueError naming a bad URL or value (nothing is
+        changed then)."""
+        changes = []
+        for r in rows:
+            if "value" not in r:
+                raise ValueError(f"no value to set for {r.get('url')!r}")
+            url, _, _, value = url_registration({"url": r["url"], "value": r["value"]})
+            changes.append((url, value))
+        return self.store.set_values(changes)
+
+    def remove_urls(self, urls: Iterable[str]) -> int:
+        """Forget URLs: their pages, fetch logs, leases and canary declarations
+        leave the store; stats and health keep the counts they already hold. A
+        URL reported or registered again later starts over as a new page.
+        Returns how many were known. Raises ValueError naming a bad URL."""
+        return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _unit_costs(self) -> dict[tuple[str, str], float]:
+        """Cost of one fetch per (site, page type), learned from the buckets, in the billing unit."""
+        unit = self.settings.billing_unit
+        if unit == "fetches":
+            return {}
+        out: dict[tuple[str, str], float] = {}
+        for g in self.store.group_totals():
+            if g.fetches:
+                total = g.bytes_sent + g.bytes_received if unit == "bytes" else g.credits
+                out[(g.site, g.page_type)] = max(total / g.fetches, 1e-9)
+        return out
+
+    def page_arrays(
+        self, now: float, exclude: set[str] | None = None, *, signals: bool = True
+    ) -> tuple[PageArrays, dict[str, Any]]:
+        """The planner's arrays for every page, and the columns they came from.
+
+        The columns also hold ``live``: pages neither gone nor canaries, whether
+        ``exclude`` holds them or not (``active`` is ``live`` minus ``exclude``).
+        With ``signals``, ``checked_at`` and ``known_stale`` come from the
+        latest hints of the sources trusted on each page's site
+        (:meth:`_hint_signals`); without hints in the store, they stay None.
+        """
+        cols = self.store.page_columns()
+        n = len(cols["url"])
+        site_code, site_names = _codes(cols["site"]) if n else (np.zeros(0, np.int64), [])
+        group_code, _ = (
+            _codes([f"{s}\0{t}" for s, t in zip(cols["site"], cols["page_type"], strict=True)])
+            if n
+            else (np.zeros(0, np.int64), [])
+        )
+        hosts = [u.split("/", 3)[2] for u in cols["url"]]
+        host_code, _ = _codes(hosts) if n else (np.zeros(0, np.int64), [])
+        costs = self._unit_costs()
+        if costs:
+            default = float(np.median(list(costs.values())))
+            cost = np.array(
+                [
+                    costs.get((s, t), default)
+                    for s, t in zip(cols["site"], cols["page_type"], strict=True)
+                ]
+            )
+        else:
+            cost = np.ones(n)
+        controls = self.store.site_controls()
+        mult = np.array(
+            [float(controls.get(s, {}).get("cost_multiplier") or 1.0) for s in site_names]
+        )
+        paused = np.array([bool(controls.get(s, {}).get("paused")) for s in site_names], dtype=bool)
+        never = np.isnan(cols["last_ok"])
+        last = np.where(never, cols["first_seen"], cols["last_ok"])
+        cols["live"] = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+        active = cols["live"].copy()
+        if exclude:
+            active &= ~np.isin(np.asarray(cols["url"], dtype=object), list(exclude))
+        pages = PageArrays(
+            value=cols["value"].astype(np.float64),
+            cost=cost,
+            site=site_code,
+            host=host_code,
+            group=group_code,
+            last_fetch=last,
+            first_seen=cols["first_seen"],
+            never_fetched=never,
+            ev_nc=cols["ev_nc"],
+            ev_tc=cols["ev_tc"],
+            ev_nu=cols["ev_nu"],
+            ev_tu=cols["ev_tu"],
+            nutch_interval=np.nan_to_num(cols["nutch_interval"], nan=NUTCH_DEFAULT_S),
+            site_cost_multiplier=mult if len(mult) else np.ones(1),
+            site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
+            active=active,
+        )
+        if signals and n:
+            checked, stale = self._hint_signals(now, cols, site_code, site_names)
+            if checked is not None:
+                pages = replace(pages, checked_at=checked, known_stale=stale)
+        return pages, cols
+
+    # -- cheap signals (recrawl.hints) -------------------------------------------------------
+
+    def ingest_hints(
+        self,
+        hints: Iterable[Hint],
+        *,
+        add_urls: bool = False,
+        on_batch: Callable[[HintResult], None] | None = None,
+    ) -> HintResult:
+        """Store hints (:meth:`SQLStore.ingest_hints`, ``on_batch`` called with
+        the running totals after each transaction); the next plan judges the
+        sources again.
+
+        Hints read (``seen_at``) more than :data:`HINT_FUTURE_S` after the
+        engine's clock are refused: counted in :attr:`HintResult.future`, not
+        stored (one would vouch for its page until then).
+        """
+        limit = self.clock() + HINT_FUTURE_S
+        future = 0
+
+        def timely() -> Iterator[Hint]:
+            nonlocal future
+            for h in hints:
+                if h.seen_at > limit:
+                    future += 1
+                else:
+                    yield h
+
+        def counted(r: HintResult) -> None:
+            if on_batch is not None:
+                on_batch(replace(r, future=r.future + future))
+
+        result = self.store.ingest_hints(
+            timely(), add_urls=add_urls, on_batch=None if on_batch is None else counted
+        )
+        result.future += future
+        return result
+
+    def hint_trust(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> list[SourceTrust]:
+        """How far each source's ``lastmod`` agreed with what the revisits of
+        the last ``days`` found, per site and source (:func:`recrawl.hints.source_trust`).
+
+        The window ends at ``until`` (unix seconds; default: the newest fetch in
+        the log), as :meth:`calibration`'s. A revisit counts for a source when
+        the source listed the page at the revisit's previous fetch already and
+        was read again after the revisit; it ``moved`` when one of the
+        source's ``lastmod`` values for the page falls between the two fetches.
+        Empty without hints.
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if self.store.hints_version() == 0:
+            return []
+        latest = self.store.hint_state()
+        if not len(latest):
+            return []
+        rv = self._revisits(days, until)
+        pred = rv.pred
+        if not len(pred.page):
+            return []
+        prev = pred.at - pred.interval_days * DAY_S
+        log = self.store.hint_log(float(prev.min()))
+        index = _id_index(rv.cols["id"], latest.page, log.page)
+        site_code, site_names = _codes(rv.cols["site"])
+        # each (page, source) pair the latest hints hold, by page: a revisit
+        # meets every source that lists its page, all sources at once
+        n_src = max(len(latest.sources), 1)
+        l_idx = index[latest.page]
+        order = np.flatnonzero(l_idx >= 0)
+        order = order[np.lexsort((latest.source[order], l_idx[order]))]
+        pair_page, pair_src = l_idx[order], latest.source[order]
+        lo = np.searchsorted(pair_page, pred.page, side="left")
+        count = np.searchsorted(pair_page, pred.page, side="right") - lo
+        rev = np.repeat(np.arange(len(pred.page)), count)
+        pair = ranges(lo, count)
+        # the log's rows, on the same pairs (−1: a pair the latest hints lack)
+        g_idx = index[log.page]
+        g_src = _recode(log.source, log.sources, latest.sources)
+        key = pair_page * n_src + pair_src
+        g_key = g_idx * n_src + g_src
+        at = np.minimum(np.searchsorted(key, g_key), max(len(key) - 1, 0))
+        g_pair = np.where((g_idx >= 0) & (g_src >= 0) & (len(key) > 0) & (key[at] == g_key), at, -1)
+        in_log = g_pair >= 0
+        covered, moved = revisit_moves(
+            pair, prev[rev], pred.at[rev], g_pair[in_log], log.lastmod[in_log],
+            latest.first_seen[order], latest.last_seen[order],
+        )  # fmt: skip
+        return source_trust(
+            site_code[pred.page[rev]],
+            pair_src[pair],
+            covered,
+            moved,
+            pred.changed[rev],
+            site_names,
+            latest.sources,
+            # a move must tell more than the model knew (hints.MIN_LIFT)
+            predicted=pred.predicted[rev],
+        )
+
+    def hint_lags(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> dict[tuple[str, str], float]:
+        """Each source's reporting lag per site, in seconds: how long after a
+        page's ``lastmod`` the source is read with it (its sitemap regenerated
+        every few days, a feed cached, plus the time between reads).
+
+        :func:`recrawl.hints.reporting_lag` of the ``lastmod`` moves first
+        seen in the ``days`` before ``until`` (default: the newest fetch in
+        the log, as :meth:`hint_trust`'s window); a page's first listing by a
+        source is no move (its ``lastmod`` may be months old). A pair without
+        a move gets :data:`recrawl.hints.HINT_LAG_DEFAULT_S`. Empty without hints. A source vouches for
+        a page only until its latest read minus its lag
+        (:func:`recrawl.hints.signal_state`).
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if self.store.hints_version() == 0:
+            return {}
+        latest = self.store.hint_state()
+        if not len(latest):
+            return {}
+        cols = self.store.page_columns()
+        end = until
+        if end is None:
+            last = cols["last_fetch"]
+            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else self.clock()
+        log = self.store.hint_log(first_seen_after=end - days * DAY_S)
+        keep = log.first_seen <= end
+        site_code, site_names = _codes(cols["site"]) if len(cols["url"]) else (None, [])
+        out: dict[tuple[str, str], float] = {}
+        pairs: set[tuple[str, str]] = set()
+        index = _id_index(cols["id"], latest.page, log.page)
+        l_idx = index[latest.page]
+        if site_code is not None:
+            known = l_idx >= 0
+            pair_rows = zip(
+                site_code[l_idx[known]].tolist(), latest.source[known].tolist(), strict=True
+            )
+            for s, k in set(pair_rows):
+                pairs.add((site_names[s], latest.sources[k]))
+        n_src = max(len(latest.sources), 1)
+        g_src = _recode(log.source, log.sources, latest.sources)
+        g_idx = index[log.page]
+        # when the source first listed the page: a log row then is no move
+        lkey = latest.page * n_src + latest.source
+        order = np.argsort(lkey)
+        lkey_sorted = lkey[order]
+        gkey = log.page * n_src + g_src
+        pos = np.minimum(np.searchsorted(lkey_sorted, gkey), max(len(lkey_sorted) - 1, 0))
+        found = (g_src >= 0) & (len(lkey_sorted) > 0)
+        if len(lkey_sorted):
+            found &= lkey_sorted[pos] == gkey
+        listed = np.full(len(gkey), np.inf)
+        listed[found] = latest.first_seen[order[pos[found]]]
+        keep &= found & (g_idx >= 0) & (log.first_seen > listed)
+        if site_code is not None and keep.any():
+            seen, lastmod = log.first_seen[keep], log.lastmod[keep]
+            key = site_code[g_idx[keep]] * n_src + g_src[keep]
+            keys, inv = np.unique(key, return_inverse=True)
+            for i, k in enumerate(keys.tolist()):
+                mine = inv == i
+                pair = (site_names[k // n_src], latest.sources[k % n_src])
+                out[pair] = reporting_lag(seen[mine], lastmod[mine])
+        return {p: out.get(p, HINT_LAG_DEFAULT_S) for p in sorted(pairs)}
+
+    def hint_report(
+        self, *, days: float = HINT_TRUST_DAYS, until: float | None = None
+    ) -> HintReport:
+        """The hint sources, their trust (:meth:`hint_trust`) and lags
+        (:meth:`hint_lags`) over the same window."""
+        return HintReport(
+            days=days,
+            until=until,
+            sources=self.store.hint_sources(),
+            trust=self.hint_trust(days=days, until=until),
+            lags=self.hint_lags(days=days, until=until),
+        )
+
+    def _judged_hints(self, now: float) -> tuple[list[SourceTrust], dict[tuple[str, str], float]]:
+        """The plan's trust in the hint sources and their lags (:meth:`hint_trust`,
+        :meth:`hint_lags` over :data:`HINT_TRUST_DAYS`), judged at most once an
+        hour of ``now``: kept in memory, and in the store's meta so that the
+        next process (``recrawl plan`` run again) reuses a judgement of the
+        same hour rather than replaying the fetch log once more."""
+        hour = int(now // _TRUST_TTL_S)
+        if self._trust_cache is not None and self._trust_cache[0] == hour:
+            return self._trust_cache[1], self._trust_cache[2]
+        got = self._stored_verdict(hour)
+        if got is None:
+            trust = self.hint_trust()
+            lags = self.hint_lags()
+            got = (trust, lags)
+            try:
+                self.store.set_hint_verdict(
+                    json.dumps(
+                        {
+                            "hour": hour,
+                            "hints_version": self.store.hints_version(),
+                            "days": HINT_TRUST_DAYS,
+                            "trust": [{f: getattr(t, f) for f in _TRUST_FIELDS} for t in trust],
+                            "lags": [[site, src, lag] for (site, src), lag in lags.items()],
+                        }
+                    )
+                )
+            except Exception:  # a read-only store: judged again next time
+                _log.debug("cannot keep the hint verdict", exc_info=True)
+        self._trust_cache = (hour, *got)
+        return got
+
+    def _stored_verdict(
+        self, hour: int
+    ) -> tuple[list[SourceTrust], dict[tuple[str, str], float]] | None:
+        """The judgement :meth:`_judged_hints` kept in the store for ``hour``, if any."""
+        raw = self.store.hint_verdict()
+        if raw is None:
+            return None
+        try:
+            v = json.loads(raw)
+            if v.get("hour") != hour or v.get("days") != HINT_TRUST_DAYS:
+                return None
+            if v.get("hints_version", 0) > self.store.hints_version():
+                return None  # another store's, or one rebuilt since
+            trust = [SourceTrust(**{f: t[f] for f in _TRUST_FIELDS}) for t in v["trust"]]
+            lags = {(str(a), str(b)): float(c) for a, b, c in v["lags"]}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return trust, lags
+
+    def _hint_signals(
+        self,
+        now: float,
+        cols: dict[str, Any],
+        site_code: np.ndarray[Any, np.dtype[np.int64]],
+        site_names: list[str],
+    ) -> tuple[
+        np.ndarray[Any, np.dtype[np.float64]] | None, np.ndarray[Any, np.dtype[np.bool_]] | None
+    ]:
+        """The planner's ``checked_at`` and ``known_stale`` for the pages of
+        ``cols`` (:meth:`SQLStore.page_columns`; ``site_code`` indexes
+        ``site_names``, one per page): each trusted (site, source)
+        pair's latest hints through :func:`recrawl.hints.signal_state` against
+        the page's last success, several sources combined (the latest
+        vouching, any change proven). ``(None, None)`` when no source is
+        trusted on any site, or the store holds no hints (one read of a counter).
+
+        The trust (:meth:`hint_trust` over :data:`HINT_TRUST_DAYS`: it reads
+        and replays the fetch log, seconds on a large store) is judged again at
+        most once an hour of ``now``, whatever was written meanwhile (a trust
+        built on weeks of revisits moves little in an hour); the latest hints
+        are read again whenever hints were written.
+        """
+        version = self.store.hints_version()
+        if version == 0:
+            return None, None
+        trust, lags = self._judged_hints(now)
+        trusted = {(t.site, t.source): t for t in trust if t.quiet or t.changes}
+        if not trusted:
+            return None, None
+        if self._hint_cache is None or self._hint_cache[0] != version:
+            self._hint_cache = (version, self.store.hint_state())
+        latest = self._hint_cache[1]
+        n = len(cols["url"])
+        # per (site, source): trusted to vouch, to prove, and its lag
+        n_src = len(latest.sources)
+        quiet = np.zeros((len(site_names) + 1, n_src), dtype=bool)  # (last row: no page)
+        proves = np.zeros_like(quiet)
+        lag = np.full(quiet.shape, HINT_LAG_DEFAULT_S)
+        s_index = {name: i for i, name in enumerate(site_names)}
+        k_index = {name: k for k, name in enumerate(latest.sources)}
+        for (site, source), t in trusted.items():
+            i, k = s_index.get(site), k_index.get(source)
+            if i is not None and k is not None:
+                quiet[i, k], proves[i, k] = t.quiet, t.changes
+                lag[i, k] = lags.get((site, source), HINT_LAG_DEFAULT_S)
+        # every hint row at once, each against its page's last success
+        idx = _id_index(cols["id"], latest.page)[latest.page]
+        known = idx >= 0
+        row_site = np.where(known, site_code[np.where(known, idx, 0)], len(site_names))
+        src = latest.source
+        c, st = signal_state(
+            np.where(known, cols["last_ok"][np.where(known, idx, 0)], np.nan),
+            latest.lastmod, latest.last_seen, quiet[row_site, src], proves[row_site, src],
+            lastmod_seen=latest.lastmod_seen, now=now, lag=lag[row_site, src],
+        )  # fmt: skip
+        checked = np.full(n, np.nan)
+        vouched = known & ~np.isnan(c)
+        np.fmax.at(checked, idx[vouched], c[vouched])  # the latest vouching source
+        stale = np.zeros(n, dtype=bool)
+        stale[idx[known & st]] = True  # any change proven
+        return checked, stale
+
+    def planner_config(self) -> PlannerConfig:
+        """The planner settings from the configuration."""
+        s = self.settings
+        kw: dict[str, Any] = {
+            "cycle_hours": s.cycle_hours,
+            "discovery_share": s.reserves.discovery,
+            "reestimate_share": s.reserves.reestimate,
+            "verify_share": s.reserves.verify,
+        }
+        if s.half_life_days is not None:
+            kw["half_life_days"] = s.half_life_days
+        return PlannerConfig(**kw)
+
+    def plan(
+        self,
+        *,
+        budget: float | None = None,
+        now: float | None = None,
+        objective: str | None = None,
+        policy: str = "recrawl",
+        exclude: set[str] | None = None,
+        seed: int | None = None,
+    ) -> PlanResult:
+        """The next cycle's tasks: canaries that are due (outside the budget, also
+        on paused sites), then the planner's choice under ``budget`` (billing
+        units for one cycle; default ``budget_per_day`` × cycle length)."""
+        t = self.clock() if now is None else now
+        s = self.settings
+        if budget is None:
+            if s.budget_per_day is None:
+                raise ValueError("no budget: pass one, or set budget_per_day in recrawl.toml")
+            budget = s.budget_per_day * s.cycle_hours / 24.0
+        if budget < 0 or not math.isfinite(budget):
+            raise ValueError("the budget must be a non-negative number")
+        obj: Literal["freshness", "events"] = (
+            "events" if (objective or s.objective) == "events" else "freshness"
+        )
+        pages, cols = self.page_arrays(t, exclude)
+        tasks: list[dict[str, Any]] = []
+        for c in self.store.canaries():
+            due = c["last_fetch"] is None or t - c["last_fetch"] >= c["every_s"]
+            if due and not (exclude and c["url"] in exclude):
+                tasks.append(
+                    {"url": c["url"], "site": c["site"], "page_type": "canary", "reason": "canary",
+                     "priority": math.inf, "expected_gain": 0.0, "cost": 0.0}
+                )  # fmt: skip
+        rates: dict[str, tuple[float, float]] = {}
+        spent = 0.0
+        resolution = None
+        if len(pages):
+            cfg = self.planner_config()
+            # live fetched pages, leased or not; paused sites learn nothing until resumed
+            learning = cols["live"] & ~pages.never_fetched & ~pages.site_paused[pages.site]
+            resolution = rate_resolution(
+                pages.ev_nc,
+                pages.ev_tc,
+                pages.ev_nu,
+                pages.ev_tu,
+                mask=learning,
+                half_life_days=cfg.half_life_days,
+            )
+            per_day = budget * 24.0 / cfg.cycle_hours
+            model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
+            rng = np.random.default_rng(seed if seed is not None else int(t) // 3600)
+            plan = plan_cycle(
+                pages,
+                budget,
+                t,
+                policy=policy,
+                objective=obj,
+                config=cfg,
+                rng=rng,
+                model=model,
+            )
+            spent = plan.spent
+            for task in plan.to_tasks():
+                i = task.pop("page")
+                url = cols["url"][i]
+                rates[url] = (float(model.rate_per_day[i]), float(model.rate_sd_per_day[i]))
+                tasks.append(
+                    {"url": url, "site": cols["site"][i], "page_type": cols["page_type"][i], **task}
+                )
+        return PlanResult(
+            at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution
+        )
+
+    def budget_outlook(
+        self,
+        targets: Sequence[float] = (0.8, 0.9, 0.95),
+        *,
+        budget_per_day: float | None = None,
+        now: float | None = None,
+    ) -> BudgetOutlook:
+        """What each mean freshness would cost per day, at the rates estimated now.
+
+        For the live pages with a fetch (value-weighted, at their effective
+        cost): the daily budget at which the optimal allocation, and one
+        interval for every page, reach each target under the Poisson model
+        (:func:`recrawl.freshness.budget_for_freshness`); and the freshness
+        ``budget_per_day`` (default: the configured one) buys. Model figures:
+        pages whose revisits only bound their rate from below (``resolution``)
+        may change faster than assumed, and these budgets then be too low.
+        The planner keeps shares of each cycle for verification and
+        re-estimation outside its split: each target's ``configure`` is the
+        ``budget_per_day`` that leaves the split what it needs.
+        """
+        t = self.clock() if now is None else now
+        targets = sorted(set(targets))
+        for x in targets:
+            if not 0.0 < x < 1.0:
+                raise ValueError(f"a freshness target must be between 0 and 1, got {x}")
+        if budget_per_day is None:
+            budget_per_day = self.settings.budget_per_day
+        elif budget_per_day <= 0 or not math.isfinite(budget_per_day):
+            raise ValueError("the budget must be a positive number")
+        pages, cols = self.page_arrays(t, signals=False)
+        live = cols["live"] & ~pages.site_paused[pages.site]
+        mask = live & ~pages.never_fetched & (pages.value > 0)
+        cfg = self.planner_config()
+        # the planner's model gets what verification and re-estimation leave
+        # (discovery's share too, but only while pages wait for a first fetch)
+        reserve = cfg.verify_share + cfg.reestimate_share
+        resolution = None
+        out_targets: list[dict[str, float]] = []
+        at_budget = None
+        if mask.any():
+            resolution = rate_resolution(
+                pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu,
+                mask=mask, half_life_days=cfg.half_life_days,
+            )  # fmt: skip
+            rate = reallocate(pages, 1.0, t, policy="uniform", config=cfg).rate_per_day[mask]
+            w = pages.value[mask]
+            c = (pages.cost * pages.site_cost_multiplier[pages.site])[mask]
+            for x in targets:
+                need = {
+                    a: budget_for_freshness(rate, x, weight=w, cost=c, allocation=a)
+                    for a in ("optimal", "uniform")
+                }
+                out_targets.append(
+                    {"freshness": x, **need, "configure": need["optimal"] / (1.0 - reserve)}
+                )
+            if budget_per_day is not None:
+                split = budget_per_day * (1.0 - reserve)
+                opt = optimal_allocation(rate, split, weight=w, cost=c).visits_per_day
+                uni = budget_per_day / float(c.sum())
+                at_budget = {
+                    a: allocation_value(rate, f, weight=w) / float(w.sum())
+                    for a, f in (("optimal", opt), ("uniform", uni))
+                }
+        return BudgetOutlook(
+            at=t,
+            pages=int(mask.sum()),
+            never_fetched=int((live & pages.never_fetched).sum()),
+            budget_per_day=budget_per_day,
+            freshness_at_budget=at_budget,
+            targets=out_targets,
+            resolution=resolution,
+            reserve_share=reserve,
+        )
+
+    def calibration(
+        self,
+        *,
+        days: float = 30.0,
+        by: Literal["site", "group"] = "site",
+        until: float | None = None,
+    ) -> Calibration:
+        """Whether the change model predicted what the revisits of the last
+        ``days`` found (:mod:`recrawl.calibration`).
+
+        The window ends at ``until`` (unix seconds; default: the newest fetch
+        in the log, so an old log is checked over its own last days). Each
+        revisit's prediction comes from its page's evidence before it (the
+        fold's, replayed from the log and, after a prune, from the page's
+        checkpoint) and the planner's current group priors; canaries are left
+        out. ``by`` groups the figures per ``site`` or per ``group`` (site and
+        page type). Sites whose 304s hide changes are compared within bands
+        of estimated rate (:func:`recrawl.calibration.validator_checks`);
+        :meth:`apply_calibration` acts on them.
+        """
+        if not (0 < days < math.inf):
+            raise ValueError("days must be a positive number")
+        if by not in ("site", "group"):
+            raise ValueError("by must be 'site' or 'group'")
+        rv = self._revisits(days, until)
+        cols, h, keep, pred = rv.cols, rv.history, rv.keep, rv.pred
+        since, end = rv.since, rv.end
+        src = keep[pred.row]
+        if by == "site":
+            groups, names = _codes([cols["site"][i] for i in pred.page.tolist()])
+        else:
+            groups, names = _codes(
+                [f"{cols['site'][i]} / {cols['page_type'][i]}" for i in pred.page.tolist()]
+            )
+        cal = calibration_report(
+            pred.predicted, pred.changed, groups, names,
+            conditional=h.conditional[src], not_modified=h.not_modified[src],
+            history=pred.history, rate_per_day=pred.rate_per_day, since=since, until=end,
+        )  # fmt: skip
+        return replace(cal, validators_off=sorted(self.store.sites_without_validators()), by=by)
+
+    def _revisits(self, days: float, until: float | None) -> _Revisits:
+        """The content revisits of the ``days`` before ``until`` (default: the
+        newest fetch in the log), ``until`` included, canaries left out: the
+        fetch log read once (:meth:`SQLStore.content_history`) and replayed
+        (:func:`recrawl.calibration.revisit_predictions`), each revisit with its
+        interval and what it found, for :meth:`calibration` and :meth:`hint_trust`."""
+        pages, cols = self.page_arrays(self.clock(), signals=False)
+        end = until
+        if end is None:
+            last = cols["last_fetch"]
+            end = float(np.nanmax(last)) if np.any(~np.isnan(last)) else self.clock()
+        since = end - days * 86400.0
+        stop = float(np.nextafter(end, math.inf))  # the window includes ``end``
+        h = self.store.content_history(since, stop)
+        index = {u: i for i, u in enumerate(cols["url"])}
+        canary = np.asarray(cols["page_type"], dtype=object) == "canary"
+        for c in self.store.canaries():  # declared on a page of any type
+            if c["url"] in index:
+                canary[index[c["url"]]] = True
+        # page id → index in cols (−1: removed since, or a canary)
+        ids = np.fromiter(h.urls, np.int64, len(h.urls))
+        at_index = np.fromiter((index.get(u, -1) for u in h.urls.values()), np.intp, len(ids))
+        known = at_index >= 0
+        at_index[known] = np.where(canary[at_index[known]], -1, at_index[known])
+        o = np.argsort(ids)
+        ids, at_index = ids[o], at_index[o]
+        if len(ids):
+            pos = np.minimum(np.searchsorted(ids, h.page), len(ids) - 1)
+            pg = np.where(ids[pos] == h.page, at_index[pos], -1)
+        else:
+            pg = np.full(len(h.page), -1, dtype=np.intp)
+        keep = np.flatnonzero(pg >= 0)
+        n = len(cols["url"])
+        first = np.full(n, np.nan)
+        ev = np.zeros((4, n))
+        for pid, (lo, *e) in h.checkpoints.items():
+            i = index.get(h.urls.get(pid, ""), -1)
+            if i >= 0:
+                first[i] = lo
+                ev[:, i] = e
+        hl = self.store.half_life_days
+        pred = revisit_predictions(
+            pg[keep], h.fetched_at[keep], h.kind[keep], pages.group, since=since, until=stop,
+            start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
+            half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
+        )  # fmt: skip
+        return _Revisits(cols, h, keep, pred, since, end)
+
+    def apply_calibration(self, cal: Calibration, *, now: float | None = None) -> list[str]:
+        """Send no more validators to the sites whose 304s hide changes
+        (:attr:`Calibration.hiding_changes` of a report by site), recorded
+        with the figures; returns those turned off now. Nothing turns them
+        back on by itself: a human does (:meth:`set_validators`), as for a
+        pause."""
+        if cal.by != "site":
+            raise ValueError("validators are turned off per site: check the calibration by site")
+        t = self.clock() if now is None else now
+        done = []
+        for v in cal.validators:
+            if v.name in cal.hiding_changes:
+                detail = (
+                    f"by calibration: {v.full_changed} changes found by {v.conditional} "
+                    f"conditional revisits where {v.expected_conditional:.1f} were expected "
+                    f"({v.not_modified} answered 304; z {v.z:.1f})"
+                )
+                if self.store.set_validators(v.name, False, now=t, detail=detail):
+                    done.append(v.name)
+        return done
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        """Validators for a conditional request to ``url`` (empty when unknown)."""
+        return self.headers_for_many([url]).get(url, {})
+
+    def headers_for_tasks(self, tasks: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+        """Validators for each task's fetch (``url`` and ``reason`` of each):
+        none for a verification task (the unconditional sample that tells a
+        host whose 304s hide changes, :meth:`calibration`) or a canary (a 304
+        carries no record to check)."""
+        return self.headers_for_many(
+            [t["url"] for t in tasks if t.get("reason") not in ("verify", "canary")]
+        )
+
+    def headers_for_many(self, urls: Sequence[str]) -> dict[str, dict[str, str]]:
+        """:meth:`headers_for` for several URLs in one store read."""
+        out: dict[str, dict[str, str]] = {}
+        for url, (etag, lm) in self.store.validators(urls).items():
+            h: dict[str, str] = {}
+            if etag:
+                h["If-None-Match"] = etag
+            if lm:
+                h["If-Modified-Since"] = lm
+            out[url] = h
+        return out
+
+    def page_info(self, url: str, now: float | None = None) -> dict[str, Any] | None:
+        """A page's state, its change-rate estimate with uncertainty, and when it is next due."""
+        t = self.clock() if now is None else now
+        try:
+            url = normalize_url(url)
+        except ValueError:
+            return None
+        p = self.store.page(url)
+        if p is None:
+            return None
+        key = (int(t // 3600), self.store.version())
+        if self._model_cache is None or self._model_cache[0] != key:
+            pages, cols = self.page_arrays(t, signals=False)
+            per_day = self.settings.budget_per_day or float(len(pages))
+            model = reallocate(pages, per_day, t, config=self.planner_config())
+            index = {u: j for j, u in enumerate(cols["url"])}
+            self._model_cache = (key, model, index)
+        _, model, index = self._model_cache
+        i = index.get(url)
+        if i is None:  # registered after the model was solved
+            return None
+        visits = float(model.visits_per_day[i])
+        last = p.last_ok if p.last_ok is not None else p.first_seen
+        return {
+            "url": p.url,
+            "site": p.site,
+            "page_type": p.page_type,
+            "value": p.value,
+            "first_seen": p.first_seen,
+            "last_fetch": p.last_fetch,
+            "last_ok": p.last_ok,
+            "last_change": p.last_change,
+            "fetches": p.fetches,
+            "changes": p.changes,
+            "etag": p.etag,
+            "last_modified": p.last_modified,
+            "gone": p.gone,
+            "rate_per_day": float(model.rate_per_day[i]),
+            "rate_sd_per_day": float(model.rate_sd_per_day[i]),
+            "visits_per_day": visits,
+            "next_due": (last + DAY_S / visits) if visits > 0 else None,
+        }
+
+    # -- health ----------------------------------------------------------------------------
+
+    def evaluate_health(
+        self,
+        times: Sequence[float],
+        *,
+        sites: Sequence[str] | None = None,
+        warmup_s: float = 3 * 3600.0,
+    ) -> list[list[Any]]:
+        """Score every site at each of ``times`` (ascending unix seconds), smoothing
+        carried from one to the next, using only buckets before each time.
+
+        Smoothing starts ``warmup_s`` before the first time, in 15-minute steps,
+        so a single evaluation ``--at`` a past time gives the same answer as a
+        scorer that had been running all along. Returns one list of
+        :class:`~recrawl.health.SiteHealth` per requested time.
+        """
+        from recrawl.health.buckets import BUCKET_SECONDS
+        from recrawl.health.score import (
+            HealthConfig,
+            HealthState,
+            compute_baselines,
+            evaluate_sites,
+        )
+
+        cfg = HealthConfig()
+        if not times:
+            return []
+        first, last = float(times[0]), float(times[-1])
+        day0 = int(first // DAY_S) * DAY_S
+        daily = self.store.buckets(day0 - (cfg.baseline_days + 2) * DAY_S, last, sites, daily=True)
+        recent = self.store.buckets(
+            first - warmup_s - cfg.current_max_s - BUCKET_SECONDS, last, sites
+        )
+        baselines: dict[int, Any] = {}
+
+        def base_for(t: float) -> Any:
+            d = int(t // DAY_S)
+            if d not in baselines:
+                baselines[d] = compute_baselines(daily, t, cfg)
+            return baselines[d]
+
+        state = HealthState()
+        steps = list(np.arange(first - warmup_s, first, BUCKET_SECONDS))
+        for t in steps:
+            evaluate_sites(recent, float(t), state, cfg, baselines=base_for(float(t)))
+        out = []
+        for t in times:
+            out.append(evaluate_sites(recent, float(t), state, cfg, baselines=base_for(float(t))))
+        return out
+
+    def site_caps(self) -> dict[str, int]:
+        """Concurrency cap per site from its health: 0 when paused, halved when degrading."""
+        default = self.settings.site_concurrency
+        caps = {}
+        for site, c in self.store.site_controls().items():
+            if c["paused"]:
+                caps[site] = 0
+            elif c["concurrency_cap"] is not None:
+                caps[site] = int(c["concurrency_cap"])
+            else:
+                caps[site] = default
+        return caps
+
+    def health(
+        self,
+        at: float | None = None,
+        *,
+        site: str | None = None,
+        record: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Every site's health as ``recrawl health --json`` shows it, worst first.
+
+        With ``record`` (the live path), the result is kept in the history and
+        each band's action is applied: degrading halves the site's concurrency
+        cap and raises its effective cost; critical pauses the site (only
+        canaries run) and alerts the owner. Never an escalation; a paused site
+        stays paused until a human resumes it (:meth:`resume`).
+        """
+        t = self.clock() if at is None else at
+        (results,) = self.evaluate_health([t], sites=[site] if site else None)
+        reports = [h.to_dict() for h in results]
+        if record:
+            self._apply_actions(t, reports)
+            self.store.record_health(t, reports, {})
+        order = {"critical": 0, "degrading": 1, "unknown": 3, "healthy": 2}
+        reports.sort(
+            key=lambda r: (
+                order.get(r["band"], 9),
+                r["score"] if r["score"] is not None else 101,
+                r["site"],
+            )
+        )
+        return reports
+
+    def _apply_actions(self, now: float, reports: list[dict[str, Any]]) -> None:
+        from recrawl.engine.alerts import send_alert
+
+        controls = self.store.site_controls()
+        default = self.settings.site_concurrency
+        for r in reports:
+            site, band, action = r["site"], r["band"], r["action"]
+            c = controls.get(site, {"paused": False, "band": "unknown"})
+            if band == "unknown":
+                continue
+            changed = c.get("band") != band
+            if band == "critical":
+                if not c["paused"] and not self._recently_resumed(site, now):
+                    detail = f"score {r['score']}, reasons: {', '.join(r['reasons'])}"
+                    self.store.set_site_controls(
+                        site,
+                        now=now,
+                        paused=True,
+                        concurrency_cap=0,
+                        band=band,
+                        event="pause",
+                        detail=detail,
+                    )
+                    send_alert(self.settings.webhook, site=site, at=now, report=r)
+                elif changed:
+                    self.store.set_site_controls(
+                        site,
+                        now=now,
+                        band=band,
+                        event="band",
+                        detail=band,
+                        concurrency_cap=0 if c["paused"] else c.get("concurrency_cap"),
+                    )
+                continue
+            factor = float(action.get("concurrency_factor") or 1.0)
+            mult = float(action.get("cost_multiplier") or 1.0)
+            cap = (
+                0
+                if c["paused"]
+                else (max(1, int(default * factor)) if band == "degrading" else None)
+            )
+            if not changed and (c.get("cost_multiplier"), c.get("concurrency_cap")) == (mult, cap):
+                continue  # nothing to write: most evaluations change nothing
+            self.store.set_site_controls(
+                site, now=now, cost_multiplier=mult, concurrency_cap=cap,
+                band=band, event="band" if changed else None, detail=band,
+            )  # fmt: skip
+
+    def _recently_resumed(self, site: str, now: float) -> bool:
+        events = [e for e in self.store.site_events(site) if e["kind"] == "resume"]
+        return bool(events) and now - events[-1]["at"] < 3600.0
+
+    def _controls_of(self, site: str) -> dict[str, Any]:
+        """A site's controls (empty when none were ever set); raises
+        :class:`~recrawl.NotFound` for a site the store does not know (a typo
+        would otherwise change nothing)."""
+        controls = self.store.site_controls()
+        if site not in controls and site not in self.store.sites():
+            from recrawl._exceptions import NotFound
+
+            raise NotFound(f"no site {site!r} in the store")
+        return controls.get(site, {})
+
+    def pause(
+        self, site: str, *, by: str = "operator", reason: str = "", now: float | None = None
+    ) -> bool:
+        """A human's pause: the planner leaves the site out and leases give none of
+        its pages until a human resumes it (:meth:`resume`); health never lifts it.
+
+        Returns False, recording nothing, when the site is already paused. Raises
+        :class:`~recrawl.NotFound` for a site the store does not know (a typo
+        would otherwise pause nothing).
+        """
+        t = self.clock() if now is None else now
+        if self._controls_of(site).get("paused"):
+            return False
+        self.store.set_site_controls(
+            site,
+            now=t,
+            paused=True,
+            concurrency_cap=0,
+            event="pause",
+            detail=_by_whom(by, reason),
+        )
+        return True
+
+    def set_validators(
+        self,
+        site: str,
+        on: bool,
+        *,
+        by: str = "operator",
+        reason: str = "",
+        now: float | None = None,
+    ) -> bool:
+        """Send conditional requests (ETag / Last-Modified) to ``site`` or not:
+        off, leases and :meth:`headers_for` give its pages no validators, so
+        every fetch gets the full page (for a host that answers 304 while the
+        content changed, :meth:`calibration`). Recorded in the site's history;
+        returns False, recording nothing, when it already was so. Raises
+        :class:`~recrawl.NotFound` for a site the store does not know."""
+        t = self.clock() if now is None else now
+        self._controls_of(site)
+        return self.store.set_validators(site, on, now=t, detail=_by_whom(by, reason))
+
+    def resume(self, site: str, *, by: str = "operator", now: float | None = None) -> None:
+        """A human's way back from a pause: recorded, and the site runs again at
+        its normal concurrency (the next critical band an hour on pauses it again)."""
+        t = self.clock() if now is None else now
+        self._controls_of(site)
+        self.store.set_site_controls(
+            site,
+            now=t,
+            paused=False,
+            cost_multiplier=1.0,
+            concurrency_cap=None,
+            event="resume",
+            detail=f"by {by}",
+        )

@@ -1,0 +1,1 @@
+"""What the history says of each page: change-rate evidence, the fold, calibration, hint trust. Pure."""

@@ -1,0 +1,1 @@
+"""How each site is doing against its own normal: scores, buckets, canaries. Pure."""

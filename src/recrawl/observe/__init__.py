@@ -1,0 +1,1 @@
+"""What a fetch reported: parsing, validation, classification, fingerprints. Pure."""

@@ -1,0 +1,1 @@
+"""Where the budget goes: freshness, the allocation, the cycle's tasks. Pure."""

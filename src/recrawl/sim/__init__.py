@@ -1,0 +1,1 @@
+"""Replays and generators: policies against change traces, health scenarios."""

@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,service,postgres]'
+	$(BIN)/python -m pip install -q -e '.[test,service,postgres,docs]'
 	touch $(STAMP)
 
 setup: $(STAMP)

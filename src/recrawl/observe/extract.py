@@ -1,0 +1,231 @@
+"""The record a fetched page yields: named fields pulled out by selectors.
+
+An :class:`Extractor` is built per page type from a mapping
+``{field_name: selector}``. A selector is one of
+
+* a parsel CSS selector, with ``::text`` or ``::attr(name)`` as parsel reads them
+  (``span.price::text``, ``a.next::attr(href)``);
+* ``xpath:<expr>``, an XPath expression (``xpath://h1/text()``);
+* ``jmespath:<expr>``, a JMESPath expression applied to a JSON body
+  (``jmespath:product.price``).
+
+A field whose name ends in ``[]`` collects every match as a list (the record
+key keeps the ``[]``); any other field takes the first match. HTML matches are
+stripped and their whitespace collapsed; a field that matched nothing is None.
+
+:func:`page_title` and :func:`body_excerpt` produce the ``title`` and
+``body_excerpt`` that :func:`recrawl.observe.classify.classify_response` scans
+for block and challenge markers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jmespath
+import parsel
+from jmespath.exceptions import JMESPathError
+from parsel.csstranslator import HTMLTranslator
+
+from recrawl._exceptions import ConfigError
+
+__all__ = ["Extractor", "Value", "body_excerpt", "page_title"]
+
+Value = str | list[str] | None
+"""A record field: the first match, every match (``name[]`` fields), or None."""
+
+_WS: Final = re.compile(r"\s+")
+_XPATH: Final = "xpath:"
+_JMESPATH: Final = "jmespath:"
+_INVISIBLE: Final = ("script", "style", "noscript", "template", "head")
+
+
+def _collapse(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def _as_text(body: bytes | str) -> str:
+    if isinstance(body, bytes):
+        return body.decode("utf-8", errors="replace")
+    return body
+
+
+def _is_json(content_type: str | None) -> bool:
+    return content_type is not None and "json" in content_type.lower()
+
+
+def _json_text(value: Any) -> str:
+    """A JMESPath scalar as the record stores it."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    kind: str  # "css", "xpath" or "jmespath"
+    expr: str
+    many: bool
+    compiled: Any = None  # a compiled JMESPath expression
+
+
+class Extractor:
+    """Pull a record out of a page with one selector per field.
+
+    Parameters
+    ----------
+    selectors
+        ``{field_name: selector}``; see the module docstring for the forms.
+
+    Raises
+    ------
+    ConfigError
+        A selector is empty or does not parse; the message names the field.
+
+    Examples
+    --------
+    >>> ex = Extractor({"name": "h1::text", "tags[]": "li.tag::text"})
+    >>> ex.record(b"<h1> Blue  mug </h1><li class=tag>a</li><li class=tag>b</li>", "text/html")
+    {'name': 'Blue mug', 'tags[]': ['a', 'b']}
+    >>> Extractor({"price": "jmespath:price"}).record('{"price": 12.5}', "application/json")
+    {'price': 12.5}
+    """
+
+    def __init__(self, selectors: Mapping[str, str]) -> None:
+        self._fields: tuple[_Field, ...] = tuple(
+            _compile(name, sel) for name, sel in selectors.items()
+        )
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The field names, as the record keys them."""
+        return tuple(f.name for f in self._fields)
+
+    def record(self, body: bytes | str, content_type: str | None) -> dict[str, Any]:
+        """The record of one page: ``{field_name: value}`` for every field.
+
+        A body is read as JSON when the content type contains ``json``, or when
+        it parses as JSON and every selector is a JMESPath one. Then JMESPath
+        fields take the JMESPath result as is (any JSON value, None when the
+        path is absent) and CSS/XPath fields are None. Otherwise the body is
+        read as HTML: CSS/XPath fields take the stripped, whitespace-collapsed
+        first match (a list for ``name[]`` fields, empty matches dropped), None
+        when nothing matched, and JMESPath fields are None.
+        """
+        text = _as_text(body)
+        data, is_json = self._json(text, content_type)
+        if is_json:
+            return {f.name: self._jmes(f, data) for f in self._fields}
+        sel = (
+            parsel.Selector(text=text) if any(f.kind != "jmespath" for f in self._fields) else None
+        )
+        out: dict[str, Any] = {}
+        for f in self._fields:
+            if f.kind == "jmespath" or sel is None:
+                out[f.name] = None
+                continue
+            found = sel.css(f.expr) if f.kind == "css" else sel.xpath(f.expr)
+            values = [v for v in (_collapse(s) for s in found.getall()) if v]
+            if f.many:
+                out[f.name] = values or None
+            else:
+                out[f.name] = values[0] if values else None
+        return out
+
+    def _json(self, text: str, content_type: str | None) -> tuple[Any, bool]:
+        declared = _is_json(content_type)
+        only_jmes = bool(self._fields) and all(f.kind == "jmespath" for f in self._fields)
+        if not (declared or only_jmes):
+            return None, False
+        try:
+            return json.loads(text), True
+        except ValueError:
+            # A body declared JSON that does not parse yields no JSON fields;
+            # an undeclared one falls back to HTML.
+            return None, declared
+
+    @staticmethod
+    def _jmes(f: _Field, data: Any) -> Any:
+        if f.kind != "jmespath" or data is None:
+            return None
+        result = f.compiled.search(data)
+        if f.many and result is not None and not isinstance(result, list):
+            return [result]
+        return result
+
+
+def _compile(name: str, selector: str) -> _Field:
+    if not isinstance(selector, str) or not selector.strip():
+        raise ConfigError(f"field {name!r}: selector must be a non-empty string")
+    many = name.endswith("[]")
+    if selector.startswith(_JMESPATH):
+        expr = selector[len(_JMESPATH) :].strip()
+        try:
+            compiled = jmespath.compile(expr)
+        except JMESPathError as exc:
+            raise ConfigError(f"field {name!r}: bad JMESPath {expr!r}: {exc}") from exc
+        return _Field(name, "jmespath", expr, many, compiled)
+    if selector.startswith(_XPATH):
+        expr = selector[len(_XPATH) :].strip()
+        kind = "xpath"
+    else:
+        expr = selector.strip()
+        kind = "css"
+    probe = parsel.Selector(text="<html></html>")
+    try:
+        if kind == "css":
+            HTMLTranslator().css_to_xpath(expr)
+            probe.css(expr)
+        else:
+            probe.xpath(expr)
+    except Exception as exc:  # parsel/cssselect/lxml raise several types
+        raise ConfigError(f"field {name!r}: bad {kind} selector {expr!r}: {exc}") from exc
+    return _Field(name, kind, expr, many)
+
+
+def page_title(body: bytes | str, content_type: str | None) -> str | None:
+    """The page's ``<title>``, whitespace collapsed; None for JSON or no title.
+
+    >>> page_title(b"<html><head><title> Just a\\n moment... </title></head></html>", "text/html")
+    'Just a moment...'
+    >>> page_title(b'{"a": 1}', "application/json") is None
+    True
+    """
+    if _is_json(content_type):
+        return None
+    text = _as_text(body)
+    if not text.strip():
+        return None
+    title = parsel.Selector(text=text).xpath("string(//title[1])").get()
+    collapsed = _collapse(title or "")
+    return collapsed or None
+
+
+def body_excerpt(body: bytes | str, limit: int = 2000) -> str:
+    """The start of the page's visible text, whitespace collapsed, at most ``limit`` characters.
+
+    Script, style, noscript, template and head content is left out. A body that
+    is not markup (JSON, plain text) is returned collapsed as it is.
+
+    >>> body_excerpt(b"<html><head><title>t</title><script>x=1</script></head>"
+    ...              b"<body><p>Checking   your\\nbrowser</p></body></html>")
+    'Checking your browser'
+    >>> body_excerpt("abcdef", limit=3)
+    'abc'
+    """
+    if limit <= 0:
+        return ""
+    text = _as_text(body)
+    if not text.strip():
+        return ""
+    if "<" not in text:
+        return _collapse(text)[:limit]
+    sel = parsel.Selector(text=text)
+    skip = " or ".join(f"ancestor::{tag}" for tag in _INVISIBLE)
+    parts = sel.xpath(f"//text()[not({skip})]").getall()
+    return _collapse(" ".join(parts))[:limit]

@@ -1,0 +1,1 @@
+"""The crawl loop: fetching, politeness, per-site pacing."""

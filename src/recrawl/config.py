@@ -17,6 +17,15 @@ Example ``recrawl.toml``::
 
     block_markers = ["are you a robot"]   # extra challenge markers (title/body excerpt)
 
+    [page_types.product.fields]     # what the crawl extracts and hashes (parsel / JMESPath)
+    name = "h1.name::text"
+    price = ".price::text"
+
+    [crawl]                         # the fetch loop (recrawl crawl)
+    user_agent = "acme-bot/1.0 (+https://acme.example/bot)"
+    min_delay_s = 1.0               # between two requests to one site
+    routes = { direct = "", pool-a = "http://proxy-a:3128" }
+
 Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
 ``RECRAWL_BUDGET_PER_DAY``, ``RECRAWL_CYCLE_HOURS``, ``RECRAWL_OBJECTIVE``,
 ``RECRAWL_TOKEN``, ``RECRAWL_READ_TOKEN``, ``RECRAWL_WEBHOOK``.
@@ -27,15 +36,24 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from recrawl._exceptions import ConfigError
 from recrawl.observe.fingerprint import FieldRule
 
-__all__ = ["DEFAULT_CONFIG", "Reserves", "Settings", "load_settings"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_USER_AGENT",
+    "TRACKING_PARAMS",
+    "CrawlSettings",
+    "Reserves",
+    "Settings",
+    "load_settings",
+]
 
 DEFAULT_CONFIG = "recrawl.toml"
 
@@ -54,6 +72,50 @@ class Reserves(BaseModel):
         if self.discovery + self.reestimate + self.verify > 0.9:
             raise ValueError("reserves take more than 90% of the budget")
         return self
+
+
+DEFAULT_USER_AGENT: Final = "recrawl/{version} (+https://github.com/recrawl/recrawl)"
+"""The user agent when ``crawl.user_agent`` is not set; ``{version}`` is replaced."""
+
+TRACKING_PARAMS: Final = (
+    "utm_*", "gclid", "fbclid", "msclkid", "mc_cid", "mc_eid", "_ga", "yclid", "igshid",
+)  # fmt: skip
+
+
+def _version() -> str:
+    try:
+        return metadata.version("recrawl")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+class CrawlSettings(BaseModel):
+    """How ``recrawl crawl`` fetches. Delays in seconds (of the crawl's clock:
+    simulated seconds under ``--time-scale``), sizes in bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_agent: str | None = None
+    """Sent on every request, and the token robots.txt rules are matched
+    against (the part before the first ``/``). Default: :data:`DEFAULT_USER_AGENT`."""
+    allow_private_networks: bool = False
+    """Let the fetcher reach loopback, private and link-local addresses (after
+    DNS resolution, redirects included). Off: whoever can add URLs cannot turn
+    the crawler against the internal network."""
+    concurrency: int = Field(32, ge=1, le=10_000)
+    """Requests in flight across all sites."""
+    min_delay_s: float = Field(1.0, ge=0)
+    """Least time between two requests to one site (robots.txt Crawl-delay and
+    the health band can make it longer)."""
+    timeout_s: float = Field(30.0, gt=0)
+    robots_ttl_s: float = Field(86400.0, gt=0)
+    max_redirects: int = Field(5, ge=0, le=20)
+    routes: dict[str, str] = {}
+    """Route name → HTTP proxy URL (``""``: direct). Each fetch is recorded with
+    its route; with none configured every fetch goes direct, route ``""``."""
+
+    def agent(self) -> str:
+        return (self.user_agent or DEFAULT_USER_AGENT).format(version=_version())
 
 
 class Settings(BaseModel):
@@ -75,6 +137,12 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     lease_seconds: float = Field(600.0, gt=0)
     site_concurrency: int = Field(4, ge=1)
+    max_per_host: int | None = Field(None, ge=1)
+    """Most tasks one host gets in one cycle's plan (None: no cap)."""
+    tracking_params: tuple[str, ...] = TRACKING_PARAMS
+    """Query parameters dropped when URLs are canonicalised (``*`` matches any
+    suffix): they name the campaign, not the page."""
+    crawl: CrawlSettings = CrawlSettings()
 
 
 _ENV = {

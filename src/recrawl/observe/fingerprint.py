@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 __all__ = ["FieldRule", "canonical_json", "fingerprint"]
 
@@ -38,6 +38,17 @@ class FieldRule(BaseModel):
 
     include: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
+    """The record the crawl extracts from a page of this type: field name →
+    selector (CSS with ``::text`` / ``::attr(name)``, ``xpath:…``, or
+    ``jmespath:…`` for JSON; ``name[]`` collects every match), see
+    :class:`recrawl.observe.extract.Extractor`. Empty: the crawl hashes the body.
+    Written as a TOML table; kept as (name, selector) pairs so a rule stays hashable."""
+
+    @field_validator("fields", mode="before")
+    @classmethod
+    def _pairs(cls, value: Any) -> Any:
+        return tuple(value.items()) if isinstance(value, Mapping) else value
 
     @model_validator(mode="after")
     def _one_of(self) -> FieldRule:

@@ -1,0 +1,445 @@
+"""The polite async fetcher of the crawl loop: one GET, every byte counted.
+
+:class:`Fetcher` sends a :class:`FetchRequest` (a URL and the plan's conditional
+headers) over one pooled :class:`httpx.AsyncClient` per route (a route is a
+named HTTP proxy, or direct) and returns a :class:`FetchResult`; it never
+raises for a network problem, it reports one in ``FetchResult.error``:
+
+========================  ==================================================
+``timeout``               connect, read, write or the whole hop took too long
+``connection_reset``      refused, reset or a broken HTTP exchange
+``dns``                   the host name did not resolve
+``tls``                   the TLS handshake or certificate failed
+``unsafe_target``         a hop pointed at a non-public address (see safety)
+``redirect_loop``         a redirect came back to a URL already in the chain
+``too_many_redirects``    more than ``max_redirects`` hops
+``too_large``             the body passed ``max_body_bytes``
+``bad_url``               a URL (or a ``Location``) that cannot be fetched
+``decoding``              a body that does not decompress
+========================  ==================================================
+
+Redirects are followed by hand, hop by hop, so each hop is checked by
+:func:`~recrawl.crawl.safety.resolve_and_check` and billed. Bytes are **wire
+bytes**: sent = request line + headers (+ body) of every hop that was sent;
+received = status line + headers + the body *as transferred* (compressed) of
+every hop, and of failed hops as far as they got. Header bytes are counted by
+serialising them as HTTP/1.1 would (``Name: value\\r\\n``); chunked framing and
+the TLS record overhead are not counted, so the figures are a close lower bound
+of what a meter on the link would read.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+
+from recrawl.clock import Clock, system_clock
+from recrawl.crawl.safety import ResolutionFailed, UnsafeTarget, resolve_and_check
+
+__all__ = ["DEFAULT_USER_AGENT", "FetchRequest", "FetchResult", "Fetcher"]
+
+
+def _version() -> str:
+    try:
+        return version("recrawl")
+    except PackageNotFoundError:
+        return "0"
+
+
+DEFAULT_USER_AGENT: Final = f"recrawl/{_version()} (+https://github.com/recrawl/recrawl)"
+"""The ``User-Agent`` sent unless another is configured."""
+
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_PERMANENT: Final = frozenset({301, 308})
+_CONDITIONAL: Final = ("if-none-match", "if-modified-since")
+_CREDENTIALS: Final = ("authorization", "cookie")
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_HTTP11: Final = len(" HTTP/1.1\r\n")
+_DNS_CACHE_S: Final = 60.0
+_DNS_CACHE_SIZE: Final = 4096
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """One page to fetch.
+
+    ``headers`` are extra request headers, typically the plan's conditional
+    ones (``If-None-Match``, ``If-Modified-Since``); ``route`` names the proxy
+    route (``""``: direct); ``site`` and ``page_type`` are carried through to
+    the observation.
+    """
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    route: str = ""
+    site: str = ""
+    page_type: str = ""
+
+
+@dataclass
+class FetchResult:
+    """What a fetch got, and what it cost.
+
+    ``status`` is the last response's status (None when no response came),
+    ``error`` one short word (see the module docstring) or None. ``headers``
+    are the final response's, names lower-case; ``body`` is decompressed and
+    empty when ``error`` is set. ``bytes_sent`` / ``bytes_received`` are wire
+    bytes summed over every hop; ``latency_ms`` is the elapsed real time of the
+    whole chain, milliseconds; ``started_at`` is the clock's time at the start,
+    unix seconds. ``moved_to`` is the final URL when the first hop was a
+    permanent redirect (301/308) and the chain ended in a response;
+    ``redirects`` lists every ``(status, target URL)`` hop.
+    """
+
+    request: FetchRequest
+    final_url: str
+    status: int | None
+    error: str | None
+    headers: dict[str, str]
+    body: bytes
+    content_type: str
+    bytes_sent: int
+    bytes_received: int
+    latency_ms: float
+    started_at: float
+    route: str
+    conditional: bool
+    moved_to: str | None = None
+    redirects: list[tuple[int, str]] = field(default_factory=list)
+
+    def observation(
+        self,
+        *,
+        record_hash: str | None = None,
+        record: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        body_excerpt: str | None = None,
+        credits: float | None = None,
+    ) -> dict[str, Any]:
+        """This fetch as a raw observation for
+        :func:`~recrawl.observe.observation.parse_observation`.
+
+        None values (and an empty ``site`` / ``page_type``) are left out;
+        ``moved_to`` appears only when set.
+        """
+        req = self.request
+        raw: dict[str, Any] = {
+            "url": req.url,
+            "fetched_at": self.started_at,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "latency_ms": self.latency_ms,
+            "route": self.route,
+            "conditional": self.conditional,
+        }
+        if req.site:
+            raw["site"] = req.site
+        if req.page_type:
+            raw["page_type"] = req.page_type
+        optional = {
+            "status": self.status,
+            "error": self.error,
+            "etag": self.headers.get("etag"),
+            "last_modified": self.headers.get("last-modified"),
+            "record_hash": record_hash,
+            "record": record,
+            "title": title,
+            "body_excerpt": body_excerpt,
+            "credits": credits,
+            "moved_to": self.moved_to,
+        }
+        for key, value in optional.items():
+            if value is not None:
+                raw[key] = value
+        return raw
+
+
+class _TooLarge(Exception):
+    """The body passed the limit (internal: becomes error ``too_large``)."""
+
+
+class _HopTimeout(Exception):
+    """The body took longer than the hop's time (internal: error ``timeout``)."""
+
+
+def _error_word(exc: BaseException) -> str:
+    """The short ``error`` word for an exception raised while fetching."""
+    if isinstance(exc, UnsafeTarget):
+        return "unsafe_target"
+    if isinstance(exc, ResolutionFailed):
+        return "dns"
+    if isinstance(exc, httpx.ConnectError):
+        cause: BaseException | None = exc
+        while cause is not None:  # httpx → httpcore → ssl / socket: look down the chain
+            if isinstance(cause, ssl.SSLError):
+                return "tls"
+            if isinstance(cause, socket.gaierror):
+                return "dns"
+            cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, httpx.TimeoutException | _HopTimeout):
+        return "timeout"
+    if isinstance(exc, httpx.DecodingError):
+        return "decoding"
+    if isinstance(exc, httpx.InvalidURL | httpx.UnsupportedProtocol):
+        return "bad_url"
+    if isinstance(exc, httpx.ProxyError):
+        return "proxy"
+    return "connection_reset"
+
+
+def _request_bytes(request: httpx.Request, via_proxy: bool) -> int:
+    """Wire size of ``request``'s head (HTTP/1.1 framing) plus its body."""
+    url = request.url
+    target = len(str(url)) if via_proxy else len(url.raw_path)
+    size = len(request.method) + 1 + target + _HTTP11 + 2
+    for name, value in request.headers.raw:
+        size += len(name) + len(value) + 4
+    content = request.headers.get("content-length")
+    return size + (int(content) if content and content.isdigit() else 0)
+
+
+def _response_head_bytes(response: httpx.Response) -> int:
+    """Wire size of ``response``'s status line and headers (HTTP/1.1 framing)."""
+    size = 15 + len(response.reason_phrase)  # "HTTP/1.1 200 " + reason + CRLF
+    for name, value in response.headers.raw:
+        size += len(name) + len(value) + 4
+    return size + 2
+
+
+class Fetcher:
+    """Fetch pages politely: pooled connections per route, hand-followed
+    redirects, a safety check before every hop, wire bytes counted.
+
+    ``timeout_s`` bounds each hop (connect, send, headers and body), seconds;
+    ``max_body_bytes`` bounds a body, decompressed or not, bytes. ``routes``
+    maps a route name to an HTTP proxy URL (``""``, None or a missing name:
+    direct). ``allow_private_networks`` lets targets on private and loopback
+    addresses through (tests, intranet crawls). ``max_connections`` bounds the
+    pool of each route. ``clock`` (unix seconds) stamps ``started_at``;
+    latency is measured on the real monotonic clock.
+
+    Successful safety checks of host names are cached for a minute (IP
+    literals need no DNS), and the environment's proxy variables are ignored:
+    a route is the only way to a proxy.
+    """
+
+    def __init__(
+        self,
+        *,
+        user_agent: str = DEFAULT_USER_AGENT,
+        timeout_s: float = 30.0,
+        max_body_bytes: int = 16 * 1024 * 1024,
+        routes: Mapping[str, str | None] | None = None,
+        allow_private_networks: bool = False,
+        max_redirects: int = 5,
+        max_connections: int = 100,
+        clock: Clock = system_clock,
+    ) -> None:
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if max_body_bytes < 0 or max_redirects < 0 or max_connections < 1:
+            raise ValueError("max_body_bytes and max_redirects must be >= 0, max_connections >= 1")
+        self.user_agent = user_agent
+        self.timeout_s = float(timeout_s)
+        self.max_body_bytes = max_body_bytes
+        self.routes: dict[str, str | None] = dict(routes or {})
+        self.allow_private_networks = allow_private_networks
+        self.max_redirects = max_redirects
+        self.max_connections = max_connections
+        self.clock = clock
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._checked: dict[tuple[str, int], float] = {}
+        self._closed = False
+
+    def _client(self, proxy: str) -> httpx.AsyncClient:
+        client = self._clients.get(proxy)
+        if client is None:
+            if self._closed:
+                raise RuntimeError("this Fetcher is closed")
+            client = httpx.AsyncClient(
+                proxy=proxy or None,
+                follow_redirects=False,
+                timeout=httpx.Timeout(self.timeout_s),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=self.max_connections,
+                ),
+                headers={"User-Agent": self.user_agent},
+                trust_env=False,
+            )
+            self._clients[proxy] = client
+        return client
+
+    async def _check(self, host: str, port: int) -> None:
+        key = (host, port)
+        now = time.monotonic()
+        if self._checked.get(key, 0.0) > now:
+            return
+        await resolve_and_check(host, port, allow_private=self.allow_private_networks)
+        if len(self._checked) >= _DNS_CACHE_SIZE:
+            self._checked.clear()
+        self._checked[key] = now + _DNS_CACHE_S
+
+    async def fetch(self, req: FetchRequest) -> FetchResult:
+        """GET ``req.url``, following redirects; never raises for network trouble."""
+        started_at = self.clock()
+        t0 = time.perf_counter()
+        proxy = self.routes.get(req.route) or ""
+        client = self._client(proxy)
+        via_proxy = bool(proxy)
+        headers = dict(req.headers)
+        conditional = any(name.lower() in _CONDITIONAL for name in headers)
+        sent = received = 0
+        status: int | None = None
+        error: str | None = None
+        final_headers: dict[str, str] = {}
+        body = b""
+        moved_to: str | None = None
+        redirects: list[tuple[int, str]] = []
+        url_text = req.url
+        try:
+            url = httpx.URL(req.url)
+        except (httpx.InvalidURL, ValueError, TypeError):
+            url, error = None, "bad_url"
+        seen: set[str] = {str(url)} if url is not None else set()
+        permanent = False
+        while url is not None:
+            if url.scheme not in _DEFAULT_PORTS or not url.host:
+                error = "bad_url"
+                break
+            request: httpx.Request | None = None
+            response: httpx.Response | None = None
+            hop_deadline = time.perf_counter() + self.timeout_s
+            try:
+                await self._check(url.host, url.port or _DEFAULT_PORTS[url.scheme])
+                request = client.build_request("GET", url, headers=headers)
+                response = await client.send(request, stream=True)
+                sent += _request_bytes(request, via_proxy)
+                received += _response_head_bytes(response)
+                status = response.status_code
+                location = response.headers.get("location")
+                if status in _REDIRECTS and location is not None:
+                    await self._drain(response, hop_deadline)
+                    received += response.num_bytes_downloaded
+                    try:
+                        target = url.join(location).copy_with(fragment=None)
+                    except (httpx.InvalidURL, ValueError):
+                        error = "bad_url"
+                        break
+                    target_text = str(target)
+                    redirects.append((status, target_text))
+                    permanent = permanent or (len(redirects) == 1 and status in _PERMANENT)
+                    if target_text in seen:
+                        error = "redirect_loop"
+                        break
+                    if len(redirects) > self.max_redirects:
+                        error = "too_many_redirects"
+                        break
+                    seen.add(target_text)
+                    if (target.scheme, target.host, target.port) != (
+                        url.scheme,
+                        url.host,
+                        url.port,
+                    ):
+                        headers = {
+                            k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS
+                        }
+                    url, url_text = target, target_text
+                    continue
+                final_headers = dict(response.headers.items())
+                if permanent:
+                    moved_to = url_text
+                body = await self._read(response, hop_deadline)
+                received += response.num_bytes_downloaded
+                break
+            except _TooLarge:
+                error = "too_large"
+                if response is not None:
+                    received += response.num_bytes_downloaded
+                break
+            except (httpx.HTTPError, httpx.InvalidURL, OSError, UnsafeTarget, _HopTimeout) as exc:
+                error = _error_word(exc)
+                if request is not None and response is None and _was_sent(exc):
+                    sent += _request_bytes(request, via_proxy)
+                if response is not None:
+                    received += response.num_bytes_downloaded
+                break
+            finally:
+                if response is not None:
+                    await response.aclose()
+        return FetchResult(
+            request=req,
+            final_url=url_text,
+            status=status,
+            error=error,
+            headers=final_headers,
+            body=b"" if error else body,
+            content_type=final_headers.get("content-type", ""),
+            bytes_sent=sent,
+            bytes_received=received,
+            latency_ms=(time.perf_counter() - t0) * 1000.0,
+            started_at=started_at,
+            route=req.route,
+            conditional=conditional,
+            moved_to=moved_to,
+            redirects=redirects,
+        )
+
+    async def _read(self, response: httpx.Response, deadline: float) -> bytes:
+        """The decompressed body; :class:`_TooLarge` past ``max_body_bytes``,
+        :class:`_HopTimeout` past ``deadline`` (``time.perf_counter`` seconds)."""
+        limit = self.max_body_bytes
+        declared = response.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise _TooLarge
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > limit or response.num_bytes_downloaded > limit:
+                raise _TooLarge
+            if time.perf_counter() > deadline:
+                raise _HopTimeout
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _drain(self, response: httpx.Response, deadline: float) -> None:
+        """Read and drop a redirect's body (raw, bounded) so the connection is reused."""
+        async for _ in response.aiter_raw():
+            if response.num_bytes_downloaded > self.max_body_bytes:
+                raise _TooLarge
+            if time.perf_counter() > deadline:
+                raise _HopTimeout
+
+    async def aclose(self) -> None:
+        """Close every route's connection pool."""
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    async def __aenter__(self) -> Fetcher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _was_sent(exc: BaseException) -> bool:
+    """Whether the request went out before ``exc`` (no: failed to connect)."""
+    return not isinstance(
+        exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | UnsafeTarget
+    )

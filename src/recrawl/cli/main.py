@@ -38,6 +38,7 @@ from recrawl.cli.common import (
     out,
     print_json,
 )
+from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
 from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
@@ -263,6 +264,7 @@ def stats(
 _URL_COLUMNS = {"url", "site", "page_type", "value"}
 urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True)
 app.add_typer(urls_app, name="urls")
+app.command("crawl")(crawl)
 
 
 @dataclass

@@ -1,0 +1,648 @@
+"""The crawl loop: execute the plan, cycle after cycle, politely.
+
+Each cycle (``cycle_hours`` of the crawl's clock):
+
+1. the source gives the sites' health bands (embedded: :meth:`Engine.health`
+   is evaluated and its actions applied; a paused site only runs canaries);
+2. the source gives the cycle's tasks (embedded: :meth:`Engine.plan`; with
+   ``--service``: leases from a running ``recrawl serve``);
+3. every site (an origin, ``scheme://host:port``) runs its tasks through its
+   :class:`~recrawl.crawl.politeness.SiteGate` (slots, least delay, robots.txt
+   Crawl-delay, Retry-After holds, back-off, latency throttle, band), after its
+   robots.txt allowed the URL;
+4. each response becomes an observation (the record extracted per page type,
+   its title and a body excerpt for the content classifier) reported back in
+   batches; the cycle's spend (fetches, bytes on the wire or credits) never
+   goes over its budget: no fetch starts once the next would pass it.
+
+Time is whatever clock is given: a :class:`~recrawl.clock.ScaledClock` makes
+days run in minutes (a simulation feature), and every wait is turned back into
+real seconds with its ``scale``. Stopping (``stop`` set, Ctrl-C in the CLI)
+starts no new fetch; those in flight finish and are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
+
+from recrawl._exceptions import InvalidObservation
+from recrawl.clock import Clock, system_clock
+from recrawl.config import Settings
+from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
+from recrawl.crawl.politeness import SiteGate
+from recrawl.crawl.robots import RobotsCache
+from recrawl.observe.extract import Extractor, body_excerpt, page_title
+from recrawl.observe.observation import Observation, parse_observation
+
+if TYPE_CHECKING:
+    from recrawl.engine.engine import Engine
+
+__all__ = [
+    "CrawlStats",
+    "CrawlTask",
+    "Crawler",
+    "EmbeddedSource",
+    "ServiceSource",
+    "TaskSource",
+    "origin_of",
+]
+
+log = logging.getLogger("recrawl.crawl")
+
+REPORT_BATCH = 200
+"""Observations reported at once (and at the end of every cycle)."""
+
+_BANDS: frozenset[str] = frozenset({"healthy", "degrading", "critical", "unknown"})
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``: the unit of politeness and of robots.txt.
+
+    >>> origin_of("http://Shop.example:8080/p/1?x=2")
+    'http://shop.example:8080'
+    """
+    p = urlsplit(url)
+    return f"{p.scheme}://{p.netloc.lower()}"
+
+
+@dataclass(frozen=True)
+class CrawlTask:
+    """One fetch the plan asked for."""
+
+    url: str
+    site: str
+    page_type: str
+    reason: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    cost: float = 0.0
+    """The plan's estimated cost, in the billing unit."""
+    lease_id: str | None = None
+
+    @property
+    def canary(self) -> bool:
+        return self.reason == "canary"
+
+
+@dataclass
+class SiteStats:
+    """One origin's figures in the crawl (``band`` and ``state`` as last seen)."""
+
+    requests: int = 0
+    ok: int = 0
+    not_modified: int = 0
+    failed: int = 0
+    disallowed: int = 0
+    band: str = "unknown"
+    state: str = "idle"
+    """``fetching``, ``waiting`` (delay, hold or back-off), ``paused``, ``idle``."""
+    delay_s: float = 0.0
+    crawl_delay_s: float | None = None
+
+
+@dataclass
+class CrawlStats:
+    """What a crawl did. Money in the billing unit; times in the crawl clock's seconds."""
+
+    unit: str = "fetches"
+    started_at: float = 0.0
+    now: float = 0.0
+    cycles: int = 0
+    requests: int = 0
+    """Page requests sent (robots.txt requests apart)."""
+    ok: int = 0
+    not_modified: int = 0
+    failed: int = 0
+    disallowed: int = 0
+    """Planned URLs robots.txt disallowed: never fetched."""
+    robots_requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    spent: float = 0.0
+    budget: float = 0.0
+    """Sum of the cycles' budgets so far."""
+    over_budget_cycles: int = 0
+    stored: int = 0
+    rejected: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    sites: dict[str, SiteStats] = field(default_factory=dict)
+    real_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (``recrawl crawl --json``)."""
+        d = asdict(self)
+        d["statuses"] = dict(self.statuses)
+        d["requests_per_real_second"] = (
+            self.requests / self.real_seconds if self.real_seconds > 0 else None
+        )
+        return d
+
+
+class TaskSource(Protocol):
+    """Where a crawl gets its tasks and reports what it found."""
+
+    unit: str
+
+    async def bands(self, now: float) -> dict[str, str]:
+        """Each site's health band now (``critical`` for a paused site)."""
+        ...
+
+    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
+        """The cycle's tasks under ``budget`` (billing unit), none of ``exclude``."""
+        ...
+
+    async def report(self, observations: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        """Store raw observations; returns (stored, rejected)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class EmbeddedSource:
+    """The store and the planner in this process (one worker thread talks to
+    the store, so fetches go on while a batch is written)."""
+
+    def __init__(self, engine: Engine) -> None:
+        from recrawl.engine.ingest import ContentClassifier
+
+        self.engine = engine
+        self.unit: str = engine.settings.billing_unit
+        self._classifier = ContentClassifier(engine.settings.block_markers)
+        self._rules = engine.settings.page_types
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recrawl-store")
+
+    async def _run(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    async def bands(self, now: float) -> dict[str, str]:
+        def work() -> dict[str, str]:
+            out = {r["site"]: str(r["band"]) for r in self.engine.health(at=now)}
+            for site, c in self.engine.store.site_controls().items():
+                if c.get("paused"):
+                    out[site] = "critical"
+            return out
+
+        result: dict[str, str] = await self._run(work)
+        return result
+
+    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
+        def work() -> list[CrawlTask]:
+            plan = self.engine.plan(budget=budget, now=now, exclude=exclude or None)
+            headers = self.engine.headers_for_tasks(plan.tasks)
+            return [
+                CrawlTask(
+                    url=t["url"],
+                    site=t["site"],
+                    page_type=t["page_type"],
+                    reason=str(t.get("reason", "")),
+                    headers=headers.get(t["url"], {}),
+                    cost=float(t.get("cost") or 0.0),
+                )
+                for t in plan.tasks
+            ]
+
+        result: list[CrawlTask] = await self._run(work)
+        return result
+
+    async def report(self, observations: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        from recrawl.engine.ingest import ingest_observations
+
+        def work() -> tuple[int, int]:
+            good: list[Observation] = []
+            rejected = 0
+            for raw in observations:
+                try:
+                    good.append(parse_observation(raw, rules=self._rules))
+                except InvalidObservation as exc:
+                    rejected += 1
+                    log.warning("observation rejected: %s", exc)
+            rep = ingest_observations(self.engine.store, good, classifier=self._classifier)
+            return rep.stored, rejected
+
+        result: tuple[int, int] = await self._run(work)
+        return result
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class ServiceSource:
+    """Lease tasks from a running ``recrawl serve`` and report to it, so several
+    crawl processes (on several machines) share one plan."""
+
+    def __init__(self, url: str, token: str | None, *, worker: str, unit: str = "fetches") -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=60.0)
+        self.worker = worker
+        self.unit = unit
+
+    async def bands(self, now: float) -> dict[str, str]:
+        r = await self._client.get("/v1/sites")
+        r.raise_for_status()
+        body = r.json()
+        rows = body.get("sites", body) if isinstance(body, dict) else body
+        out: dict[str, str] = {}
+        for s in rows:
+            band = str(s.get("band") or "unknown")
+            out[str(s["site"])] = "critical" if s.get("paused") else band
+        return out
+
+    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
+        # The service plans under its own budget; leases are taken until it has none.
+        out: list[CrawlTask] = []
+        for _ in range(1000):  # bounded: at most 500k tasks a cycle
+            r = await self._client.post("/v1/leases", json={"worker": self.worker, "max": 500})
+            r.raise_for_status()
+            got = r.json()["tasks"]
+            out.extend(
+                CrawlTask(
+                    url=t["url"],
+                    site=t["site"],
+                    page_type=t["page_type"],
+                    reason=t.get("reason", ""),
+                    headers=t.get("headers") or {},
+                    lease_id=t["lease_id"],
+                )
+                for t in got
+                if t["url"] not in exclude
+            )
+            if len(got) < 500:
+                break
+        return out
+
+    async def report(self, observations: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        import orjson
+
+        body = b"\n".join(orjson.dumps(o) for o in observations)
+        r = await self._client.post(
+            "/v1/observations", content=body, headers={"Content-Type": "application/x-ndjson"}
+        )
+        r.raise_for_status()
+        a = r.json()
+        return int(a.get("stored", 0)), int(a.get("rejected", 0) or 0)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class Crawler:
+    """Run the plan against the web until a time or a stop.
+
+    Parameters
+    ----------
+    source
+        :class:`EmbeddedSource` or :class:`ServiceSource`.
+    settings
+        ``[crawl]`` (user agent, concurrency, delays, routes), ``page_types``
+        (what to extract), the budget and the cycle length.
+    clock
+        The crawl's time (unix seconds); a :class:`~recrawl.clock.ScaledClock`
+        for simulations. Its ``scale`` (1 when absent) turns waits into real seconds.
+    fetcher
+        Default: one built from ``settings.crawl`` on the same clock.
+    on_cycle
+        Called with the stats after every cycle and about every real second
+        while a cycle runs (the CLI's live view).
+    """
+
+    def __init__(
+        self,
+        source: TaskSource,
+        settings: Settings,
+        *,
+        clock: Clock = system_clock,
+        fetcher: Fetcher | None = None,
+        on_progress: Callable[[CrawlStats], None] | None = None,
+    ) -> None:
+        c = settings.crawl
+        self.source = source
+        self.settings = settings
+        self.clock = clock
+        self.scale = float(getattr(clock, "scale", 1.0))
+        self.agent = c.agent()
+        self.fetcher = fetcher or Fetcher(
+            user_agent=self.agent,
+            timeout_s=c.timeout_s,
+            max_body_bytes=settings.max_body_bytes,
+            routes=c.routes,
+            allow_private_networks=c.allow_private_networks,
+            max_redirects=c.max_redirects,
+            max_connections=max(c.concurrency, 10),
+            clock=clock,
+        )
+        self.robots = RobotsCache(self.agent, ttl_s=c.robots_ttl_s, fetch=self._fetch_robots)
+        self.on_progress = on_progress
+        self.stats = CrawlStats(unit=source.unit)
+        self.stop = asyncio.Event()
+        self._gates: dict[str, SiteGate] = {}
+        self._slots = asyncio.Semaphore(c.concurrency)
+        self._routes = list(c.routes) or [""]
+        self._route_turn: Counter[str] = Counter()
+        self._extractors = {
+            name: Extractor(dict(rule.fields))
+            for name, rule in settings.page_types.items()
+            if rule.fields
+        }
+        self._pending: list[dict[str, Any]] = []
+        self._reporting: set[asyncio.Task[None]] = set()
+        self._disallowed: set[str] = set()
+        self._bands: dict[str, str] = {}
+        self._cycle_spent = 0.0
+        self._cycle_committed = 0.0
+        self._spent_total = 0.0
+        self._cycle_budget = math.inf
+        self._last_progress = 0.0
+
+    # -- time --------------------------------------------------------------
+
+    async def _sleep_until(self, t: float) -> bool:
+        """Wait until crawl time ``t``; False when stopped first."""
+        wait = (t - self.clock()) / self.scale
+        if wait <= 0:
+            return not self.stop.is_set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), timeout=wait)
+        return not self.stop.is_set()
+
+    # -- the loop ----------------------------------------------------------
+
+    def cycle_budget(self) -> float:
+        """One cycle's budget in the billing unit (``budget_per_day`` × cycle)."""
+        s = self.settings
+        if s.budget_per_day is None:
+            raise ValueError("no budget: set budget_per_day in recrawl.toml")
+        return s.budget_per_day * s.cycle_hours / 24.0
+
+    async def run(self, until: float) -> CrawlStats:
+        """Crawl cycle after cycle until crawl time ``until`` or :attr:`stop`."""
+        real0 = time.monotonic()
+        cycle_s = self.settings.cycle_hours * 3600.0
+        budget = self.cycle_budget()
+        self.stats.started_at = self.clock()
+        try:
+            while not self.stop.is_set():
+                start = self.clock()
+                if start >= until:
+                    break
+                end = min(start + cycle_s, until)
+                await self._cycle(start, end, budget * (end - start) / cycle_s)
+                self.stats.real_seconds = time.monotonic() - real0
+                self._progress(force=True)
+                if not await self._sleep_until(end):
+                    break
+        finally:
+            await self._flush(wait=True)
+            self.stats.now = self.clock()
+            self.stats.real_seconds = time.monotonic() - real0
+            await self.fetcher.aclose()
+            await self.source.close()
+        return self.stats
+
+    async def _cycle(self, start: float, end: float, budget: float) -> None:
+        self.stats.cycles += 1
+        self.stats.budget += budget
+        self._cycle_spent, self._cycle_committed, self._cycle_budget = 0.0, 0.0, budget
+        try:
+            self._bands = await self.source.bands(start)
+        except Exception as exc:  # keep crawling on the bands last known
+            log.warning("health bands unavailable: %s", exc)
+        tasks = await self.source.tasks(start, budget, self._disallowed)
+        planned = {t.url for t in tasks}
+        await self._run_tasks(tasks, end)
+        left = budget - self._cycle_committed
+        if left >= 0.1 * budget and tasks and not self.stop.is_set() and self.clock() < end:
+            # what constrained or paused sites could not use goes to the others
+            more = await self.source.tasks(self.clock(), left, self._disallowed | planned)
+            await self._run_tasks(more, end)
+        if self._cycle_spent > budget * 1.0000001:
+            self.stats.over_budget_cycles += 1
+        self.stats.spent += self._cycle_spent
+        await self._flush(wait=True)
+
+    async def _run_tasks(self, tasks: Sequence[CrawlTask], end: float) -> None:
+        by_origin: dict[str, deque[CrawlTask]] = {}
+        for t in tasks:
+            by_origin.setdefault(origin_of(t.url), deque()).append(t)
+        runners = [
+            asyncio.create_task(self._run_origin(origin, queue, end))
+            for origin, queue in by_origin.items()
+        ]
+        if runners:
+            await asyncio.gather(*runners)
+
+    def _gate(self, origin: str) -> SiteGate:
+        gate = self._gates.get(origin)
+        if gate is None:
+            c = self.settings.crawl
+            gate = self._gates[origin] = SiteGate(self.settings.site_concurrency, c.min_delay_s)
+            self.stats.sites.setdefault(origin, SiteStats())
+        return gate
+
+    async def _run_origin(self, origin: str, queue: deque[CrawlTask], end: float) -> None:
+        gate = self._gate(origin)
+        st = self.stats.sites[origin]
+        band = self._bands.get(queue[0].site, "unknown")
+        gate.set_band(band if band in _BANDS else "unknown")  # type: ignore[arg-type]
+        st.band = gate.band
+        in_flight: set[asyncio.Task[None]] = set()
+        try:
+            while queue and not self.stop.is_set():
+                task = queue[0]
+                if gate.band == "critical" and not task.canary:
+                    queue.popleft()  # paused: only canaries run
+                    st.state = "paused"
+                    continue
+                rules = await self.robots.rules(origin, self.clock())
+                gate.set_crawl_delay(rules.crawl_delay_s)
+                st.crawl_delay_s = rules.crawl_delay_s
+                if not rules.allowed(task.url):
+                    queue.popleft()
+                    self._disallowed.add(task.url)
+                    self.stats.disallowed += 1
+                    st.disallowed += 1
+                    continue
+                if in_flight and len(in_flight) >= max(
+                    gate.effective_concurrency, 1 if task.canary else 0
+                ):
+                    st.state = "fetching"
+                    await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                at = self._next_start(gate, task, self.clock())
+                if at >= end:
+                    break  # the site cannot take more this cycle
+                if at > self.clock():
+                    st.state = "waiting"
+                    if not await self._sleep_until(at):
+                        break
+                    continue  # look again: a hold may have come meanwhile
+                expected = self._expected_cost(task)
+                if self._cycle_committed + expected > self._cycle_budget:
+                    break  # the next fetch would pass the cycle's budget
+                queue.popleft()
+                self._cycle_committed += expected
+                now = self.clock()
+                gate.started(now)
+                st.state = "fetching"
+                st.delay_s = gate.effective_delay_s
+                job = asyncio.create_task(self._fetch(gate, st, task, expected))
+                in_flight.add(job)
+                job.add_done_callback(in_flight.discard)
+                self._progress()
+        finally:
+            if in_flight:
+                await asyncio.gather(*in_flight)
+            st.state = "paused" if gate.band == "critical" else "idle"
+
+    @staticmethod
+    def _next_start(gate: SiteGate, task: CrawlTask, now: float) -> float:
+        if task.canary and gate.band == "critical":
+            spaced = -math.inf if gate.last_start is None else gate.last_start + gate.base_delay_s
+            return max(now, spaced, gate.hold_until)
+        return gate.next_allowed(now)
+
+    def _expected_cost(self, task: CrawlTask) -> float:
+        """What the fetch is held to cost until it is done (canaries are outside
+        the budget): the plan's estimate, else the mean cost so far (one unit
+        before any)."""
+        if task.canary:
+            return 0.0
+        if task.cost > 0:
+            return task.cost
+        if self.source.unit == "fetches":
+            return 1.0
+        n = self.stats.requests
+        return self._spent_total / n if n and self._spent_total > 0 else 1.0
+
+    def _route(self, origin: str) -> str:
+        turn = self._route_turn[origin]
+        self._route_turn[origin] += 1
+        return self._routes[turn % len(self._routes)]
+
+    async def _fetch(self, gate: SiteGate, st: SiteStats, task: CrawlTask, expected: float) -> None:
+        req = FetchRequest(
+            url=task.url,
+            headers=dict(task.headers),
+            route=self._route(origin_of(task.url)),
+            site=task.site,
+            page_type=task.page_type,
+        )
+        async with self._slots:
+            res = await self.fetcher.fetch(req)
+        gate.finished(self.clock(), res.status, res.error, res.latency_ms, res.headers)
+        raw = self._observation(task, res)
+        self._count(st, res, raw, task, expected)
+        self._pending.append(raw)
+        if len(self._pending) >= REPORT_BATCH:
+            await self._flush(wait=False)
+
+    def _observation(self, task: CrawlTask, res: FetchResult) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        ok = res.status is not None and 200 <= res.status < 300 and res.error is None
+        if ok and res.body:
+            kw["title"] = page_title(res.body, res.content_type)
+            kw["body_excerpt"] = body_excerpt(res.body)
+            ex = self._extractors.get(task.page_type)
+            if ex is not None:
+                kw["record"] = ex.record(res.body, res.content_type)
+            else:  # no fields configured: the body itself is the record
+                kw["record_hash"] = hashlib.blake2b(res.body, digest_size=16).hexdigest()
+        raw = res.observation(**kw)
+        if task.canary:
+            raw["canary"] = task.url
+        if task.lease_id:
+            raw["lease_id"] = task.lease_id
+        return raw
+
+    def _cost(self, res: FetchResult, raw: Mapping[str, Any]) -> float:
+        unit = self.source.unit
+        if unit == "bytes":
+            return float(res.bytes_sent + res.bytes_received)
+        if unit == "credits":
+            c = raw.get("credits")
+            if c is not None:
+                return float(c)
+            return 1.0 if res.status is not None and 200 <= res.status < 400 else 0.0
+        return 1.0
+
+    def _count(
+        self,
+        st: SiteStats,
+        res: FetchResult,
+        raw: Mapping[str, Any],
+        task: CrawlTask,
+        expected: float,
+    ) -> None:
+        s = self.stats
+        s.requests += 1
+        st.requests += 1
+        s.bytes_sent += res.bytes_sent
+        s.bytes_received += res.bytes_received
+        if not task.canary:
+            cost = self._cost(res, raw)
+            self._cycle_spent += cost
+            self._spent_total += cost
+            # the fetch now counts at what it cost, not at what it was expected to
+            self._cycle_committed += cost - expected
+        key = str(res.status) if res.status is not None else (res.error or "error")
+        s.statuses[key] += 1
+        if res.status == 304:
+            s.not_modified += 1
+            st.not_modified += 1
+        elif res.error is None and res.status is not None and 200 <= res.status < 300:
+            s.ok += 1
+            st.ok += 1
+        else:
+            s.failed += 1
+            st.failed += 1
+
+    async def _flush(self, *, wait: bool) -> None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            job = asyncio.create_task(self._report(batch))
+            self._reporting.add(job)
+            job.add_done_callback(self._reporting.discard)
+        if wait and self._reporting:
+            await asyncio.gather(*list(self._reporting))
+
+    async def _report(self, batch: list[dict[str, Any]]) -> None:
+        for attempt in range(5):  # bounded: a store or service that keeps failing is an error
+            try:
+                stored, rejected = await self.source.report(batch)
+                self.stats.stored += stored
+                self.stats.rejected += rejected
+                return
+            except Exception as exc:
+                if attempt == 4:
+                    raise
+                log.warning("report failed (%s); retrying", exc)
+                await asyncio.sleep(0.5 * 2**attempt)
+
+    async def _fetch_robots(self, url: str) -> tuple[int | None, str]:
+        res = await self.fetcher.fetch(FetchRequest(url=url, route=self._route(origin_of(url))))
+        self.stats.robots_requests += 1
+        self.stats.bytes_sent += res.bytes_sent
+        self.stats.bytes_received += res.bytes_received
+        if res.error is not None:
+            return None, ""
+        return res.status, res.body.decode("utf-8", "replace")
+
+    def _progress(self, *, force: bool = False) -> None:
+        if self.on_progress is None:
+            return
+        t = time.monotonic()
+        if force or t - self._last_progress >= 1.0:
+            self._last_progress = t
+            self.stats.now = self.clock()
+            self.on_progress(self.stats)

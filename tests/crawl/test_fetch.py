@@ -75,6 +75,8 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/to-localhost":
                 port = self.server.server_port
                 self.reply(302, Location=f"http://localhost:{port}/ok")
+            elif path == "/to-ftp":
+                self.reply(302, Location="ftp://127.0.0.1/file")
             elif path == "/big":  # no Content-Length: the fetcher must stop reading itself
                 self.send_response(200)
                 self.send_header("Connection", "close")
@@ -369,3 +371,38 @@ def test_one_fetcher_serves_many_requests_concurrently(server: Server) -> None:
     results = run(go())
     assert [r.status for r in results] == [200, 200, 200, 404] * 10
     assert all(r.error is None for r in results)
+
+
+def test_a_redirect_to_another_scheme_is_a_bad_url(server: Server) -> None:
+    result = fetch_one(FetchRequest(url(server, "/to-ftp")))
+    assert (result.error, result.status) == ("bad_url", 302)
+    assert result.redirects == [(302, "ftp://127.0.0.1/file")]
+
+
+def test_credentials_stay_with_their_origin_but_validators_follow(server: Server) -> None:
+    headers = {"Cookie": "session=1", "If-None-Match": ETAG}
+    result = fetch_one(FetchRequest(url(server, "/to-localhost"), headers=headers))
+    assert (result.status, result.final_url) == (200, f"http://localhost:{server.server_port}/ok")
+    first, second = (h for _, h in server.seen)
+    assert first["Cookie"] == "session=1" and "Cookie" not in second
+    assert second["If-None-Match"] == ETAG
+
+
+def test_tls_to_a_plain_http_server_is_a_tls_error(server: Server) -> None:
+    result = fetch_one(FetchRequest(f"https://127.0.0.1:{server.server_port}/ok"))
+    assert (result.error, result.status, result.bytes_sent) == ("tls", None, 0)
+
+
+@pytest.mark.parametrize("headers", [{"X-Note": "a\nb"}, {"X-Note": "é"}, {"X Note": "1"}])
+def test_a_header_that_cannot_be_sent_is_a_bad_request(
+    server: Server, headers: dict[str, str]
+) -> None:
+    result = fetch_one(FetchRequest(url(server, "/ok"), headers=headers))
+    assert (result.error, result.status, result.bytes_sent) == ("bad_request", None, 0)
+    assert server.seen == []
+
+
+@pytest.mark.parametrize("target", ["http://", "not a url", "http://[::1/"])
+def test_a_url_that_cannot_be_fetched_is_a_bad_url(target: str) -> None:
+    result = fetch_one(FetchRequest(target))
+    assert (result.error, result.bytes_sent, result.final_url) == ("bad_url", 0, target)

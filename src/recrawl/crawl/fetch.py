@@ -15,6 +15,8 @@ raises for a network problem, it reports one in ``FetchResult.error``:
 ``too_many_redirects``    more than ``max_redirects`` hops
 ``too_large``             the body passed ``max_body_bytes``
 ``bad_url``               a URL (or a ``Location``) that cannot be fetched
+``bad_request``           a request header httpx refuses to send
+``proxy``                 the route's proxy refused or broke the request
 ``decoding``              a body that does not decompress
 ========================  ==================================================
 
@@ -25,7 +27,13 @@ received = status line + headers + the body *as transferred* (compressed) of
 every hop, and of failed hops as far as they got. Header bytes are counted by
 serialising them as HTTP/1.1 would (``Name: value\\r\\n``); chunked framing and
 the TLS record overhead are not counted, so the figures are a close lower bound
-of what a meter on the link would read.
+of what a meter on the link would read. Through a proxy the request line carries
+the absolute URL, as a forwarding proxy receives it; an ``https`` target through a
+proxy is counted the same way (the ``CONNECT`` exchange is not).
+
+The target of every hop is checked, through a proxy too (the proxy itself, often
+on loopback, is trusted as configured): a target whose name does not resolve
+here is a ``dns`` error even when the proxy could resolve it.
 """
 
 from __future__ import annotations
@@ -192,6 +200,8 @@ def _error_word(exc: BaseException) -> str:
         return "bad_url"
     if isinstance(exc, httpx.ProxyError):
         return "proxy"
+    if isinstance(exc, httpx.LocalProtocolError | UnicodeError):
+        return "bad_request"
     return "connection_reset"
 
 
@@ -319,7 +329,8 @@ class Fetcher:
             response: httpx.Response | None = None
             hop_deadline = time.perf_counter() + self.timeout_s
             try:
-                await self._check(url.host, url.port or _DEFAULT_PORTS[url.scheme])
+                host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS wants it
+                await self._check(host, url.port or _DEFAULT_PORTS[url.scheme])
                 request = client.build_request("GET", url, headers=headers)
                 response = await client.send(request, stream=True)
                 sent += _request_bytes(request, via_proxy)
@@ -365,7 +376,14 @@ class Fetcher:
                 if response is not None:
                     received += response.num_bytes_downloaded
                 break
-            except (httpx.HTTPError, httpx.InvalidURL, OSError, UnsafeTarget, _HopTimeout) as exc:
+            except (
+                httpx.HTTPError,
+                httpx.InvalidURL,
+                OSError,
+                UnicodeError,
+                UnsafeTarget,
+                _HopTimeout,
+            ) as exc:
                 error = _error_word(exc)
                 if request is not None and response is None and _was_sent(exc):
                     sent += _request_bytes(request, via_proxy)
@@ -441,5 +459,10 @@ class Fetcher:
 def _was_sent(exc: BaseException) -> bool:
     """Whether the request went out before ``exc`` (no: failed to connect)."""
     return not isinstance(
-        exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | UnsafeTarget
+        exc,
+        httpx.ConnectError
+        | httpx.ConnectTimeout
+        | httpx.PoolTimeout
+        | httpx.LocalProtocolError
+        | UnsafeTarget,
     )

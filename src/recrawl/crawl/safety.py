@@ -6,6 +6,11 @@ service), at ``localhost`` or at the office network. Before every connection
 the fetcher calls :func:`resolve_and_check`, which resolves the host and
 refuses it when **any** of its addresses is not public.
 
+The check and the connection resolve the name separately, so a name whose DNS
+answer changes in between (DNS rebinding) is not caught; the fetcher also
+remembers a passed check for a minute. Pinning the connection to the checked
+address would close that gap.
+
 >>> is_public_address("93.184.216.34"), is_public_address("10.0.0.1")
 (True, False)
 >>> is_public_address("::ffff:127.0.0.1"), is_public_address("64:ff9b::a00:1")

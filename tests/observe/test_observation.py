@@ -385,3 +385,53 @@ def test_csv_without_url_column_is_rejected_on_line_1():
     )
     assert isinstance(e, InvalidObservation) and (n, e.line) == (1, 1)
     assert "must name the columns" in str(e) and "no header row" not in str(e)
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ("https://shop.example/p?b=2&a=1", "https://shop.example/p?a=1&b=2"),
+        ("https://shop.example/%7euser/a%2fb", "https://shop.example/~user/a%2Fb"),
+        ("https://shop.example/a/./b/../c", "https://shop.example/a/c"),
+        (
+            "https://shop.example/p?id=3&utm_source=news&utm_medium=mail",
+            "https://shop.example/p?id=3",
+        ),
+        ("https://shop.example/p?gclid=abc&fbclid=x&UTM_Campaign=y", "https://shop.example/p"),
+        ("https://shop.example/a b?q=x y", "https://shop.example/a%20b?q=x+y"),
+        ("HTTPS://Shop.Example:443/p?z=1&a=#top", "https://shop.example/p?a=&z=1"),
+    ],
+)
+def test_urls_are_canonicalised_so_one_page_is_one_url(given: str, canonical: str) -> None:
+    assert normalize_url(given) == canonical
+    assert normalize_url(canonical) == canonical
+
+
+def test_tracking_parameters_can_be_configured() -> None:
+    url = "https://shop.example/p?ref=mail&id=3&utm_source=x"
+    assert normalize_url(url, ("ref",)) == "https://shop.example/p?id=3&utm_source=x"
+    assert normalize_url(url, ()) == "https://shop.example/p?id=3&ref=mail&utm_source=x"
+
+
+def test_the_same_page_reported_with_two_spellings_is_one_page() -> None:
+    a = parse_observation(
+        {"url": "https://shop.example/p?b=2&a=1&utm_source=x", "fetched_at": 1, "status": 200}
+    )
+    b = parse_observation({"url": "https://shop.example/p?a=1&b=2", "fetched_at": 2, "status": 200})
+    assert a.url == b.url == "https://shop.example/p?a=1&b=2"
+
+
+@given(
+    path=st.text(alphabet="abcAB%7e2F/.~-_ é", max_size=12),
+    query=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "utm_x", "gclid", "Q"]), st.text("xy1%2 ", max_size=3)
+        ),
+        max_size=4,
+    ),
+)
+def test_canonicalisation_is_idempotent(path: str, query: list[tuple[str, str]]) -> None:
+    q = "&".join(f"{k}={v}" for k, v in query)
+    u = normalize_url(f"https://shop.example/{path}?{q}")
+    assert normalize_url(u) == u
+    assert "utm_" not in u and "gclid" not in u

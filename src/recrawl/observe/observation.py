@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +25,10 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
+from w3lib.url import canonicalize_url
 
 from recrawl._exceptions import InvalidObservation
+from recrawl.config import TRACKING_PARAMS
 from recrawl.health.buckets import OUTCOMES
 from recrawl.observe.fingerprint import FieldRule, fingerprint
 
@@ -150,22 +153,66 @@ def _normalize_netloc(scheme: str, netloc: str) -> str:
     return (userinfo + at if at else "") + host + (":" + port if port else "")
 
 
-@lru_cache(maxsize=262144)
-def normalize_url(url: str) -> str:
-    """Absolute http(s) URL with scheme and host lower-cased, default port and
-    fragment dropped, and an empty path written ``/``.
+_PLAIN_URL: Final = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:@\[\]!$'()*+,;=-]*[A-Za-z0-9._~!$'()*+,;=:@/-]*"
+)
+"""A URL canonicalisation leaves as it is (but for the scheme, host and port):
+no query, no percent sign, no character to quote, no fragment."""
 
-    >>> normalize_url("HTTP://Example.COM:80/a?b=1#frag")
-    'http://example.com/a?b=1'
+
+@lru_cache(maxsize=64)
+def _tracking_rule(patterns: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``patterns`` (names, or prefixes ending in ``*``) as exact names and prefixes, lower-case."""
+    names = frozenset(p.lower() for p in patterns if not p.endswith("*"))
+    prefixes = tuple(p[:-1].lower() for p in patterns if p.endswith("*"))
+    return names, prefixes
+
+
+def _without_tracking(query: str, patterns: tuple[str, ...]) -> str:
+    """A canonical query string without the arguments ``patterns`` name."""
+    names, prefixes = _tracking_rule(patterns)
+    kept = []
+    for arg in query.split("&"):
+        name = arg.partition("=")[0].lower()
+        if name in names or (prefixes and name.startswith(prefixes)):
+            continue
+        kept.append(arg)
+    return "&".join(kept)
+
+
+@lru_cache(maxsize=262144)
+def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) -> str:
+    """The canonical form of an absolute http(s) URL: one page, one string.
+
+    Scheme and host lower-cased (a trailing dot dropped), default port and
+    fragment dropped, an empty path written ``/``; then as
+    :func:`w3lib.url.canonicalize_url` writes it: dot segments removed,
+    percent-encoding of one case (``%7E`` → ``~``, ``%2f`` → ``%2F``), query
+    arguments sorted, blank ones kept (``a=``), and the arguments named by
+    ``tracking_params`` dropped (names, or prefixes ending in ``*``, compared
+    case-insensitively; default :data:`recrawl.config.TRACKING_PARAMS`:
+    ``utm_*``, ``gclid``, ...), since they name the campaign, not the page.
+
+    >>> normalize_url("HTTP://Example.COM:80/a/./b/../c?utm_source=x&b=1&a=2#frag")
+    'http://example.com/a/c?a=2&b=1'
 
     Raises ValueError when the URL is not absolute http(s).
     """
-    parts = urlsplit(url.strip())
+    text = url.strip()
+    parts = urlsplit(text)
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise ValueError("is not an absolute http(s) URL")
     netloc = _normalize_netloc(scheme, parts.netloc)
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    if "\0" in text:  # (quoting would hide it: refused as every text field holding one)
+        raise ValueError("holds a NUL character (U+0000)")
+    if _PLAIN_URL.fullmatch(text) and "/." not in parts.path:  # most URLs: nothing to rewrite
+        return urlunsplit((scheme, netloc, parts.path or "/", "", ""))
+    canon = urlsplit(canonicalize_url(text, keep_fragments=False))
+    query = canon.query
+    if query and tracking_params:
+        query = _without_tracking(query, tracking_params)
+    return urlunsplit((scheme, netloc, canon.path or "/", query, ""))
 
 
 def host_of(url: str) -> str:

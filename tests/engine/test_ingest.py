@@ -278,6 +278,15 @@ def _old_unvectors(s: Any, values: list[Any], width: int, *, sparse: bool) -> An
     return np.array(values, dtype=np.float64).reshape(len(values), width)
 
 
+def _as_schema_5(s: Any) -> None:
+    """Drop what schema 6 added: the pages' failure counts and retirement, the checkpoints' counts."""
+    db = s._db
+    db.execute("ALTER TABLE pages DROP COLUMN fails")
+    db.execute("ALTER TABLE pages DROP COLUMN moved_to")
+    db.execute("ALTER TABLE page_checkpoints DROP COLUMN fails")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
 def _as_schema_4(s: Any) -> None:
     """Rewrite the bucket vectors of ``s`` as schema 4 kept them: without their
     last figure, the fetches that failed before their page's first success."""
@@ -344,13 +353,14 @@ def _as_schema_2(s: Any) -> None:
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_an_older_store_is_migrated_with_its_log_and_buckets(
     make_store, tmp_path: Path, version: int
 ):
-    """A schema 2, 3 or 4 store is brought to the current schema when opened: its
+    """A schema 2 to 5 store is brought to the current schema when opened: its
     buckets, totals and page states are unchanged (the failed first fetches
-    schema 4 did not count are counted from the log), and its migrated log still
+    schema 4 did not count are counted from the log, and so are the
+    consecutive failures schema 5 did not keep), and its migrated log still
     re-folds a page when a late report arrives (the same result as a store that
     was never migrated)."""
     from recrawl.store import PostgresStore
@@ -374,8 +384,12 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
     assert sum(g.outcomes["failed_first"] for g in totals) > 0
     urls = sorted({json.loads(x)["url"] for x in lines})
     before = s.outcomes_many(urls)
+    states = [s.page(u) for u in urls]
+    assert any(p and p.fails for p in states)  # (the log has failing pages)
     s._db.execute("BEGIN IMMEDIATE")
-    _as_schema_4(s)
+    _as_schema_5(s)
+    if version <= 4:
+        _as_schema_4(s)
     if version <= 3:
         _as_schema_3(s)
     if version == 2:
@@ -390,6 +404,7 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
         assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
         assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
         assert s.outcomes_many(urls) == before
+        assert [s.page(u) for u in urls] == states
         assert fifteen.n.sum() == 600
         rep = ingest_lines(s, rest)  # new observations, one of them late: the page is re-folded
         assert rep.reordered_pages == 1

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from recrawl.estimate.hints import (
 from recrawl.estimate.pagestate import NUTCH_DEFAULT_S
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from recrawl.observe.observation import Observation, host_of, normalize_url
+from recrawl.plan.backoff import due
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PageState as PageArrays
 from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
@@ -47,9 +48,14 @@ from recrawl.store import SQLStore
 from recrawl.store._protocol import HintResult
 from recrawl.store._sql import ContentHistory, HintRows
 
-__all__ = ["LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
+__all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
 
 DAY_S = 86400.0
+COST_PRIOR: Final[dict[str, float]] = {"bytes": 256.0 * 1024, "credits": 1.0, "fetches": 1.0}
+"""Cost of one fetch, in each billing unit, assumed until the buckets hold
+costs learned from fetches (:meth:`Engine.cost_prior`): 256 KiB of wire bytes
+(a page of HTML with its headers, on the heavy side), one credit, one fetch.
+A constant of the engine (not a setting): the first fetches replace it."""
 _log = logging.getLogger(__name__)
 HINT_TRUST_DAYS = 90.0
 """Days of revisits :meth:`Engine.hint_trust` judges the sources on, for the plan."""
@@ -303,13 +309,29 @@ class Engine:
                 out[(g.site, g.page_type)] = max(total / g.fetches, 1e-9)
         return out
 
+    def cost_prior(self, known: Mapping[tuple[str, str], float]) -> float:
+        """The cost assumed for one fetch of a (site, page type) whose cost is not
+        learned yet, in the billing unit: the dearest learned cost when some
+        are known, else :data:`COST_PRIOR` (bytes: 256 KiB; credits and
+        fetches: 1). A guess on the high side keeps a cold start within its
+        budget: guessing low, the first cycles would plan far more fetches than
+        the budget pays for."""
+        if known:
+            return max(known.values())
+        return COST_PRIOR[self.settings.billing_unit]
+
     def page_arrays(
         self, now: float, exclude: set[str] | None = None, *, signals: bool = True
     ) -> tuple[PageArrays, dict[str, Any]]:
         """The planner's arrays for every page, and the columns they came from.
 
-        The columns also hold ``live``: pages neither gone nor canaries, whether
-        ``exclude`` holds them or not (``active`` is ``live`` minus ``exclude``).
+        The columns also hold ``live``: pages neither gone, retired (moved) nor
+        canaries, whether ``exclude`` holds them or not; and ``due``: pages
+        whose back-off after a failed fetch, or re-check wait when gone, is
+        over at ``now`` (:func:`recrawl.plan.backoff.due`). ``active`` (what
+        the plan may offer) is the due pages that are live or gone, minus
+        ``exclude``. The freshness math still counts from the last
+        *successful* fetch (``last_fetch`` of the arrays).
         With ``signals``, ``checked_at`` and ``known_stale`` come from the
         latest hints of the sources trusted on each page's site
         (:meth:`_hint_signals`); without hints in the store, they stay None.
@@ -326,7 +348,7 @@ class Engine:
         host_code, _ = _codes(hosts) if n else (np.zeros(0, np.int64), [])
         costs = self._unit_costs()
         if costs:
-            default = float(np.median(list(costs.values())))
+            default = self.cost_prior(costs)
             cost = np.array(
                 [
                     costs.get((s, t), default)
@@ -334,7 +356,7 @@ class Engine:
                 ]
             )
         else:
-            cost = np.ones(n)
+            cost = np.full(n, self.cost_prior({}))
         controls = self.store.site_controls()
         mult = np.array(
             [float(controls.get(s, {}).get("cost_multiplier") or 1.0) for s in site_names]
@@ -342,8 +364,15 @@ class Engine:
         paused = np.array([bool(controls.get(s, {}).get("paused")) for s in site_names], dtype=bool)
         never = np.isnan(cols["last_ok"])
         last = np.where(never, cols["first_seen"], cols["last_ok"])
-        cols["live"] = ~cols["gone"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
-        active = cols["live"].copy()
+        page_kind = ~cols["moved"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+        cols["live"] = ~cols["gone"] & page_kind
+        # a failed fetch is a visit: a page that failed (or went gone: then it
+        # is re-checked rarely) waits its back-off after its last fetch
+        cols["due"] = due(
+            cols["last_fetch"], cols["fails"], cols["gone"], now,
+            cycle_s=self.settings.cycle_hours * 3600.0,
+        )  # fmt: skip
+        active = page_kind & cols["due"]
         if exclude:
             active &= ~np.isin(np.asarray(cols["url"], dtype=object), list(exclude))
         pages = PageArrays(
@@ -674,6 +703,8 @@ class Engine:
         }
         if s.half_life_days is not None:
             kw["half_life_days"] = s.half_life_days
+        if s.max_per_host is not None:
+            kw["max_per_host"] = s.max_per_host
         return PlannerConfig(**kw)
 
     def plan(

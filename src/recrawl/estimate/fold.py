@@ -92,6 +92,7 @@ class PageArrays:
     ev_nu: FloatArray
     ev_tu: FloatArray
     nutch_interval: FloatArray
+    fails: NDArray[np.int64]
     gone: NDArray[np.bool_]
 
     @classmethod
@@ -173,7 +174,8 @@ _OBJECT_FIELDS: Final = frozenset(
     {"url", "site", "page_type", "fingerprint", "etag", "last_modified"}
 )
 _DTYPES: Final[dict[str, Any]] = {
-    "fetches": np.int64, "changes": np.int64, "bytes_total": np.int64, "gone": bool,
+    "fetches": np.int64, "changes": np.int64, "bytes_total": np.int64, "fails": np.int64,
+    "gone": bool,
 }  # fmt: skip
 _OPTIONAL_TIMES: Final = frozenset({"last_fetch", "last_ok", "last_change"})
 
@@ -333,7 +335,10 @@ def fold_batch(
         if other.any():
             po = p[other]
             oo = oc[other]
-            pages.gone[po[oo == _GONE]] = True
+            to_gone = oo == _GONE
+            # as apply_observation: one more failure; a page going gone counts from 1
+            pages.fails[po] = np.where(to_gone & ~pages.gone[po], 1, pages.fails[po] + 1)
+            pages.gone[po[to_gone]] = True
             br = br_all[idx][other]
             soft = (oo == _SOFT) & (br > 0) & (pages.avg_bytes[po] > 0)
             if soft.any():
@@ -346,6 +351,7 @@ def fold_batch(
         occ = oc[content]
         tcn = t[content]
         pages.gone[pc] = False
+        pages.fails[pc] = 0
         st = status[cidx]
         br = br_all[cidx]
         ok2 = (st >= 200) & (st < 300) & (br > 0)
@@ -396,5 +402,5 @@ def new_page_row(url: str, site: str, page_type: str, first_seen: float) -> tupl
     """The row (:data:`ROW_FIELDS`) of a page never fetched."""
     return (
         url, site, page_type, 1.0, first_seen, None, None, None, None, None, None,
-        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NUTCH_DEFAULT_S, 0,
+        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NUTCH_DEFAULT_S, 0, 0,
     )  # fmt: skip

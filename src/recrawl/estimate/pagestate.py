@@ -62,6 +62,9 @@ class PageState:
     ev_nu: float = 0.0
     ev_tu: float = 0.0
     nutch_interval: float = NUTCH_DEFAULT_S
+    fails: int = 0
+    """Consecutive failed fetches (any outcome that did not reach the content)
+    since the last success; while ``gone``, consecutive fetches since it went gone."""
     gone: bool = False
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -73,6 +76,7 @@ class PageState:
         self.credits_total = self.avg_bytes = 0.0
         self.ev_nc = self.ev_tc = self.ev_nu = self.ev_tu = 0.0
         self.nutch_interval = NUTCH_DEFAULT_S
+        self.fails = 0
         self.gone = False
 
 
@@ -162,6 +166,9 @@ def apply_observation(
     if page.last_fetch is None or t > page.last_fetch:
         page.last_fetch = t
     if outcome not in CONTENT_OUTCOMES:
+        # a failed fetch is a visit: the plan waits a back-off that grows with
+        # ``fails`` (recrawl.plan.backoff); a page going gone counts from 1
+        page.fails = page.fails + 1 if outcome != "gone" or page.gone else 1
         if outcome == "gone":
             page.gone = True
         elif outcome == "soft_block" and obs.bytes_received and page.avg_bytes:
@@ -170,6 +177,7 @@ def apply_observation(
             page.avg_bytes = 0.98 * page.avg_bytes + 0.02 * obs.bytes_received
         return outcome
     page.gone = False
+    page.fails = 0
     if obs.status is not None and 200 <= obs.status < 300 and obs.bytes_received:
         b = float(obs.bytes_received)
         page.avg_bytes = b if page.avg_bytes == 0 else 0.9 * page.avg_bytes + 0.1 * b

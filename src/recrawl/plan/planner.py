@@ -769,12 +769,19 @@ class _Selector:
     """Spends budget over ordered candidates, honouring the per-host cap."""
 
     def __init__(
-        self, pages: PageState, eff_cost: FloatArray, cap: int | None, rng: np.random.Generator
+        self,
+        pages: PageState,
+        eff_cost: FloatArray,
+        cap: int | None,
+        rng: np.random.Generator,
+        limit: float = math.inf,
     ) -> None:
         self.pages = pages
         self.eff_cost = eff_cost
         self.cap = cap
         self.rng = rng
+        self.limit = limit  # the cycle's whole budget: a round-up never passes it
+        self.used = 0.0
         self.taken = np.zeros(len(pages), dtype=bool)
         self.host_used: dict[int, int] = {}
 
@@ -800,11 +807,13 @@ class _Selector:
         if round_up and k < ordered.size:
             # a reserve too small for the next fetch pays for it with that probability
             nxt = float(self.eff_cost[ordered[k]])
-            if self.rng.random() < (budget - used) / nxt:
+            fits = self.used + used + nxt <= self.limit * (1 + 1e-9) + 1e-12
+            if fits and self.rng.random() < (budget - used) / nxt:
                 k += 1
                 used += nxt
         chosen = ordered[:k].astype(np.int64)
         self.taken[chosen] = True
+        self.used += used
         if self.cap is not None and chosen.size:
             hs, cnt = np.unique(self.pages.host[chosen], return_counts=True)
             for h, c in zip(hs.tolist(), cnt.tolist(), strict=True):
@@ -1070,7 +1079,7 @@ def plan_cycle(
         eff_cost = pages.cost * pages.site_cost_multiplier[pages.site]
     scan = _scan(pages, eff_cost)
     known, n_known = scan.known, scan.n_known
-    sel = _Selector(pages, eff_cost, cfg.max_per_host, gen)
+    sel = _Selector(pages, eff_cost, cfg.max_per_host, gen, limit=budget)
     model_driven = policy in ("recrawl", "greedy")
     cycles_per_day = 24.0 / cfg.cycle_hours
     min_cost = max(scan.min_cost, 1e-300)
@@ -1141,6 +1150,7 @@ def plan_cycle(
                 break
             # the host cap filtered too many: undo and retry with more candidates
             sel.taken[chosen] = False
+            sel.used -= got
             for h, c in zip(*np.unique(pages.host[chosen], return_counts=True), strict=True):
                 sel.host_used[int(h)] -= int(c)
             k = 4 * kk

@@ -111,7 +111,10 @@ class Store(Protocol):
         ...
 
     def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:
-        """Register ``(url, site, page_type, value)`` for discovery; returns how many were new."""
+        """Register ``(url, site, page_type, value)`` for discovery; returns how many were new.
+
+        A known URL that is gone or retired (moved) is revived: planned again,
+        its failure count cleared, its history kept."""
         ...
 
     def ingest_hints(self, hints: Iterable[Hint], *, add_urls: bool = False) -> HintResult:

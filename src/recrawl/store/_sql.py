@@ -60,7 +60,7 @@ __all__ = ["SQLStore"]
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _REACHED: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])  # by outcome code
 _NEW: Final = OUTCOMES.index("new")
@@ -121,7 +121,9 @@ CREATE TABLE IF NOT EXISTS pages (
     ev_nc {REAL} NOT NULL DEFAULT 0, ev_tc {REAL} NOT NULL DEFAULT 0,
     ev_nu {REAL} NOT NULL DEFAULT 0, ev_tu {REAL} NOT NULL DEFAULT 0,
     nutch_interval {REAL} NOT NULL DEFAULT 2592000,
-    gone INTEGER NOT NULL DEFAULT 0
+    fails INTEGER NOT NULL DEFAULT 0,
+    gone INTEGER NOT NULL DEFAULT 0,
+    moved_to TEXT
 );
 CREATE INDEX IF NOT EXISTS pages_site ON pages (site, page_type);
 CREATE TABLE IF NOT EXISTS observation_keys (key {BIGINT} PRIMARY KEY);
@@ -176,7 +178,7 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
     fetches {BIGINT} NOT NULL, changes {BIGINT} NOT NULL, bytes_total {BIGINT} NOT NULL,
     credits_total {REAL} NOT NULL, avg_bytes {REAL} NOT NULL,
     ev_nc {REAL} NOT NULL, ev_tc {REAL} NOT NULL, ev_nu {REAL} NOT NULL, ev_tu {REAL} NOT NULL,
-    nutch_interval {REAL} NOT NULL, gone INTEGER NOT NULL
+    nutch_interval {REAL} NOT NULL, fails {BIGINT} NOT NULL DEFAULT 0, gone INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS hints (
     page {BIGINT} NOT NULL, source TEXT NOT NULL,
@@ -190,6 +192,11 @@ CREATE TABLE IF NOT EXISTS hint_log (
     PRIMARY KEY (page, source, lastmod)
 ) {WR};
 """
+# A page's ``fails`` counts its consecutive failed fetches (the back-off of
+# recrawl.plan.backoff); ``moved_to``, set by ingest, retires a page whose URL
+# answered a permanent redirect to a URL that already was a page (the page is
+# never planned again). Both came with schema 6.
+#
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
 # before ``until`` (unix seconds: the last of them), folded in the log's order
@@ -554,7 +561,7 @@ class SQLStore:
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
-            if found in (2, 3, 4):
+            if found in (2, 3, 4, 5):
                 self._migrate(found)
                 found = SCHEMA_VERSION
             if found is not None and found != SCHEMA_VERSION:
@@ -625,7 +632,7 @@ class SQLStore:
             yield self._db
 
     def _migrate(self, found: int) -> None:
-        """Bring a store of schema ``found`` (2, 3 or 4) to :data:`SCHEMA_VERSION`.
+        """Bring a store of schema ``found`` (2 to 5) to :data:`SCHEMA_VERSION`.
         One transaction: a crash leaves the store as it was."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -637,6 +644,8 @@ class SQLStore:
                 self._observations_from_3(db)
             if found in (2, 3, 4):
                 self._failed_first_from_4(db)
+            if found in (2, 3, 4, 5):
+                self._pages_from_5(db)
             if found < SCHEMA_VERSION:
                 # other connections (an older recrawl still running) drop their
                 # cached pages and bucket rows and read the new layout
@@ -740,6 +749,56 @@ class SQLStore:
                     f"UPDATE {table} SET v = ? WHERE k = ?",
                     zip(self._vectors(mat, sparse=sparse), [k for k, _ in found], strict=True),
                 )
+
+    def _pages_from_5(self, db: Any) -> None:
+        """Schema 5 to 6: pages (and their checkpoints) gain ``fails``, the
+        consecutive failed fetches, counted from the log for the pages whose
+        last fetch failed (a checkpoint's is 0: a failing run that began
+        before the pruned horizon counts from it), and pages gain ``moved_to``
+        (NULL: not retired)."""
+        added = False
+        adds = (
+            ("pages", "fails", "INTEGER NOT NULL DEFAULT 0"),
+            ("pages", "moved_to", "TEXT"),
+            ("page_checkpoints", "fails", f"{self.dialect['BIGINT']} NOT NULL DEFAULT 0"),
+        )
+        for table, column, kind in adds:
+            have = self._columns(db, table)
+            # (no table: the DDL makes it, with the column)
+            if have and column not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                added = added or (table, column) == ("pages", "fails")
+        if not added:
+            return
+        failing = db.execute(
+            "SELECT id, last_ok FROM pages WHERE last_fetch IS NOT NULL "
+            "AND (last_ok IS NULL OR last_fetch > last_ok)"
+        ).fetchall()
+        since = dict(failing)
+        counts: list[tuple[int, int]] = []
+        for chunk in _chunks(list(since)):
+            rows = db.execute(
+                "SELECT page, fetched_at, outcome FROM observations "
+                f"WHERE page IN ({','.join('?' * len(chunk))}) ORDER BY page, fetched_at, seq",
+                chunk,
+            ).fetchall()
+            for pid, group in groupby(rows, key=itemgetter(0)):
+                fails, gone, ok = 0, False, since[pid]
+                for _, t, outcome in group:
+                    if ok is not None and t <= ok:
+                        continue
+                    if outcome in CONTENT_OUTCOMES:  # (as apply_observation counts)
+                        fails, gone = 0, False
+                    else:
+                        fails = fails + 1 if outcome != "gone" or gone else 1
+                        gone = gone or outcome == "gone"
+                if fails:
+                    counts.append((fails, pid))
+        db.executemany("UPDATE pages SET fails = ? WHERE id = ?", counts)
+
+    def _columns(self, db: Any, table: str) -> set[str]:
+        """The columns of ``table`` (empty: no such table), in the transaction of ``db``."""
+        return {r[0] for r in db.execute("SELECT name FROM pragma_table_info(?)", (table,))}
 
     def _schema_version(self) -> int | None:
         try:
@@ -1525,8 +1584,24 @@ class SQLStore:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
-                for u in self._page_ids(db, list(new)):
+                known = self._page_ids(db, list(new))
+                for u in known:
                     del new[u]
+                # a known URL added again is wanted again: gone or retired, it
+                # is revived (its history kept), its failures forgotten
+                revived = [
+                    i
+                    for chunk in _chunks(list(known.values()))
+                    for (i,) in db.execute(
+                        f"UPDATE pages SET gone = 0, fails = 0, moved_to = NULL WHERE id IN "
+                        f"({','.join('?' * len(chunk))}) AND (gone <> 0 OR moved_to IS NOT NULL) "
+                        "RETURNING id",
+                        chunk,
+                    ).fetchall()
+                ]
+                if revived:
+                    ids_back = np.array(revived, dtype=np.int64)
+                    self._loaded[ids_back[ids_back < len(self._loaded)]] = False
                 nid = self._next_page_id(db)
                 ids = {u: nid + i for i, u in enumerate(new)}
                 db.executemany(
@@ -2549,26 +2624,31 @@ class SQLStore:
         Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
         ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
-        (seconds), ``avg_bytes`` (float64 arrays); ``gone`` (bool array).
+        (seconds), ``avg_bytes`` (float64 arrays); ``fails`` (consecutive
+        failed fetches, int64 array); ``gone`` and ``moved`` (retired by a
+        permanent redirect to another page) (bool arrays).
         """
         with self._lock:
             rows = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
-                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, id FROM pages ORDER BY url"
+                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id FROM pages ORDER BY url"
             ).fetchall()
         cols: dict[str, Any] = {
-            "id": np.fromiter((r[14] for r in rows), np.int64, len(rows)),
+            "id": np.fromiter((r[16] for r in rows), np.int64, len(rows)),
             "url": [r[0] for r in rows],
             "site": [r[1] for r in rows],
             "page_type": [r[2] for r in rows],
         }
-        num = np.array([r[3:14] for r in rows], dtype=np.float64).reshape(len(rows), 11)
+        num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(len(rows), 13)
         for i, name in enumerate(
             ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
              "nutch_interval", "avg_bytes")
         ):  # fmt: skip
             cols[name] = num[:, i]
         cols["gone"] = num[:, 10] > 0
+        cols["fails"] = num[:, 11].astype(np.int64)
+        cols["moved"] = num[:, 12] > 0
         return cols
 
     def outside_writes(self) -> int | None:

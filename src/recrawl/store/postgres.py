@@ -153,6 +153,14 @@ class PostgresStore(SQLStore):
             return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
         return _padded(values)  # vectors of an older, shorter layout
 
+    def _columns(self, db: Any, table: str) -> set[str]:
+        rows = db.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ?",
+            (table,),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
     def _after_copy(self, db: Any, table: str, column: str) -> None:
         # the copied rows kept their ids: the serial's next value must follow them
         db.execute(

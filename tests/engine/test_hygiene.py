@@ -209,3 +209,49 @@ def test_adding_a_gone_url_again_revives_it(sqlite_store: SQLiteStore) -> None:
     page = sqlite_store.page(BAD)
     assert page is not None and not page.gone and page.fails == 0 and page.fetches == 3
     assert any(x["url"] == BAD for x in engine.plan(budget=5.0, now=T0 + 2 * DAY + HOUR).tasks)
+
+
+def _cleanup_log(title: str) -> list[Observation]:
+    """200 item pages fetched every 2 hours for 16 days; in the last 4 hours,
+    every fetch of the first 100 pages is a 200 whose title is ``title``."""
+    out = []
+    end = T0 + 16 * DAY
+    for i in range(200):
+        url = f"https://shop.example/item/{i}"
+        t = T0 + (i % 12) * 600.0
+        while t < end:
+            removed = i < 100 and t >= end - 4 * HOUR
+            out.append(
+                parse_observation(
+                    {
+                        "url": url, "fetched_at": t, "status": 200, "page_type": "item",
+                        "bytes_received": 30_000 if removed else 80_000, "latency_ms": 120.0,
+                        "title": title if removed else f"Item {i}",
+                        "record": {"name": "", "price": None} if removed else {"name": f"i{i}", "price": i},
+                    }
+                )
+            )  # fmt: skip
+            t += 2 * HOUR
+    return out
+
+
+def test_a_catalogue_clean_up_is_about_pages_not_the_sites_health(tmp_path: Path) -> None:
+    """Half the items removed, served as 200 "Page not found": those pages are
+    gone (re-checked rarely), and the site stays healthy; the same share of
+    block pages ("Access denied") would cost it its health."""
+    from recrawl.engine.ingest import ContentClassifier, ingest_observations
+
+    scores = {}
+    for title in ("Page not found", "Access denied"):
+        with SQLiteStore(tmp_path / f"{title[:4]}.db") as store:
+            ingest_observations(store, _cleanup_log(title), classifier=ContentClassifier())
+            (report,) = Engine(store).health(T0 + 16 * DAY, record=False)
+            scores[title] = report
+            gone = sum(
+                bool(p and p.gone)
+                for p in (store.page(f"https://shop.example/item/{i}") for i in range(200))
+            )
+            assert gone == (100 if title == "Page not found" else 0)
+    assert scores["Page not found"]["band"] == "healthy"
+    assert "soft_block" not in scores["Page not found"]["reasons"]
+    assert scores["Access denied"]["score"] < scores["Page not found"]["score"] - 10

@@ -141,3 +141,49 @@ def test_normals_learn_size_and_required_fields_from_good_responses() -> None:
     assert normals.body_bytes("s", "item") == pytest.approx(80_020, abs=15)
     assert normals.required_fields("s", "item") == frozenset({"title", "price"})
     assert normals.required_fields("s", "list") is None
+
+
+@pytest.mark.parametrize(
+    ("title", "excerpt", "record"),
+    [
+        ("Page not found", "Sorry, we couldn't find that item.", None),
+        ("Error 404 | Shop", None, {"name": "x"}),
+        ("Shop", "This item is no longer available.", {}),
+        ("Shop", "Sorry, we could not find that page", {"name": "Shop", "price": None}),
+    ],
+)
+def test_a_soft_404_is_gone_not_a_block(
+    title: str, excerpt: str | None, record: dict | None
+) -> None:
+    got = classify_response(
+        status=200,
+        body_bytes=30_000,
+        title=title,
+        body_excerpt=excerpt,
+        record=record,
+        normal_body_bytes=32_000,
+        required_fields=["name", "price"],
+    )
+    assert got == "gone"
+
+
+def test_a_real_page_mentioning_not_found_is_not_gone() -> None:
+    # the body excerpt says it, but the page has its content: a normal page
+    assert (
+        classify_response(
+            status=200,
+            body_bytes=40_000,
+            title="Lost & Found umbrella",
+            body_excerpt="Item not found? Call us.",
+            record={"name": "Umbrella", "price": 9},
+            normal_body_bytes=41_000,
+            required_fields=["name", "price"],
+        )
+        is None
+    )
+    assert classify_response(status=200, title="Widgets from $404") is None
+
+
+def test_a_block_page_saying_not_found_is_still_a_block() -> None:
+    assert classify_response(status=200, title="Access denied - page not found") == "soft_block"
+    assert classify_response(status=200, title="Just a moment... not found") == "challenge"

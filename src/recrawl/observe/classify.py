@@ -14,7 +14,15 @@ hash). The rules, first match wins:
 3. A block-page marker is a ``hard_block`` under 403/429, else a ``soft_block``.
 4. Status rules: 403 and 429 are ``hard_block``; 304 ``not_modified``; 404 and
    410 ``gone``; other 4xx and all 5xx ``error``; 1xx and 3xx None.
-5. For 2xx: a body far smaller than the site's normal for the page type
+5. For 2xx: a *soft 404*, a removed page served as ``200 OK`` ("Page not
+   found", "no longer available"), is ``gone``: a not-found marker
+   (:data:`NOT_FOUND_MARKERS`) in the title, or in the body excerpt of a
+   response that also lacks the page's content (an empty record, a required
+   field missing, or a body under half the normal size). It is
+   about the page, not the site: ``gone`` is no hostility signal, so a
+   catalogue clean-up does not lower the site's health (rule 2 and 3 go
+   first: a block page saying "not found" is still a block).
+6. For 2xx: a body far smaller than the site's normal for the page type
    (below ``small_body_ratio`` × ``normal_body_bytes``) or an empty record is a
    ``soft_block``; a non-empty record missing a field it always had is a
    ``soft_block`` when the body is also small and ``extract_failed`` otherwise,
@@ -28,6 +36,7 @@ good record carried. An ingest path feeds it every response it accepted as good.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,9 +45,11 @@ from typing import Final
 __all__ = [
     "BLOCK_MARKERS",
     "CHALLENGE_MARKERS",
+    "NOT_FOUND_MARKERS",
     "ResponseNormals",
     "classify_response",
     "find_marker",
+    "says_not_found",
 ]
 
 CHALLENGE_MARKERS: Final[tuple[str, ...]] = (
@@ -58,6 +69,21 @@ BLOCK_MARKERS: Final[tuple[str, ...]] = (
 )
 """Lower-case substrings of common block pages that carry no challenge to pass."""
 
+NOT_FOUND_MARKERS: Final[tuple[str, ...]] = (
+    "not found",
+    "no longer available",
+    "no longer exists",
+    "does not exist",
+    "doesn't exist",
+    "could not find",
+    "couldn't find",
+    "has been removed",
+    "page unavailable",
+)
+"""Lower-case substrings of a not-found page served with 200 (a soft 404); a
+``404`` standing alone (``Error 404``, ``404 - Page``) counts too."""
+
+_NOT_FOUND_404: Final = re.compile(r"(?<![\w$€£.,])404(?![\w.,])")
 _HARD_STATUSES: Final = frozenset({403, 429})
 _HARD_ERRORS: Final = frozenset({"connection_reset", "reset", "econnreset"})
 _OUTCOMES_FOR_MARKERS: Final = frozenset({"challenge", "soft_block", "hard_block"})
@@ -113,6 +139,20 @@ def find_marker(
         if marker in text:
             return marker, "block"
     return None
+
+
+def says_not_found(text: str | None) -> bool:
+    """Whether ``text`` (a title or body excerpt) reads like a not-found page.
+
+    >>> says_not_found("Page not found | Shop"), says_not_found("Error 404")
+    (True, True)
+    >>> says_not_found("Widgets from $404"), says_not_found(None)
+    (False, False)
+    """
+    if not text:
+        return False
+    low = text.lower()
+    return any(m in low for m in NOT_FOUND_MARKERS) or _NOT_FOUND_404.search(low) is not None
 
 
 def _is_empty_record(record: Mapping[str, object]) -> bool:
@@ -177,6 +217,8 @@ def classify_response(
     >>> classify_response(status=200, body_bytes=81_000, record={"title": "x"},
     ...                   normal_body_bytes=80_000, required_fields=["title", "price"])
     'extract_failed'
+    >>> classify_response(status=200, title="Page not found")
+    'gone'
     >>> classify_response(status=429)
     'hard_block'
     >>> classify_response(status=200, body_bytes=79_000, record={"price": 3},
@@ -203,6 +245,11 @@ def classify_response(
         return "error"
     if not 200 <= status < 300:
         return None
+    if says_not_found(title) or (
+        says_not_found(body_excerpt)
+        and _lacks_content(record, body_bytes, normal_body_bytes, required_fields)
+    ):
+        return "gone"  # a soft 404 (rule 5)
     small = (
         body_bytes is not None
         and normal_body_bytes is not None
@@ -220,6 +267,25 @@ def classify_response(
         if missing:
             return "extract_failed"
     return None
+
+
+def _lacks_content(
+    record: Mapping[str, object] | None,
+    body_bytes: int | None,
+    normal_body_bytes: float | None,
+    required_fields: Iterable[str] | None,
+) -> bool:
+    """A 2xx without what the page type's pages carry: an empty record, a
+    required field missing, or a body under half the normal size (no record
+    and no normal size: nothing tells, so it does not lack content)."""
+    if record is not None:
+        if _is_empty_record(record):
+            return True
+        if required_fields is not None and any(_is_blank(record.get(f)) for f in required_fields):
+            return True
+    return bool(
+        body_bytes is not None and normal_body_bytes and body_bytes < 0.5 * normal_body_bytes
+    )
 
 
 @dataclass

@@ -304,6 +304,15 @@ class PlannerConfig:
         Fractions of each cycle's budget reserved for new URLs, for pages not
         fetched for ``reestimate_after_days``, and for a uniform random sample.
         What a reserve does not use goes to the score pool.
+    discover_first : bool
+        Never-fetched pages may take the whole budget but the verify and
+        reestimate reserves, before any revisit (``discovery_share`` is then
+        only the floor): a page never fetched is stale for certain and its
+        first fetch gains more than a revisit of a page already held. Without
+        it, a cold start of 350 pages at 1.7 fetches per page per day had
+        fetched 89 of them after two days while revisiting some 27 times.
+        False keeps discovery to its share (what the score pool leaves over
+        goes to more new pages).
     reestimate_after_days : float
         A page becomes a re-estimation candidate after this many days without
         a fetch.
@@ -346,6 +355,7 @@ class PlannerConfig:
 
     cycle_hours: float = 1.0
     discovery_share: float = 0.05
+    discover_first: bool = True
     reestimate_share: float = 0.02
     verify_share: float = 0.01
     reestimate_after_days: float = 180.0
@@ -1090,7 +1100,11 @@ def plan_cycle(
     disc_chosen = np.zeros(0, dtype=np.int64)
     if new_idx.size:
         new_idx = new_idx[np.argsort(pages.first_seen[new_idx], kind="stable")]
-        disc_used, disc_chosen = sel.take(new_idx, budget * cfg.discovery_share, round_up=True)
+        share = cfg.discovery_share
+        if cfg.discover_first:
+            kept = (cfg.verify_share + cfg.reestimate_share) if model_driven and n_known else 0.0
+            share = max(share, 1.0 - kept)
+        disc_used, disc_chosen = sel.take(new_idx, budget * share, round_up=True)
 
     if model is None and policy in ("recrawl", "greedy", "proportional"):
         reserves = (cfg.verify_share + cfg.reestimate_share) if model_driven else 0.0

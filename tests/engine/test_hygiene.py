@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from recrawl import InvalidObservation
 from recrawl.config import Settings
 from recrawl.engine.engine import COST_PRIOR, Engine
 from recrawl.observe.observation import Observation, parse_observation
-from recrawl.store import SQLiteStore
+from recrawl.store import SQLiteStore, SQLStore
 
 T0 = 1_700_000_000.0
 HOUR = 3600.0
@@ -255,3 +256,72 @@ def test_a_catalogue_clean_up_is_about_pages_not_the_sites_health(tmp_path: Path
     assert scores["Page not found"]["band"] == "healthy"
     assert "soft_block" not in scores["Page not found"]["reasons"]
     assert scores["Access denied"]["score"] < scores["Page not found"]["score"] - 10
+
+
+OLD = "https://shop.example/old/1"
+NEW = "https://shop.example/new/1"
+
+
+def _planned(engine: Engine, now: float) -> set[str]:
+    return {t["url"] for t in engine.plan(budget=50.0, now=now).tasks}
+
+
+def test_a_permanent_redirect_moves_the_page_with_its_history(store: SQLStore) -> None:
+    engine = Engine(store, Settings(), clock=lambda: T0)
+    engine.ingest([_fetch(OLD, T0 - 10 * DAY, 200, record={"v": 1})])
+    before = store.page(OLD)
+    assert before is not None
+    engine.ingest([_fetch(OLD, T0, 200, record={"v": 1}, moved_to=NEW)])
+    assert store.page(OLD) is None
+    page = store.page(NEW)
+    assert page is not None and page.fetches == 2 and page.first_seen == before.first_seen
+    assert page.last_ok == T0 and page.changes == 0  # the same record: no change
+    planned = set().union(*(_planned(engine, T0 + d * DAY) for d in (1, 10, 40)))
+    assert OLD not in planned and NEW in planned
+    # the next fetch, at the new URL, continues the same page
+    engine.ingest([_fetch(NEW, T0 + DAY, 200, record={"v": 2})])
+    page = store.page(NEW)
+    assert page is not None and page.fetches == 3 and page.changes == 1
+
+
+def test_a_redirect_to_a_known_page_retires_the_old_one(store: SQLStore) -> None:
+    engine = Engine(store, Settings(), clock=lambda: T0)
+    engine.ingest([_fetch(OLD, T0 - 10 * DAY, 200), _fetch(NEW, T0 - 9 * DAY, 200)])
+    engine.ingest([_fetch(OLD, T0, 200, moved_to=NEW)])
+    assert store.page(OLD) is not None and store.page(NEW) is not None
+    for d in (1, 10, 40, 400):
+        planned = _planned(engine, T0 + d * DAY)
+        assert OLD not in planned
+    assert any(NEW in _planned(engine, T0 + d * DAY) for d in (1, 10, 40))
+    # added again by hand: wanted again, planned again
+    engine.add_urls([{"url": OLD}], now=T0 + DAY)
+    assert OLD in _planned(engine, T0 + DAY + HOUR)
+
+
+def test_a_redirect_not_followed_moves_the_page_and_the_new_url_is_fetched_next(
+    sqlite_store: SQLiteStore,
+) -> None:
+    engine = Engine(sqlite_store, Settings(), clock=lambda: T0)
+    engine.ingest([_fetch(OLD, T0 - 10 * DAY, 200), _fetch(OLD, T0, 301, moved_to=NEW)])
+    page = sqlite_store.page(NEW)
+    assert page is not None and page.fails == 0 and page.fetches == 2
+    assert NEW in _planned(engine, T0 + HOUR)
+
+
+def test_moved_to_is_canonicalised_and_checked() -> None:
+    o = parse_observation(
+        {
+            "url": OLD,
+            "fetched_at": 1,
+            "status": 200,
+            "moved_to": "HTTPS://Shop.Example/new/1?utm_source=x",
+        }
+    )
+    assert o.moved_to == NEW
+    assert parse_observation({"url": OLD, "fetched_at": 1, "status": 200}).moved_to is None
+    with pytest.raises(InvalidObservation) as e:
+        parse_observation({"url": OLD, "fetched_at": 1, "status": 200, "moved_to": "ftp://x/y"})
+    assert e.value.field == "moved_to"
+    with pytest.raises(InvalidObservation) as e:
+        parse_observation({"url": OLD, "fetched_at": 1, "status": 200, "moved_to": 3})
+    assert e.value.field == "moved_to"

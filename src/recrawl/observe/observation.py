@@ -77,7 +77,7 @@ _KNOWN_FIELDS: Final = frozenset(
         "url", "fetched_at", "site", "page_type", "status", "error", "bytes_sent",
         "bytes_received", "credits", "rendered", "latency_ms", "route", "etag",
         "last_modified", "conditional", "record", "record_hash", "outcome", "id",
-        "title", "body_excerpt", "lease_id", "value", "canary",
+        "title", "body_excerpt", "lease_id", "value", "canary", "moved_to",
     }
 )  # fmt: skip
 
@@ -91,6 +91,20 @@ class Observation:
     (given by the reporter, or computed from ``record``). ``key`` is the
     idempotency key: 16 bytes derived from ``id``, or from the input line when
     the reporter gave no id, so the same report stored twice is stored once.
+
+    Beyond SPEC §5's table, one optional field:
+
+    ============  ========  ==================================================
+    field         required  meaning
+    ============  ========  ==================================================
+    ``moved_to``  no        absolute http(s) URL: the request's first hop
+                            answered a permanent redirect (301 or 308) and the
+                            chain ended at this URL (``status`` and the record
+                            are the final response's). Ingest moves the page
+                            there with its history, or, when that URL is
+                            already a page, retires this one; its URL is not
+                            fetched again. Canonicalised as ``url``.
+    ============  ========  ==================================================
     """
 
     url: str
@@ -117,6 +131,7 @@ class Observation:
     body_excerpt: str | None = None
     lease_id: str | None = None
     canary: str | None = None
+    moved_to: str | None = None
     key: bytes = b""
 
     @property
@@ -481,6 +496,9 @@ def parse_observation(
     canary = g("canary")
     if canary is not None:
         canary = _canary(raw)
+    moved_to = g("moved_to")
+    if moved_to is not None:
+        moved_to = _moved_to(moved_to)
     # PostgreSQL refuses text holding NUL: a JSON line can only carry one escaped,
     # a CSV row a raw one (looking for a backslash first is 4 times faster: most
     # lines hold none)
@@ -524,6 +542,7 @@ def parse_observation(
         body_excerpt,
         lease_id,
         canary,
+        moved_to,
         key,
     )
 
@@ -533,6 +552,18 @@ def _no_nul(**fields: str | None) -> None:
     for name, v in fields.items():
         if v is not None and "\0" in v:
             raise InvalidObservation("holds a NUL character (U+0000)", field=name)
+
+
+def _moved_to(v: Any) -> str | None:
+    """The ``moved_to`` field, canonicalised (None when empty)."""
+    if v == "":
+        return None
+    if v.__class__ is not str:
+        raise InvalidObservation("must be a string (a URL)", field="moved_to")
+    try:
+        return normalize_url(v)
+    except (ValueError, KeyError) as exc:
+        raise InvalidObservation(f"{v!r} {exc}", field="moved_to") from None
 
 
 def _canary(raw: Mapping[str, Any]) -> str | None:
@@ -585,7 +616,13 @@ def with_keys(observations: Sequence[Observation]) -> None:
             if o.id:
                 o.key = _id_key(o.id)
             else:
-                fields = {f: getattr(o, f) for f in o.__slots__ if f != "key"}
+                # (``moved_to`` only when set: the keys of observations made
+                # before it existed stay what they were)
+                fields = {
+                    f: getattr(o, f)
+                    for f in o.__slots__
+                    if f != "key" and (f != "moved_to" or o.moved_to is not None)
+                }
                 body = json.dumps(fields, sort_keys=True, default=str).encode()
                 o.key = hashlib.blake2b(b"obj\0" + body, digest_size=16).digest()
 

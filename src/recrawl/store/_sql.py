@@ -1111,6 +1111,13 @@ class SQLStore:
         if len(upd):
             upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
             db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
+        moves = {
+            int(page_id[pidx[i]]): (o.moved_to, o.status)
+            for i, o in enumerate(todo)  # (each page's latest last)
+            if o.moved_to is not None and o.moved_to != o.url
+        }
+        if moves:
+            self._move_pages(db, moves, new_ids)
         if bucket_rows is None:
             return
         series, start, mat = bucket_rows
@@ -1127,6 +1134,42 @@ class SQLStore:
         # 15-minute upsert sums into ``mat`` in place)
         self._upsert_buckets(db, "buckets_daily", bucket_key(start - start % _DAY_S, series), mat)
         self._upsert_buckets(db, "buckets", bucket_key(start, series), mat, consume=True)
+
+    def _move_pages(
+        self, db: Any, moves: dict[int, tuple[str, int | None]], new_ids: dict[str, int]
+    ) -> None:
+        """Permanent redirects: page id → (target URL, status of the report).
+        A page whose target is no page yet takes the target's URL, with its
+        history (a redirect not followed, a 3xx, leaves no failure to back
+        off from: the new URL is fetched as soon as the plan wants it); one
+        whose target is a page already is retired (``moved_to``: never
+        planned again). In the caller's transaction; ``new_ids`` gets the
+        renamed pages' URLs, for the id cache after the commit."""
+        renamed = 0
+        for pid, (target, status) in moves.items():
+            (tid,) = self._known_ids(db, [target])
+            if tid == pid:
+                continue
+            if tid is not None:
+                db.execute("UPDATE pages SET moved_to = ? WHERE id = ?", (target, pid))
+                continue
+            old = db.execute("SELECT url FROM pages WHERE id = ?", (pid,)).fetchone()[0]
+            redirect = status is not None and 300 <= status < 400
+            db.execute(
+                "UPDATE pages SET url = ?, fails = CASE WHEN ? THEN 0 ELSE fails END WHERE id = ?",
+                (target, redirect, pid),
+            )
+            self._ids.pop(old, None)
+            new_ids.pop(old, None)
+            new_ids[target] = pid
+            renamed += 1
+            cache = self._cache
+            if cache is not None and pid < len(self._loaded) and self._loaded[pid]:
+                cache.url[pid] = target
+                if redirect:
+                    cache.fails[pid] = 0
+        if renamed:  # other connections' url → id caches: start again from the store
+            self._count_in_meta(db, "urls_removed")
 
     def _upsert_buckets(
         self,

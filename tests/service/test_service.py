@@ -1398,3 +1398,36 @@ def test_hints_registering_urls_replan_in_the_background(serve: Serve) -> None:
         while not threads and time.monotonic() < deadline:
             time.sleep(0.01)
         assert threads == ["recrawl-replan"]  # not under the service lock, at once
+
+
+def test_a_cycle_is_charged_what_its_leased_fetches_really_cost(serve: Serve) -> None:
+    """Billing by credits, 10 a cycle, no costs learned (1 credit a fetch
+    assumed): 10 leases spend the cycle; when half of them come back failed
+    (a failure costs no credit), the cycle has 5 credits left, 10 fetches at
+    the 0.5 credit a fetch now learned (charged the estimate, none)."""
+    clock = ManualClock()
+    app_kw = {"replan_after": 1}
+    with serve(clock=clock, billing_unit="credits", budget_per_day=240.0, app_kw=app_kw) as (
+        client,
+        _,
+    ):
+        register(client, [f"https://a.example/{i}" for i in range(60)])
+        first = lease(client, "w1", 100)
+        assert len(first) == 10
+        assert lease(client, "w1", 100) == []  # the cycle's budget is spent
+        items = [
+            obs(t["url"], clock(), lease_id=t["lease_id"], record={"p": 1})
+            if k % 2
+            else obs(t["url"], clock(), lease_id=t["lease_id"], status=500)
+            for k, t in enumerate(first)
+        ]
+        r = client.post("/v1/observations", content=ndjson(items))
+        assert r.json()["stored"] == 10
+        more: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 10
+        while not more and time.monotonic() < deadline:  # the plan is recomputed behind
+            more = lease(client, "w1", 100)
+            time.sleep(0.05)
+        assert len(more) == 10
+        failed = {t["url"] for k, t in enumerate(first) if not k % 2}
+        assert not {t["url"] for t in more} & failed  # (they back off a cycle at least)

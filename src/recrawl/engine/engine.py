@@ -269,8 +269,10 @@ class Engine:
 
     def add_urls(self, rows: Iterable[dict[str, Any]], now: float | None = None) -> int:
         """Register URLs for discovery: dicts with ``url`` and optional ``site``,
-        ``page_type``, ``value``. Raises ValueError naming a bad URL (nothing is
-        stored then)."""
+        ``page_type``, ``value``; returns how many were new. A known URL that is
+        gone or retired by a redirect is revived: planned again, its failure
+        count cleared, its history kept. Raises ValueError naming a bad URL
+        (nothing is stored then)."""
         t = self.clock() if now is None else now
         return self.store.add_urls([url_registration(r) for r in rows], t)
 

@@ -629,6 +629,9 @@ class Service:
         self._replanning = False
         self._generation = 0
         self._spent = 0.0
+        # lease id → (plan cycle, cost charged at lease time), until its report
+        # comes back and the cycle is charged what the fetch really cost
+        self._charged: dict[str, tuple[int, float]] = {}
         self._health: list[dict[str, Any]] = []
         self._health_at = -math.inf
         self._obs_since_health = 1  # evaluate at the first chance
@@ -788,6 +791,7 @@ class Service:
     def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str]) -> None:
         if cycle != self._plan_cycle:
             self._spent = 0.0
+            self._charged = {k: v for k, v in self._charged.items() if v[0] == cycle}
         self._plan = plan
         self._plan_cycle = cycle
         self._plan_at = t
@@ -872,7 +876,9 @@ class Service:
                     break
             info = pool.info
             for g in got:
-                self._spent += float(info[g["url"]].get("cost") or 0.0)
+                cost = float(info[g["url"]].get("cost") or 0.0)
+                self._spent += cost
+                self._charged[g["lease_id"]] = (self._plan_cycle, cost)
             self.leased_total += len(got)
         headers = self.engine.headers_for_tasks(got)
         return [
@@ -958,6 +964,23 @@ class Service:
             if not good:
                 self.ingest_requests += 1
 
+    def _reconcile(self, good: Sequence[Observation]) -> None:
+        """Charge the cycle what the leased fetches reported cost (wire bytes,
+        or credits) instead of the plan's estimate (the service lock held). A
+        lease of an earlier cycle charged that cycle: nothing to correct now."""
+        charged = self._charged
+        if not charged:
+            return
+        unit = self.settings.billing_unit
+        for o in good:
+            if o.lease_id is None:
+                continue
+            entry = charged.pop(o.lease_id, None)
+            if entry is None or entry[0] != self._plan_cycle or unit == "fetches":
+                continue
+            real = o.bytes_sent + o.bytes_received if unit == "bytes" else o.billed_credits()
+            self._spent = max(self._spent + real - entry[1], 0.0)
+
     def _committed(self, good: Sequence[Observation], share: Committed) -> None:
         """After a request's observations committed (in the writer thread)."""
         now = time.time()
@@ -968,6 +991,7 @@ class Service:
             self._obs_since_plan += share.stored
             self._obs_since_health += share.stored
             self._done.update(o.url for o in good)
+            self._reconcile(good)
             pool = self._lease_pool
             if pool is not None:
                 for o in good:

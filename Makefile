@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint docs setup clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,7 +23,16 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
-test: $(STAMP) lint
+# The docs site (mkdocs-material + mkdocstrings), built with --strict: a broken
+# link or a docstring that does not render fails. `make docs DOCS_SITE=site`
+# keeps the site in ./site; by default it is built in a temporary directory.
+docs: $(STAMP)
+	@tmp=$$(mktemp -d); site="$(or $(DOCS_SITE),$$tmp/site)"; \
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir "$$site"; rc=$$?; \
+	rm -rf "$$tmp"; if [ $$rc -eq 0 ]; then echo "docs built (mkdocs --strict)$(if $(DOCS_SITE), in $(DOCS_SITE))"; fi; \
+	exit $$rc
+
+test: $(STAMP) lint docs
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
 	$(BIN)/python -m pytest
 

@@ -189,17 +189,26 @@ def test_slow_responses_double_the_delay_and_it_decays_back() -> None:
     for i in range(10):
         ok(gate, T0 + i, latency_ms=200.0)
     assert gate.effective_delay_s == 1.0
-    ok(gate, T0 + 10, latency_ms=900.0)  # above 2 × the 200 ms median
-    assert gate.effective_delay_s == 2.0
-    ok(gate, T0 + 12, latency_ms=1000.0)
-    assert gate.effective_delay_s == 4.0
-    assert gate.next_allowed(T0 + 12) == T0 + 16
-    ok(gate, T0 + 16, latency_ms=210.0)
-    assert gate.effective_delay_s == 2.0
-    ok(gate, T0 + 18, latency_ms=190.0)
+    ok(gate, T0 + 10, latency_ms=900.0)  # one slow answer is no rise
     assert gate.effective_delay_s == 1.0
-    ok(gate, T0 + 19, latency_ms=200.0)
+    ok(gate, T0 + 11, latency_ms=950.0)  # the last three's median above 2 × the 200 ms median
+    assert gate.effective_delay_s == 2.0
+    ok(gate, T0 + 13, latency_ms=1000.0)
+    assert gate.effective_delay_s == 4.0
+    assert gate.next_allowed(T0 + 13) == T0 + 17
+    ok(gate, T0 + 17, latency_ms=210.0)
+    assert gate.effective_delay_s == 2.0
+    ok(gate, T0 + 19, latency_ms=190.0)
+    assert gate.effective_delay_s == 1.0
+    ok(gate, T0 + 20, latency_ms=200.0)
     assert gate.effective_delay_s == 1.0  # never below the configured delay
+
+
+def test_a_lone_spike_does_not_throttle() -> None:
+    gate = SiteGate(concurrency=1, min_delay_s=1.0)
+    for i in range(20):
+        ok(gate, T0 + i, latency_ms=200.0 if i % 4 else 2000.0)  # one slow answer in four
+    assert gate.effective_delay_s == 1.0
 
 
 def test_no_throttle_before_a_median_is_known() -> None:

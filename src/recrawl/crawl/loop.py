@@ -31,10 +31,11 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from recrawl._exceptions import InvalidObservation
 from recrawl.clock import Clock, system_clock
@@ -42,6 +43,7 @@ from recrawl.config import Settings
 from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.robots import RobotsCache
+from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, body_excerpt, page_title
 from recrawl.observe.observation import Observation, parse_observation
 
@@ -62,6 +64,17 @@ log = logging.getLogger("recrawl.crawl")
 
 REPORT_BATCH = 200
 """Observations reported at once (and at the end of every cycle)."""
+
+TOP_UPS = 3
+"""Times a cycle asks the plan again for the budget constrained or paused sites cannot use."""
+
+PAUSE_AFTER = 8
+"""Hostile answers in a row (403, 429, challenge pages, resets) after which the
+crawl pauses a site itself: too few requests reach a small site for its health
+score to judge it (it needs ``MIN_REQUESTS`` an hour), and this many refusals
+with no success between them is the site saying no. A human resumes it."""
+
+_HOSTILE_STATUSES: frozenset[int] = frozenset({401, 403, 429})
 
 _BANDS: frozenset[str] = frozenset({"healthy", "degrading", "critical", "unknown"})
 
@@ -108,6 +121,8 @@ class SiteStats:
     """``fetching``, ``waiting`` (delay, hold or back-off), ``paused``, ``idle``."""
     delay_s: float = 0.0
     crawl_delay_s: float | None = None
+    hostile_streak: int = 0
+    """Hostile answers (403, 429, challenges, resets) in a row."""
 
 
 @dataclass
@@ -136,6 +151,8 @@ class CrawlStats:
     rejected: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     sites: dict[str, SiteStats] = field(default_factory=dict)
+    paused: list[dict[str, Any]] = field(default_factory=list)
+    """Sites this crawl paused itself: ``site``, ``at``, ``reason``."""
     real_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -157,12 +174,19 @@ class TaskSource(Protocol):
         """Each site's health band now (``critical`` for a paused site)."""
         ...
 
-    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
-        """The cycle's tasks under ``budget`` (billing unit), none of ``exclude``."""
+    async def tasks(
+        self, now: float, budget: float, exclude: set[str], sites: AbstractSet[str] = frozenset()
+    ) -> list[CrawlTask]:
+        """The cycle's tasks under ``budget`` (billing unit): no URL of ``exclude``,
+        no page of ``sites``."""
         ...
 
     async def report(self, observations: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
         """Store raw observations; returns (stored, rejected)."""
+        ...
+
+    async def pause(self, site: str, reason: str, now: float) -> None:
+        """Pause ``site`` (only canaries run until a human resumes it)."""
         ...
 
     async def close(self) -> None: ...
@@ -172,10 +196,11 @@ class EmbeddedSource:
     """The store and the planner in this process (one worker thread talks to
     the store, so fetches go on while a batch is written)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, policy: str = "recrawl") -> None:
         from recrawl.engine.ingest import ContentClassifier
 
         self.engine = engine
+        self.policy = policy
         self.unit: str = engine.settings.billing_unit
         self._classifier = ContentClassifier(engine.settings.block_markers)
         self._rules = engine.settings.page_types
@@ -195,9 +220,17 @@ class EmbeddedSource:
         result: dict[str, str] = await self._run(work)
         return result
 
-    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
+    async def tasks(
+        self, now: float, budget: float, exclude: set[str], sites: AbstractSet[str] = frozenset()
+    ) -> list[CrawlTask]:
         def work() -> list[CrawlTask]:
-            plan = self.engine.plan(budget=budget, now=now, exclude=exclude or None)
+            skip = set(exclude)
+            if sites:
+                cols = self.engine.store.page_columns()
+                skip.update(u for u, s in zip(cols["url"], cols["site"], strict=True) if s in sites)
+            plan = self.engine.plan(
+                budget=budget, now=now, exclude=skip or None, policy=self.policy
+            )
             headers = self.engine.headers_for_tasks(plan.tasks)
             return [
                 CrawlTask(
@@ -232,6 +265,9 @@ class EmbeddedSource:
         result: tuple[int, int] = await self._run(work)
         return result
 
+    async def pause(self, site: str, reason: str, now: float) -> None:
+        await self._run(lambda: self.engine.pause(site, by="crawl", reason=reason, now=now))
+
     async def close(self) -> None:
         self._pool.shutdown(wait=True)
 
@@ -259,7 +295,9 @@ class ServiceSource:
             out[str(s["site"])] = "critical" if s.get("paused") else band
         return out
 
-    async def tasks(self, now: float, budget: float, exclude: set[str]) -> list[CrawlTask]:
+    async def tasks(
+        self, now: float, budget: float, exclude: set[str], sites: AbstractSet[str] = frozenset()
+    ) -> list[CrawlTask]:
         # The service plans under its own budget; leases are taken until it has none.
         out: list[CrawlTask] = []
         for _ in range(1000):  # bounded: at most 500k tasks a cycle
@@ -276,7 +314,7 @@ class ServiceSource:
                     lease_id=t["lease_id"],
                 )
                 for t in got
-                if t["url"] not in exclude
+                if t["url"] not in exclude and t["site"] not in sites
             )
             if len(got) < 500:
                 break
@@ -292,6 +330,12 @@ class ServiceSource:
         r.raise_for_status()
         a = r.json()
         return int(a.get("stored", 0)), int(a.get("rejected", 0) or 0)
+
+    async def pause(self, site: str, reason: str, now: float) -> None:
+        r = await self._client.post(
+            f"/v1/sites/{quote(site, safe='')}/pause", json={"by": "crawl", "reason": reason}
+        )
+        r.raise_for_status()
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -350,6 +394,7 @@ class Crawler:
         self._slots = asyncio.Semaphore(c.concurrency)
         self._routes = list(c.routes) or [""]
         self._route_turn: Counter[str] = Counter()
+        self._markers = list(settings.block_markers)
         self._extractors = {
             name: Extractor(dict(rule.fields))
             for name, rule in settings.page_types.items()
@@ -397,7 +442,10 @@ class Crawler:
                 if start >= until:
                     break
                 end = min(start + cycle_s, until)
-                await self._cycle(start, end, budget * (end - start) / cycle_s)
+                # a last, shorter cycle gets its share of the budget (a cycle
+                # cut short by microseconds keeps the whole of it)
+                share = 1.0 if end - start >= 0.999 * cycle_s else (end - start) / cycle_s
+                await self._cycle(start, end, budget * share)
                 self.stats.real_seconds = time.monotonic() - real0
                 self._progress(force=True)
                 if not await self._sleep_until(end):
@@ -418,18 +466,72 @@ class Crawler:
             self._bands = await self.source.bands(start)
         except Exception as exc:  # keep crawling on the bands last known
             log.warning("health bands unavailable: %s", exc)
-        tasks = await self.source.tasks(start, budget, self._disallowed)
-        planned = {t.url for t in tasks}
-        await self._run_tasks(tasks, end)
-        left = budget - self._cycle_committed
-        if left >= 0.1 * budget and tasks and not self.stop.is_set() and self.clock() < end:
-            # what constrained or paused sites could not use goes to the others
-            more = await self.source.tasks(self.clock(), left, self._disallowed | planned)
-            await self._run_tasks(more, end)
+        chosen: list[CrawlTask] = []
+        planned: set[str] = set()
+        full: set[str] = set()  # sites that cannot take more this cycle
+        left = budget
+        for _ in range(TOP_UPS + 1):
+            got = await self.source.tasks(start, left, self._disallowed | planned, full)
+            if not got:
+                break
+            planned.update(t.url for t in got)
+            kept, dropped = self._fit(got, chosen, start, end)
+            chosen.extend(kept)
+            full.update(t.site for t in dropped)
+            left = budget - sum(self._expected_cost(t) for t in chosen)
+            if not dropped or left < 0.02 * budget:
+                break
+        await self._run_tasks(chosen, end)
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent
         await self._flush(wait=True)
+
+    def _fit(
+        self, tasks: Sequence[CrawlTask], chosen: Sequence[CrawlTask], start: float, end: float
+    ) -> tuple[list[CrawlTask], list[CrawlTask]]:
+        """Split ``tasks`` into what each origin can take before ``end`` (by its
+        slots, delay, holds, back-off and band, counting ``chosen``) and the rest,
+        whose budget goes back to the plan for other sites."""
+        load = Counter(origin_of(t.url) for t in chosen)
+        kept: list[CrawlTask] = []
+        dropped: list[CrawlTask] = []
+        for t in tasks:
+            origin = origin_of(t.url)
+            cap = self._capacity(origin, t.site, start, end)
+            if t.canary or load[origin] < cap:
+                load[origin] += 1
+                kept.append(t)
+            else:
+                dropped.append(t)
+        return kept, dropped
+
+    def _capacity(self, origin: str, site: str, start: float, end: float) -> float:
+        """Fetches an origin can start in ``[start, end)`` (a little under, to be
+        safe): after its holds, at the pace its delay (robots.txt Crawl-delay
+        included) and its slots over its usual latency allow; 0 when paused."""
+        gate = self._gate(origin)
+        band = self._bands.get(site, gate.band)
+        if band == "critical":
+            return 0.0
+        if band in _BANDS:
+            gate.set_band(band)  # type: ignore[arg-type]
+        rules = self.robots.cached(origin)
+        if rules is not None:
+            gate.set_crawl_delay(rules.crawl_delay_s)
+        first = max(start, gate.hold_until, gate.backoff_until)
+        if first >= end:
+            return 0.0
+        per_s = math.inf
+        if gate.effective_delay_s > 0:
+            per_s = 1.0 / gate.effective_delay_s
+        latency = gate.median_latency_ms
+        if latency is not None and latency > 0:  # real ms, in the crawl clock's seconds
+            busy_s = latency / 1000.0 * self.scale
+            per_s = min(per_s, max(gate.effective_concurrency, 1) / busy_s)
+        if math.isinf(per_s):
+            return math.inf
+        return math.floor(0.9 * (end - first) * per_s) + 1
 
     async def _run_tasks(self, tasks: Sequence[CrawlTask], end: float) -> None:
         by_origin: dict[str, deque[CrawlTask]] = {}
@@ -540,12 +642,42 @@ class Crawler:
         )
         async with self._slots:
             res = await self.fetcher.fetch(req)
-        gate.finished(self.clock(), res.status, res.error, res.latency_ms, res.headers)
         raw = self._observation(task, res)
+        challenged = (
+            res.status is not None
+            and 200 <= res.status < 300
+            and (find_marker(raw.get("title"), raw.get("body_excerpt"), self._markers) is not None)
+        )
+        # a challenge page, or a page with none of its fields, paces the site as
+        # a refusal would
+        status = 403 if challenged else res.status
+        gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
+        await self._watch(task.site, st, status, res.error)
         self._pending.append(raw)
         if len(self._pending) >= REPORT_BATCH:
             await self._flush(wait=False)
+
+    async def _watch(self, site: str, st: SiteStats, status: int | None, error: str | None) -> None:
+        """Pause a site after :data:`PAUSE_AFTER` hostile answers in a row."""
+        hostile = status in _HOSTILE_STATUSES or error == "connection_reset"
+        if not hostile:
+            if status is not None and error is None:
+                st.hostile_streak = 0
+            return
+        st.hostile_streak += 1
+        if st.hostile_streak == PAUSE_AFTER and self._bands.get(site) != "critical":
+            reason = f"{PAUSE_AFTER} refusals in a row (last: {status or error})"
+            log.warning("pausing %s: %s", site, reason)
+            self._bands[site] = "critical"
+            for origin, s in self.stats.sites.items():
+                if s is st:
+                    self._gate(origin).set_band("critical")
+            try:
+                await self.source.pause(site, reason, self.clock())
+                self.stats.paused.append({"site": site, "at": self.clock(), "reason": reason})
+            except Exception as exc:  # the pause stays local to this crawl
+                log.warning("could not record the pause of %s: %s", site, exc)
 
     def _observation(self, task: CrawlTask, res: FetchResult) -> dict[str, Any]:
         kw: dict[str, Any] = {}

@@ -17,8 +17,10 @@ A :class:`SiteGate` keeps one site's state and applies these rules:
   ``max(2 × min_delay_s, 1 s)`` after the third, the pause doubles with each
   further hard failure, capped at one hour. Any success clears it.
 * **Latency throttle** (AutoThrottle-like). A response slower than twice the
-  site's running median latency doubles the throttle factor (up to 64×); each
-  response back under that bound halves it, down to 1×.
+  site's running median latency, when the median of the last three is too
+  (a rise, not one slow answer: a lone spike from a busy client or a GC pause
+  moves nothing) and by at least :data:`THROTTLE_MIN_RISE_MS`, doubles the throttle factor (up to 64×); each response back
+  under that bound halves it, down to 1×.
 * **Health band.** ``healthy`` and ``unknown`` change nothing; ``degrading``
   halves concurrency (at least 1) and doubles the delay; ``critical`` pauses the
   site (:meth:`SiteGate.can_start` is False, :meth:`SiteGate.next_allowed` is
@@ -40,6 +42,7 @@ from recrawl._exceptions import ConfigError
 __all__ = [
     "BACKOFF_CAP_S",
     "HARD_FAILURE_BURST",
+    "THROTTLE_MIN_RISE_MS",
     "Band",
     "SiteGate",
     "is_hard_failure",
@@ -56,6 +59,9 @@ BACKOFF_CAP_S: Final = 3600.0
 """The longest back-off pause, in seconds."""
 _BACKOFF_FLOOR_S: Final = 1.0
 _THROTTLE_CAP: Final = 64.0
+THROTTLE_MIN_RISE_MS: Final = 100.0
+"""A rise in latency smaller than this (milliseconds) throttles nothing: a site
+answering in 3 ms instead of 1 ms is not under load (the client was busy)."""
 _LATENCY_WINDOW: Final = 64
 _LATENCY_MIN_SAMPLES: Final = 5
 _RETRY_AFTER_STATUSES: Final = frozenset({429, 503})
@@ -162,6 +168,7 @@ class SiteGate:
         self.throttle = 1.0
         """The latency throttle factor on the delay (1 to 64)."""
         self._latencies: deque[float] = deque(maxlen=_LATENCY_WINDOW)
+        self._recent: deque[float] = deque(maxlen=3)
 
     # -- configuration ---------------------------------------------------
 
@@ -280,10 +287,13 @@ class SiteGate:
             self._observe_latency(float(latency_ms))
 
     def _observe_latency(self, latency_ms: float) -> None:
+        self._recent.append(latency_ms)
         if len(self._latencies) >= _LATENCY_MIN_SAMPLES:
-            median = statistics.median(self._latencies)
-            if latency_ms > 2.0 * median:
-                self.throttle = min(2.0 * self.throttle, _THROTTLE_CAP)
+            normal = statistics.median(self._latencies)
+            bound = max(2.0 * normal, normal + THROTTLE_MIN_RISE_MS)
+            if latency_ms > bound:
+                if statistics.median(self._recent) > bound:
+                    self.throttle = min(2.0 * self.throttle, _THROTTLE_CAP)
             else:
                 self.throttle = max(1.0, self.throttle / 2.0)
         self._latencies.append(latency_ms)

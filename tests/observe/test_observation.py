@@ -435,3 +435,21 @@ def test_canonicalisation_is_idempotent(path: str, query: list[tuple[str, str]])
     u = normalize_url(f"https://shop.example/{path}?{q}")
     assert normalize_url(u) == u
     assert "utm_" not in u and "gclid" not in u
+
+
+@given(
+    path=st.text(alphabet="abc/_-~!$()*+,;=:@.%2F", max_size=10),
+    query=st.text(alphabet="abAB09._~-=&%+ ", max_size=14),
+)
+def test_canonical_urls_are_what_w3lib_canonicalize_url_gives(path: str, query: str) -> None:
+    """The fast path (most URLs) and w3lib's, without tracking parameters:
+    the same URL, but for the default port and host case, which recrawl drops too."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from w3lib.url import canonicalize_url
+
+    url = f"https://shop.example/{path}?{query}#frag"
+    ref = urlsplit(canonicalize_url(url))
+    assert normalize_url(url, ()) == urlunsplit(
+        (ref.scheme, ref.netloc, ref.path or "/", ref.query, "")
+    )

@@ -168,11 +168,11 @@ def _normalize_netloc(scheme: str, netloc: str) -> str:
     return (userinfo + at if at else "") + host + (":" + port if port else "")
 
 
-_PLAIN_URL: Final = re.compile(
-    r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9._~:@\[\]!$'()*+,;=-]*[A-Za-z0-9._~!$'()*+,;=:@/-]*"
-)
-"""A URL canonicalisation leaves as it is (but for the scheme, host and port):
-no query, no percent sign, no character to quote, no fragment."""
+_PLAIN_PATH: Final = re.compile(r"[A-Za-z0-9._~!$'()*+,=:@/-]*")
+"""A path canonicalisation leaves as it is (once without dot segments): no
+percent sign, no character to quote."""
+_PLAIN_QUERY: Final = re.compile(r"[A-Za-z0-9._~=&-]*")
+"""A query whose canonical form is its arguments sorted: unreserved characters only."""
 
 
 @lru_cache(maxsize=64)
@@ -221,13 +221,18 @@ def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) 
     netloc = _normalize_netloc(scheme, parts.netloc)
     if "\0" in text:  # (quoting would hide it: refused as every text field holding one)
         raise ValueError("holds a NUL character (U+0000)")
-    if _PLAIN_URL.fullmatch(text) and "/." not in parts.path:  # most URLs: nothing to rewrite
-        return urlunsplit((scheme, netloc, parts.path or "/", "", ""))
-    canon = urlsplit(canonicalize_url(text, keep_fragments=False))
-    query = canon.query
+    path, query = parts.path, parts.query
+    if _PLAIN_PATH.fullmatch(path) and "/." not in path and _PLAIN_QUERY.fullmatch(query):
+        # most URLs: what canonicalize_url would do, without its cost (8 times ours)
+        if query:
+            args = sorted(a.partition("=")[::2] for a in query.split("&") if a)
+            query = "&".join(f"{k}={v.replace('=', '%3D')}" for k, v in args)
+    else:
+        canon = urlsplit(canonicalize_url(text, keep_fragments=False))
+        path, query = canon.path, canon.query
     if query and tracking_params:
         query = _without_tracking(query, tracking_params)
-    return urlunsplit((scheme, netloc, canon.path or "/", query, ""))
+    return urlunsplit((scheme, netloc, path or "/", query, ""))
 
 
 def host_of(url: str) -> str:

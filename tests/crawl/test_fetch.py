@@ -11,11 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from recrawl.crawl import fetch as fetch_module
 from recrawl.crawl import safety
-from recrawl.crawl.fetch import DEFAULT_USER_AGENT, Fetcher, FetchRequest, FetchResult
+from recrawl.crawl.fetch import DEFAULT_USER_AGENT, Fetcher, FetchRequest, FetchResult, _PerOrigin
 from recrawl.observe.observation import parse_observation
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.seen.append((self.path, dict(self.headers.items())))
+        self.server.peers.add(self.client_address[1])
         path = self.path
         try:
             if path == "/ok":
@@ -100,6 +102,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     seen: list[tuple[str, dict[str, str]]]
+    peers: set[int]  # the client ports seen: one per connection
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass
@@ -139,6 +142,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
 def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[Server]:
     server = Server(("127.0.0.1", 0), handler)
     server.seen = []
+    server.peers = set()
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
@@ -406,3 +410,127 @@ def test_a_header_that_cannot_be_sent_is_a_bad_request(
 def test_a_url_that_cannot_be_fetched_is_a_bad_url(target: str) -> None:
     result = fetch_one(FetchRequest(target))
     assert (result.error, result.bytes_sent, result.final_url) == ("bad_url", 0, target)
+
+
+# -- connection pools: one small pool per origin ---------------------------------------------
+
+
+def _transport(fetcher: Fetcher, proxy: str = "") -> _PerOrigin:
+    transport = fetcher._clients[proxy]._transport
+    assert isinstance(transport, _PerOrigin)
+    return transport
+
+
+def test_each_origin_gets_its_own_pool_of_at_most_connections_per_origin(server: Server) -> None:
+    port = server.server_port
+
+    async def go() -> tuple[list[FetchResult], int]:
+        async with Fetcher(
+            allow_private_networks=True, max_connections=32, connections_per_origin=2
+        ) as fetcher:
+            urls = [f"http://127.0.0.1:{port}/ok", f"http://localhost:{port}/ok"] * 12
+            results = await asyncio.gather(*(fetcher.fetch(FetchRequest(u)) for u in urls))
+            return list(results), _transport(fetcher).origins
+
+    results, origins = run(go())
+    assert [r.status for r in results] == [200] * 24
+    assert origins == 2
+    assert 2 <= len(server.peers) <= 4  # two connections at most per origin, reused
+
+
+def test_max_connections_caps_the_requests_in_flight_over_all_origins(server: Server) -> None:
+    port = server.server_port
+
+    async def go(total: int) -> list[FetchResult]:
+        async with Fetcher(allow_private_networks=True, max_connections=total) as fetcher:
+            slow = asyncio.create_task(fetcher.fetch(FetchRequest(f"http://127.0.0.1:{port}/slow")))
+            await asyncio.sleep(0.2)
+            fast = await fetcher.fetch(FetchRequest(f"http://localhost:{port}/ok"))
+            return [await slow, fast]
+
+    (slow, fast) = run(go(1))
+    assert (slow.status, fast.status) == (200, 200)
+    assert fast.latency_ms > 500  # waited for the slow request's slot
+    (slow, fast) = run(go(2))
+    assert (slow.status, fast.status) == (200, 200)
+    assert fast.latency_ms < 500
+
+
+def test_waiting_for_a_slot_past_the_pool_timeout_is_a_pool_timeout(server: Server) -> None:
+    async def go() -> None:
+        transport = _PerOrigin(None, per_origin=1, total=1)
+        async with httpx.AsyncClient(transport=transport, timeout=0.3) as client:
+            held = await client.send(client.build_request("GET", url(server, "/ok")), stream=True)
+            with pytest.raises(httpx.PoolTimeout):
+                await client.get(url(server, "/ok"))
+            await held.aclose()
+            assert (await client.get(url(server, "/ok"))).status_code == 200
+
+    run(go())
+
+
+def test_idle_origins_are_closed_least_recently_used_first(server: Server) -> None:
+    others = [_serve(Handler) for _ in range(2)]
+    ports = [server.server_port] + [next(other).server_port for other in others]
+    origins = [
+        f"http://127.0.0.1:{ports[0]}",
+        f"http://localhost:{ports[0]}",
+        f"http://127.0.0.1:{ports[1]}",
+        f"http://127.0.0.1:{ports[2]}",
+    ]
+
+    async def go() -> tuple[list[int], list[int], int]:
+        transport = _PerOrigin(None, per_origin=2, total=8, max_idle=2)
+        counts = []
+        async with httpx.AsyncClient(transport=transport) as client:
+            for origin in origins:
+                response = await client.get(origin + "/ok")
+                assert response.status_code == 200
+                counts.append(transport.origins)
+            kept = [port for _, _, port in transport._origins]
+        return counts, kept, transport.origins
+
+    try:
+        counts, kept, left = run(go())
+    finally:
+        for other in others:
+            next(other, None)
+    # an origin opened beyond max_idle makes the next request close the least recently used
+    assert counts == [1, 2, 3, 3]
+    assert kept == [ports[0], ports[1], ports[2]]  # 127.0.0.1:ports[0] went first
+    assert left == 0  # every pool closed with the client
+
+
+def test_origins_idle_past_the_keepalive_expiry_are_closed(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fetch_module, "_KEEPALIVE_S", 0.0)
+    monkeypatch.setattr(fetch_module, "_SWEEP_S", 0.0)
+    port = server.server_port
+
+    async def go() -> list[int]:
+        async with Fetcher(allow_private_networks=True) as fetcher:
+            counts = []
+            for host in ["127.0.0.1", "localhost", "localhost"]:
+                result = await fetcher.fetch(FetchRequest(f"http://{host}:{port}/ok"))
+                assert result.status == 200
+                counts.append(_transport(fetcher).origins)
+            return counts
+
+    assert run(go()) == [1, 1, 1]
+
+
+def test_a_redirect_across_origins_uses_both_pools_and_releases_its_slots(server: Server) -> None:
+    async def go() -> tuple[FetchResult, FetchResult, int]:
+        async with Fetcher(allow_private_networks=True, max_connections=1) as fetcher:
+            first = await fetcher.fetch(FetchRequest(url(server, "/to-localhost")))
+            second = await fetcher.fetch(FetchRequest(url(server, "/to-localhost")))
+            return first, second, _transport(fetcher).origins
+
+    first, second, origins = run(go())
+    assert (first.status, second.status, origins) == (200, 200, 2)
+
+
+def test_connections_per_origin_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="connections_per_origin"):
+        Fetcher(connections_per_origin=0)

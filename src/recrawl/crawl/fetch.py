@@ -1,8 +1,8 @@
 """The polite async fetcher of the crawl loop: one GET, every byte counted.
 
 :class:`Fetcher` sends a :class:`FetchRequest` (a URL and the plan's conditional
-headers) over one pooled :class:`httpx.AsyncClient` per route (a route is a
-named HTTP proxy, or direct) and returns a :class:`FetchResult`; it never
+headers) over one :class:`httpx.AsyncClient` per route (a route is a named HTTP
+proxy, or direct), which keeps one small connection pool per origin, and returns a :class:`FetchResult`; it never
 raises for a network problem, it reports one in ``FetchResult.error``:
 
 ========================  ==================================================
@@ -38,11 +38,14 @@ here is a ``dns`` error even when the proxy could resolve it.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from types import TracebackType
 from typing import Any, Final
@@ -73,6 +76,8 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _HTTP11: Final = len(" HTTP/1.1\r\n")
 _DNS_CACHE_S: Final = 60.0
 _DNS_CACHE_SIZE: Final = 4096
+_KEEPALIVE_S: Final = 5.0
+_SWEEP_S: Final = 1.0
 
 
 @dataclass(frozen=True)
@@ -224,17 +229,161 @@ def _response_head_bytes(response: httpx.Response) -> int:
     return size + 2
 
 
+_Key = tuple[bytes, bytes, int]
+_MAX_IDLE_ORIGINS: Final = 1000
+
+
+class _Origin:
+    """One origin's connection pool and how many requests it is serving."""
+
+    __slots__ = ("busy", "idle_since", "transport")
+
+    def __init__(self, transport: httpx.AsyncHTTPTransport) -> None:
+        self.transport = transport
+        self.busy = 0
+        self.idle_since = 0.0
+
+
+class _Released(httpx.AsyncByteStream):
+    """A response body stream that calls ``release`` once, when it is closed."""
+
+    __slots__ = ("_release", "_stream")
+
+    def __init__(self, stream: httpx.AsyncByteStream, release: Callable[[], None]) -> None:
+        self._stream = stream
+        self._release: Callable[[], None] | None = release
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+class _PerOrigin(httpx.AsyncBaseTransport):
+    """A route's transport: one small connection pool per origin.
+
+    httpcore's pool looks at every connection it holds for every request it
+    assigns, so one big pool for a crawl of many sites costs time in proportion
+    to its size; small pools, one per ``(scheme, host, port)``, each of at most
+    ``per_origin`` connections, do not. ``total`` bounds the requests in flight
+    over all origins (a request waits for a slot up to the pool timeout, then
+    fails with :class:`httpx.PoolTimeout`). An origin's pool is created on its
+    first request and closed once it has been idle for the keep-alive expiry,
+    or, least recently used first, while more than ``max_idle`` origins are idle.
+    """
+
+    def __init__(
+        self, proxy: str | None, *, per_origin: int, total: int, max_idle: int = _MAX_IDLE_ORIGINS
+    ) -> None:
+        self._proxy = proxy
+        self._limits = httpx.Limits(
+            max_connections=per_origin,
+            max_keepalive_connections=per_origin,
+            keepalive_expiry=_KEEPALIVE_S,
+        )
+        self._slots = asyncio.Semaphore(total)
+        self._max_idle = max_idle
+        self._origins: OrderedDict[_Key, _Origin] = OrderedDict()
+        self._next_sweep = 0.0
+        self._closed = False
+
+    @property
+    def origins(self) -> int:
+        """How many origins have a pool open."""
+        return len(self._origins)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        key = (url.raw_scheme, url.raw_host, url.port or _DEFAULT_PORTS.get(url.scheme, 0))
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            await self._sweep(now)
+        origin = self._origins.get(key)
+        if origin is None:
+            if self._closed:
+                raise RuntimeError("this Fetcher is closed")
+            origin = _Origin(
+                httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy, trust_env=False)
+            )
+            self._origins[key] = origin
+            if len(self._origins) > self._max_idle:
+                self._next_sweep = 0.0
+        else:
+            self._origins.move_to_end(key)
+        origin.busy += 1
+        try:
+            if self._slots.locked():
+                timeout = request.extensions.get("timeout", {}).get("pool")
+                try:
+                    await asyncio.wait_for(self._slots.acquire(), timeout)
+                except TimeoutError:
+                    raise httpx.PoolTimeout(
+                        "no connection slot free in time", request=request
+                    ) from None
+            else:
+                await self._slots.acquire()
+        except BaseException:
+            origin.busy -= 1
+            origin.idle_since = time.monotonic()
+            raise
+        try:
+            response = await origin.transport.handle_async_request(request)
+        except BaseException:
+            self._release(origin)
+            raise
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _Released(response.stream, partial(self._release, origin))
+        return response
+
+    def _release(self, origin: _Origin) -> None:
+        origin.busy -= 1
+        origin.idle_since = time.monotonic()
+        self._slots.release()
+
+    async def _sweep(self, now: float) -> None:
+        """Close the pools of origins idle past the keep-alive expiry, and the
+        least recently used idle ones beyond ``max_idle``."""
+        self._next_sweep = now + _SWEEP_S
+        idle = [k for k, o in self._origins.items() if o.busy == 0]  # oldest use first
+        excess = len(idle) - self._max_idle
+        closing: list[_Origin] = []
+        for i, key in enumerate(idle):
+            origin = self._origins[key]
+            if i < excess or now - origin.idle_since > _KEEPALIVE_S:
+                closing.append(self._origins.pop(key))
+        for origin in closing:
+            await origin.transport.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        origins, self._origins = list(self._origins.values()), OrderedDict()
+        for origin in origins:
+            await origin.transport.aclose()
+
+
 class Fetcher:
-    """Fetch pages politely: pooled connections per route, hand-followed
+    """Fetch pages politely: pooled connections per route and origin, hand-followed
     redirects, a safety check before every hop, wire bytes counted.
 
     ``timeout_s`` bounds each hop (connect, send, headers and body), seconds;
     ``max_body_bytes`` bounds a body, decompressed or not, bytes. ``routes``
     maps a route name to an HTTP proxy URL (``""``, None or a missing name:
     direct). ``allow_private_networks`` lets targets on private and loopback
-    addresses through (tests, intranet crawls). ``max_connections`` bounds the
-    pool of each route. ``clock`` (unix seconds) stamps ``started_at``;
-    latency is measured on the real monotonic clock.
+    addresses through (tests, intranet crawls). Each route keeps one small
+    pool per origin (scheme, host, port) of at most ``connections_per_origin``
+    connections (capped at ``max_connections``); ``max_connections`` bounds the
+    requests in flight over all origins of a route (a request waits for a slot
+    up to ``timeout_s``, then fails as a ``timeout``). An origin's idle
+    connections are kept 5 s; the pools of at most 1000 idle origins are kept,
+    the least recently used closed first. ``clock`` (unix seconds) stamps
+    ``started_at``; latency is measured on the real monotonic clock.
 
     Successful safety checks of host names are cached for a minute (IP
     literals need no DNS), and the environment's proxy variables are ignored:
@@ -251,12 +400,15 @@ class Fetcher:
         allow_private_networks: bool = False,
         max_redirects: int = 5,
         max_connections: int = 100,
+        connections_per_origin: int = 8,
         clock: Clock = system_clock,
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if max_body_bytes < 0 or max_redirects < 0 or max_connections < 1:
             raise ValueError("max_body_bytes and max_redirects must be >= 0, max_connections >= 1")
+        if connections_per_origin < 1:
+            raise ValueError(f"connections_per_origin must be >= 1, got {connections_per_origin}")
         self.user_agent = user_agent
         self.timeout_s = float(timeout_s)
         self.max_body_bytes = max_body_bytes
@@ -264,6 +416,7 @@ class Fetcher:
         self.allow_private_networks = allow_private_networks
         self.max_redirects = max_redirects
         self.max_connections = max_connections
+        self.connections_per_origin = min(connections_per_origin, max_connections)
         self.clock = clock
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._checked: dict[tuple[str, int], float] = {}
@@ -274,14 +427,15 @@ class Fetcher:
         if client is None:
             if self._closed:
                 raise RuntimeError("this Fetcher is closed")
+            transport = _PerOrigin(
+                proxy or None,
+                per_origin=self.connections_per_origin,
+                total=self.max_connections,
+            )
             client = httpx.AsyncClient(
-                proxy=proxy or None,
+                transport=transport,
                 follow_redirects=False,
                 timeout=httpx.Timeout(self.timeout_s),
-                limits=httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=self.max_connections,
-                ),
                 headers={"User-Agent": self.user_agent},
                 trust_env=False,
             )

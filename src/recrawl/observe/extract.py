@@ -15,14 +15,15 @@ stripped and their whitespace collapsed; a field that matched nothing is None.
 
 :func:`page_title` and :func:`body_excerpt` produce the ``title`` and
 ``body_excerpt`` that :func:`recrawl.observe.classify.classify_response` scans
-for block and challenge markers.
+for block and challenge markers; :func:`summarize` yields the title, the
+excerpt and the record of a page at once, parsing it once.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ from parsel.csstranslator import HTMLTranslator
 
 from recrawl._exceptions import ConfigError
 
-__all__ = ["Extractor", "Value", "body_excerpt", "page_title"]
+__all__ = ["Extractor", "Value", "body_excerpt", "page_title", "summarize"]
 
 Value = str | list[str] | None
 """A record field: the first match, every match (``name[]`` fields), or None."""
@@ -42,6 +43,7 @@ _WS: Final = re.compile(r"\s+")
 _XPATH: Final = "xpath:"
 _JMESPATH: Final = "jmespath:"
 _INVISIBLE: Final = ("script", "style", "noscript", "template", "head")
+_INVISIBLE_TAGS: Final = frozenset(_INVISIBLE)
 
 
 def _collapse(text: str) -> str:
@@ -118,12 +120,16 @@ class Extractor:
         when nothing matched, and JMESPath fields are None.
         """
         text = _as_text(body)
+        return self._record(text, content_type, lambda: parsel.Selector(text=text, type="html"))
+
+    def _record(
+        self, text: str, content_type: str | None, selector: Callable[[], parsel.Selector]
+    ) -> dict[str, Any]:
+        """:meth:`record` of a decoded body; ``selector`` parses it as HTML, if needed."""
         data, is_json = self._json(text, content_type)
         if is_json:
             return {f.name: self._jmes(f, data) for f in self._fields}
-        sel = (
-            parsel.Selector(text=text) if any(f.kind != "jmespath" for f in self._fields) else None
-        )
+        sel = selector() if any(f.kind != "jmespath" for f in self._fields) else None
         out: dict[str, Any] = {}
         for f in self._fields:
             if f.kind == "jmespath" or sel is None:
@@ -201,7 +207,7 @@ def page_title(body: bytes | str, content_type: str | None) -> str | None:
     text = _as_text(body)
     if not text.strip():
         return None
-    title = parsel.Selector(text=text).xpath("string(//title[1])").get()
+    title = parsel.Selector(text=text, type="html").xpath("string(//title[1])").get()
     collapsed = _collapse(title or "")
     return collapsed or None
 
@@ -225,7 +231,97 @@ def body_excerpt(body: bytes | str, limit: int = 2000) -> str:
         return ""
     if "<" not in text:
         return _collapse(text)[:limit]
-    sel = parsel.Selector(text=text)
+    sel = parsel.Selector(text=text, type="html")
     skip = " or ".join(f"ancestor::{tag}" for tag in _INVISIBLE)
     parts = sel.xpath(f"//text()[not({skip})]").getall()
     return _collapse(" ".join(parts))[:limit]
+
+
+def summarize(
+    body: bytes | str,
+    content_type: str | None,
+    extractor: Extractor | None,
+    *,
+    excerpt_limit: int = 2000,
+) -> tuple[str | None, str, dict[str, Any] | None]:
+    """``(title, excerpt, record)`` of one page, the HTML parsed at most once.
+
+    The same as ``(page_title(body, content_type), body_excerpt(body,
+    excerpt_limit), extractor.record(body, content_type))`` (the record None
+    without an extractor), cheaper: one decode, one parse shared by the three,
+    and the excerpt's text collected only until it has ``excerpt_limit``
+    characters.
+
+    >>> summarize(b"<title>Mug</title><h1> Blue  mug </h1>", "text/html", Extractor({"n": "h1::text"}))
+    ('Mug', 'Blue mug', {'n': 'Blue mug'})
+    >>> summarize(b'{"price": 3}', "application/json", Extractor({"p": "jmespath:price"}))
+    (None, '{"price": 3}', {'p': 3})
+    """
+    text = _as_text(body)
+    blank = not text.strip()
+    parsed: list[parsel.Selector] = []
+
+    def selector() -> parsel.Selector:
+        if not parsed:
+            parsed.append(parsel.Selector(text=text, type="html"))
+        return parsed[0]
+
+    title: str | None = None
+    if not blank and not _is_json(content_type):
+        title = _collapse(selector().xpath("string(//title[1])").get() or "") or None
+    if excerpt_limit <= 0 or blank:
+        excerpt = ""
+    elif "<" not in text:
+        excerpt = _collapsed_head(text, excerpt_limit)
+    else:
+        excerpt = _visible_head(selector().root, excerpt_limit)
+    record = extractor._record(text, content_type, selector) if extractor is not None else None
+    return title, excerpt, record
+
+
+def _collapsed_head(text: str, limit: int) -> str:
+    """``_collapse(text)[:limit]``, collapsing no more of ``text`` than needed.
+
+    The collapse of a prefix of ``text`` is a prefix of the collapse of
+    ``text``, so once it has ``limit`` characters the rest cannot change them.
+    """
+    size = limit + 64
+    while True:
+        out = " ".join(text[:size].split())  # what _collapse does: same whitespace set
+        if len(out) >= limit or size >= len(text):
+            return out[:limit]
+        size *= 4
+
+
+def _visible_head(root: Any, limit: int) -> str:
+    """:func:`body_excerpt` of a parsed page: its visible text nodes in document
+    order, joined by spaces, collapsed and cut at ``limit``, reading only as
+    many nodes as that needs."""
+    parts: list[str] = []
+    size = 0
+    budget = limit + 64
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            text = node
+        else:
+            tag = node.tag
+            if not isinstance(tag, str) or tag in _INVISIBLE_TAGS:
+                continue  # comments and processing instructions (tag not a str) hold no text
+            for child in reversed(node):
+                tail = child.tail
+                if tail:
+                    stack.append(tail)
+                stack.append(child)
+            text = node.text
+            if not text:
+                continue
+        parts.append(text)
+        size += len(text) + 1
+        if size >= budget:
+            out = _collapsed_head(" ".join(parts), limit)
+            if len(out) >= limit:
+                return out
+            budget = 2 * size
+    return _collapsed_head(" ".join(parts), limit)

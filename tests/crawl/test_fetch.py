@@ -16,7 +16,14 @@ import pytest
 
 from recrawl.crawl import fetch as fetch_module
 from recrawl.crawl import safety
-from recrawl.crawl.fetch import DEFAULT_USER_AGENT, Fetcher, FetchRequest, FetchResult, _PerOrigin
+from recrawl.crawl.fetch import (
+    DEFAULT_USER_AGENT,
+    Fetcher,
+    FetchRequest,
+    FetchResult,
+    _PerOrigin,
+    _Stream,
+)
 from recrawl.observe.observation import parse_observation
 
 T = TypeVar("T")
@@ -91,6 +98,9 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/slow":
                 time.sleep(1.0)
                 self.reply(200, b"late")
+            elif path == "/then-close":  # keep-alive by its headers, then the server hangs up
+                self.reply(200, b"bye")
+                self.close_connection = True
             elif path == "/ua":
                 self.reply(200, self.headers.get("User-Agent", "").encode())
             else:
@@ -534,3 +544,23 @@ def test_a_redirect_across_origins_uses_both_pools_and_releases_its_slots(server
 def test_connections_per_origin_must_be_positive() -> None:
     with pytest.raises(ValueError, match="connections_per_origin"):
         Fetcher(connections_per_origin=0)
+
+
+def test_an_idle_connection_the_server_closed_is_not_reused(server: Server) -> None:
+    async def go() -> tuple[list[FetchResult], list[str]]:
+        async with Fetcher(allow_private_networks=True) as fetcher:
+            first = await fetcher.fetch(FetchRequest(url(server, "/ok")))
+            pool = next(iter(_transport(fetcher)._origins.values())).transport._pool
+            streams = [
+                type(c._connection._network_stream).__name__  # type: ignore[attr-defined]
+                for c in pool.connections
+            ]
+            second = await fetcher.fetch(FetchRequest(url(server, "/then-close")))
+            await asyncio.sleep(0.2)  # the hang-up reaches the idle connection
+            third = await fetcher.fetch(FetchRequest(url(server, "/ok")))
+            return [first, second, third], streams
+
+    results, streams = run(go())
+    assert streams == [_Stream.__name__]  # the socket-caching stream is in use
+    assert [(r.status, r.error) for r in results] == [(200, None)] * 3
+    assert len(server.peers) == 2  # a new connection after the hang-up

@@ -39,6 +39,7 @@ here is a ``dns`` error even when the proxy could resolve it.
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import ssl
 import time
@@ -50,6 +51,7 @@ from importlib.metadata import PackageNotFoundError, version
 from types import TracebackType
 from typing import Any, Final
 
+import httpcore
 import httpx
 
 from recrawl.clock import Clock, system_clock
@@ -266,6 +268,95 @@ class _Released(httpx.AsyncByteStream):
                 release()
 
 
+def _readable(sock: socket.socket | None) -> bool:
+    """Whether ``sock`` has data (or an end of stream) waiting: what httpcore
+    asks of an idle connection to tell that the server closed it."""
+    fd = -1 if sock is None else sock.fileno()
+    if fd < 0:
+        return True
+    if not hasattr(select, "poll"):  # pragma: no cover - not on Linux
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
+
+
+class _Stream(httpcore.AsyncNetworkStream):
+    """A network stream that keeps its socket at hand.
+
+    httpcore asks every idle connection of a pool whether it is readable each
+    time it assigns a request; anyio answers by building all of a socket's
+    attributes (a ``getpeername`` call among them) to return one. This asks
+    the socket directly.
+    """
+
+    __slots__ = ("_inner", "_socket")
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._socket: socket.socket | None = inner.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            return _readable(self._socket)
+        if info == "socket":
+            return self._socket
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend, its streams wrapped in :class:`_Stream`."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _Stream(stream)
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.AsyncNetworkStream:  # pragma: no cover - no unix sockets here
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:  # pragma: no cover - no retries here
+        await self._inner.sleep(seconds)
+
+
+def _origin_transport(limits: httpx.Limits, proxy: str | None) -> httpx.AsyncHTTPTransport:
+    """One origin's pooled transport (through ``proxy``, if any)."""
+    transport = httpx.AsyncHTTPTransport(limits=limits, proxy=proxy, trust_env=False)
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if isinstance(backend, httpcore.AsyncNetworkBackend):  # httpcore 1.x; else left as is
+        pool._network_backend = _Backend(backend)  # type: ignore[union-attr]
+    return transport
+
+
 class _PerOrigin(httpx.AsyncBaseTransport):
     """A route's transport: one small connection pool per origin.
 
@@ -309,9 +400,7 @@ class _PerOrigin(httpx.AsyncBaseTransport):
         if origin is None:
             if self._closed:
                 raise RuntimeError("this Fetcher is closed")
-            origin = _Origin(
-                httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy, trust_env=False)
-            )
+            origin = _Origin(_origin_transport(self._limits, self._proxy))
             self._origins[key] = origin
             if len(self._origins) > self._max_idle:
                 self._next_sweep = 0.0

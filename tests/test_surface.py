@@ -8,8 +8,10 @@ import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 import recrawl
 
@@ -84,3 +86,66 @@ def test_every_exception_in_the_tree_is_exported() -> None:
     from recrawl import _exceptions
 
     assert set(_exceptions.__all__) <= set(recrawl.__all__)
+
+
+# -- the documentation names what the code has -------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def _models() -> list[tuple[str, type[BaseModel]]]:
+    from recrawl.config import CrawlSettings, Reserves, Settings
+    from recrawl.observe.fingerprint import FieldRule
+
+    return [("", Settings), ("reserves.", Reserves), ("crawl.", CrawlSettings),
+            ("page_types.<type>.", FieldRule)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prefix", "model"), _models())
+def test_configuration_page_has_every_key(prefix: str, model: type[BaseModel]) -> None:
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    nested = {"reserves", "crawl", "page_types"}
+    missing = [
+        prefix + name
+        for name in model.model_fields
+        if not (prefix == "" and name in nested) and f"| `{name}` |" not in page
+    ]
+    assert not missing, f"docs/configuration.md has no row for {missing}"
+
+
+def test_configuration_page_has_every_environment_variable() -> None:
+    import recrawl.config
+
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    variables = set(re.findall(r"RECRAWL_[A-Z_]+", recrawl.config.__doc__ or ""))
+    assert variables
+    assert {v for v in variables if f"`{v}`" not in page} == set()
+
+
+def test_service_page_has_every_route() -> None:
+    page = (DOCS / "service.md").read_text(encoding="utf-8")
+    routes = set()
+    for path in (ROOT / "src" / "recrawl" / "service").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for method, route in re.findall(
+            r"@\w+\.(get|post|put|delete|patch)\(\s*\"([^\"]+)\"", text
+        ):
+            routes.add((method.upper(), route.replace("{url:path}", "{url}")))
+    assert len(routes) > 10
+    missing = sorted(f"{m} {r}" for m, r in routes if f"`{m} {r}" not in page)
+    assert not missing, f"docs/service.md does not list {missing}"
+
+
+def test_reference_lists_every_public_name() -> None:
+    page = (DOCS / "reference" / "recrawl.md").read_text(encoding="utf-8")
+    missing = [n for n in recrawl.__all__ if n != "__version__" and f"[`{n}`]" not in page]
+    assert not missing, f"docs/reference/recrawl.md does not list {missing}"
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    head = "\n".join(lines[:10])
+    assert lines[0] == "# recrawl"
+    assert "make demo" in head and "make test" in head
+    assert len(lines) <= 170

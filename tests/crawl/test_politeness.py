@@ -263,3 +263,15 @@ def test_bad_band_and_bad_config_are_refused() -> None:
         SiteGate(concurrency=0, min_delay_s=1.0)
     with pytest.raises(ConfigError, match="min_delay_s"):
         SiteGate(concurrency=1, min_delay_s=-1.0)
+
+
+def test_a_crawl_delay_counts_from_the_end_of_the_previous_request() -> None:
+    gate = SiteGate(concurrency=1, min_delay_s=1.0)
+    gate.set_crawl_delay(10.0)
+    gate.started(T0)
+    gate.finished(T0 + 4, status=200, error=None, latency_ms=4000.0, headers={})
+    assert gate.next_allowed(T0 + 4) == T0 + 14  # not T0 + 10: the site saw the request late
+    plain = SiteGate(concurrency=1, min_delay_s=10.0)  # the configured delay spaces starts
+    plain.started(T0)
+    plain.finished(T0 + 4, status=200, error=None, latency_ms=4000.0, headers={})
+    assert plain.next_allowed(T0 + 4) == T0 + 10

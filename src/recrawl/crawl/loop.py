@@ -44,7 +44,7 @@ from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.robots import RobotsCache
 from recrawl.observe.classify import find_marker
-from recrawl.observe.extract import Extractor, body_excerpt, page_title
+from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
 
 if TYPE_CHECKING:
@@ -356,7 +356,7 @@ class Crawler:
         for simulations. Its ``scale`` (1 when absent) turns waits into real seconds.
     fetcher
         Default: one built from ``settings.crawl`` on the same clock.
-    on_cycle
+    on_progress
         Called with the stats after every cycle and about every real second
         while a cycle runs (the CLI's live view).
     """
@@ -683,11 +683,11 @@ class Crawler:
         kw: dict[str, Any] = {}
         ok = res.status is not None and 200 <= res.status < 300 and res.error is None
         if ok and res.body:
-            kw["title"] = page_title(res.body, res.content_type)
-            kw["body_excerpt"] = body_excerpt(res.body)
             ex = self._extractors.get(task.page_type)
-            if ex is not None:
-                kw["record"] = ex.record(res.body, res.content_type)
+            title, excerpt, record = summarize(res.body, res.content_type, ex)
+            kw["title"], kw["body_excerpt"] = title, excerpt
+            if record is not None:
+                kw["record"] = record
             else:  # no fields configured: the body itself is the record
                 kw["record_hash"] = hashlib.blake2b(res.body, digest_size=16).hexdigest()
         raw = res.observation(**kw)

@@ -10,6 +10,8 @@ A :class:`SiteGate` keeps one site's state and applies these rules:
 * **Spacing.** Two request starts are at least the *effective delay* apart: the
   configured ``min_delay_s``, raised to a robots.txt ``Crawl-delay`` when one is
   set, multiplied by the latency throttle and by 2 in the ``degrading`` band.
+  Under a Crawl-delay the delay also counts from the end of the previous
+  request, so the site sees the gap whenever the request reaches it.
 * **Retry-After.** A 429 or 503 carrying ``Retry-After`` closes the whole site
   for at least that long (a later, shorter Retry-After never shortens a hold).
 * **Back-off.** Hard failures (429, 403, any 5xx, timeouts, connection resets)
@@ -159,6 +161,10 @@ class SiteGate:
         self.band: Band = "unknown"
         self.in_flight = 0
         self.last_start: float | None = None
+        self.last_finish: float | None = None
+        """When the latest answer came back: a robots.txt Crawl-delay counts from
+        it too, so the site sees that gap between two requests whatever the
+        network or the client's own stalls do to when a request arrives."""
         self.hold_until = -math.inf
         """Retry-After hold: no start before this time (unix seconds)."""
         self.hard_streak = 0
@@ -226,6 +232,8 @@ class SiteGate:
         if self.band == "critical":
             return math.inf
         spaced = -math.inf if self.last_start is None else self.last_start + self.effective_delay_s
+        if self.crawl_delay_s > 0 and self.last_finish is not None:
+            spaced = max(spaced, self.last_finish + self.effective_delay_s)
         return max(now, spaced, self.hold_until, self.backoff_until)
 
     def can_start(self, now: float) -> bool:
@@ -264,6 +272,7 @@ class SiteGate:
             Response headers (case-insensitive lookup of ``Retry-After``).
         """
         self.in_flight = max(0, self.in_flight - 1)
+        self.last_finish = now if self.last_finish is None else max(self.last_finish, now)
 
         if status in _RETRY_AFTER_STATUSES:
             wait = parse_retry_after(_header(headers, "Retry-After"), now)

@@ -6,6 +6,7 @@ Example ``recrawl.toml``::
     budget_per_day = 5e9            # in the billing unit
     cycle_hours = 1
     objective = "freshness"         # freshness | events
+    block_markers = ["are you a robot"]   # extra challenge markers (title/body excerpt)
 
     [reserves]                      # shares of each cycle's budget
     discovery = 0.05
@@ -14,8 +15,6 @@ Example ``recrawl.toml``::
 
     [page_types.product]            # which record fields count as a change
     ignore = ["fetched_at", "ad_slot", "session"]
-
-    block_markers = ["are you a robot"]   # extra challenge markers (title/body excerpt)
 
     [page_types.product.fields]     # what the crawl extracts and hashes (parsel / JMESPath)
     name = "h1.name::text"

@@ -1,0 +1,41 @@
+"""recrawl.toml: the documented example loads, the crawl's settings are checked."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import recrawl.config as config
+from recrawl import ConfigError
+from recrawl.config import Settings, load_settings
+
+
+def test_the_documented_example_is_a_valid_config(tmp_path: Path) -> None:
+    doc = config.__doc__ or ""
+    block = doc.split("Example ``recrawl.toml``::")[1].split("Environment variables")[0]
+    text = "\n".join(line[4:] for line in block.splitlines())
+    (tmp_path / "recrawl.toml").write_text(text)
+    s = load_settings(tmp_path / "recrawl.toml", env={})
+    assert dict(s.page_types["product"].fields) == {
+        "name": "h1.name::text",
+        "price": ".price::text",
+    }
+    assert s.crawl.routes["pool-a"] == "http://proxy-a:3128"
+    assert s.block_markers == ["are you a robot"]
+    assert tomllib.loads(text)["crawl"]["min_delay_s"] == 1.0
+
+
+def test_the_crawl_defaults_are_safe_and_name_recrawl() -> None:
+    s = Settings()
+    assert s.crawl.allow_private_networks is False
+    assert s.crawl.agent().startswith("recrawl/") and "(+http" in s.crawl.agent()
+    assert s.crawl.min_delay_s >= 1.0
+    assert "utm_*" in s.tracking_params
+
+
+def test_a_bad_crawl_setting_is_one_clear_sentence(tmp_path: Path) -> None:
+    (tmp_path / "recrawl.toml").write_text("[crawl]\nconcurrency = 0\n")
+    with pytest.raises(ConfigError, match=r"crawl\.concurrency"):
+        load_settings(tmp_path / "recrawl.toml", env={})

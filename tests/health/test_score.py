@@ -553,3 +553,22 @@ def test_review_reports_delay_cause_and_false_alarms() -> None:
     assert (r.band_reached, r.top_reason, r.cause_named) == ("degrading", "challenge", True)
     assert [(a["start"], a["band"]) for a in rep.false_alarms] == [(5 * step, "degrading")]
     assert rep.false_alarm_seconds == step
+
+
+def test_health_just_after_a_bucket_boundary_counts_the_buckets_before_it() -> None:
+    """Evaluated within a second of a new 15-minute bucket that already holds a
+    fetch, the score is that of the hour before (it raised ValueError: the new
+    bucket sat at slot -1)."""
+    top = EVAL_DAY + 4 * BUCKET_SECONDS
+    log = [
+        {"url": f"https://a.example/{i}", "site": "a.example", "page_type": "p",
+         "fetched_at": top - 60.0 * (i + 1), "status": 200}
+        for i in range(60)
+    ]  # fmt: skip
+    log.append({"url": "https://a.example/new", "site": "a.example", "page_type": "p",
+                "fetched_at": top + 0.2, "status": 200})  # fmt: skip
+    buckets = aggregate_buckets(log)
+    (before,) = evaluate_sites(buckets, top)
+    (after,) = evaluate_sites(buckets, top + 0.5)
+    assert after.score == before.score is not None
+    assert after.window_s == before.window_s

@@ -1277,7 +1277,8 @@ def evaluate_sites(
 
     slots = config.current_max_s // BUCKET_SECONDS
     top = bucket_start(at - 1)
-    sel = (buckets.bucket_start < at) & (buckets.bucket_start > top - slots * BUCKET_SECONDS)
+    # the bucket holding ``at - 1`` is the newest; one begun in the last second waits
+    sel = (buckets.bucket_start <= top) & (buckets.bucket_start > top - slots * BUCKET_SECONDS)
     b = buckets.select(sel)
     slot = (top - b.bucket_start) // BUCKET_SECONDS
     cols = _columns(b)
@@ -1456,7 +1457,8 @@ def evaluate_reference(
         baselines = compute_baselines(buckets, at, config)
     top = bucket_start(at - 1)
     slots = max(1, window_s // BUCKET_SECONDS)
-    sel = (buckets.bucket_start < at) & (buckets.bucket_start > top - slots * BUCKET_SECONDS)
+    # the bucket holding ``at - 1`` is the newest; one begun in the last second waits
+    sel = (buckets.bucket_start <= top) & (buckets.bucket_start > top - slots * BUCKET_SECONDS)
     b = buckets.select(sel)
     n_sites = len(buckets.sites)
     cur = _group_sums(b.site, n_sites, _columns(b))

@@ -2,8 +2,9 @@
 
 :class:`Fetcher` sends a :class:`FetchRequest` (a URL and the plan's conditional
 headers) over one :class:`httpx.AsyncClient` per route (a route is a named HTTP
-proxy, or direct), which keeps one small connection pool per origin, and returns a :class:`FetchResult`; it never
-raises for a network problem, it reports one in ``FetchResult.error``:
+proxy, or direct), which keeps one small connection pool per origin, and
+returns a :class:`FetchResult`; it never raises for a network problem, it
+reports one in ``FetchResult.error``:
 
 ========================  ==================================================
 ``timeout``               connect, read, write or the whole hop took too long

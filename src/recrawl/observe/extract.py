@@ -252,7 +252,8 @@ def summarize(
     and the excerpt's text collected only until it has ``excerpt_limit``
     characters.
 
-    >>> summarize(b"<title>Mug</title><h1> Blue  mug </h1>", "text/html", Extractor({"n": "h1::text"}))
+    >>> name = Extractor({"n": "h1::text"})
+    >>> summarize(b"<title>Mug</title><h1> Blue  mug </h1>", "text/html", name)
     ('Mug', 'Blue mug', {'n': 'Blue mug'})
     >>> summarize(b'{"price": 3}', "application/json", Extractor({"p": "jmespath:price"}))
     (None, '{"price": 3}', {'p': 3})

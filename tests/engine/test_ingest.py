@@ -671,3 +671,25 @@ def test_observations_built_in_code_are_not_taken_for_repeats(store: SQLStore):
     rep = ingest_observations(store, [fetch(1), fetch(3, id="x"), fetch(3, id="x")])
     assert (rep.stored, rep.duplicates) == (1, 2)
     assert store.observation_count() == 4
+
+
+def test_engine_ingest_runs_the_content_checks_with_the_configured_block_markers(store: SQLStore):
+    from recrawl.config import Settings
+    from recrawl.engine.engine import Engine
+    from recrawl.observe.observation import parse_observation
+
+    def fetch(t: float, **kw: Any) -> Any:
+        return parse_observation({"url": U, "fetched_at": t, "status": 200, **kw})
+
+    engine = Engine(store, Settings(block_markers=["please hold, checking your browser"]))
+    rep = engine.ingest(
+        [fetch(t, bytes_received=50_000, record={"price": t}) for t in (1, 2, 3)]
+        + [
+            fetch(4, bytes_received=1_200, record={"price": 3}),  # far smaller than normal
+            fetch(5, bytes_received=48_000, title="Please hold, checking your browser"),
+        ]
+    )
+    assert rep.stored == 5
+    assert [o for _, o in store.outcomes(U)] == [
+        "new", "changed", "changed", "soft_block", "challenge",
+    ]  # fmt: skip

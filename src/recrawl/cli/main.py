@@ -42,13 +42,7 @@ from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
 from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
-from recrawl.engine.ingest import (
-    ContentClassifier,
-    IngestReport,
-    fewer_collections,
-    ingest_lines,
-    ingest_observations,
-)
+from recrawl.engine.ingest import IngestReport, fewer_collections
 from recrawl.engine.stats import compute_stats
 from recrawl.estimate.calibration import Calibration
 from recrawl.observe.observation import not_utf8, parse_timestamp
@@ -150,7 +144,7 @@ def ingest(
     settings = load_settings(config)
     store = cli_store(db, settings)
     total = IngestReport()
-    classifier = ContentClassifier(settings.block_markers)
+    engine = Engine(store, settings)
     shown = 0
     with _open_inputs(files) as inputs:
         progress = Progress(
@@ -178,10 +172,7 @@ def ingest(
                         err.print(f"[red]rejected[/] {escape(name)}: {escape(str(exc))}")
 
                 kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
-                rep = ingest_lines(
-                    store, counting, fmt=kind_lit, rules=settings.page_types, classifier=classifier,
-                    on_batch=tick, on_error=show,
-                )  # fmt: skip
+                rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show)
                 total.read += rep.read + rep.rejected
                 total.stored += rep.stored
                 total.duplicates += rep.duplicates
@@ -1242,7 +1233,7 @@ def demo(
         cli_store(db, settings) as store,
         _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
     ):
-        rep = ingest_lines(store, f, rules=settings.page_types, classifier=ContentClassifier())
+        rep = Engine(store, settings).ingest_lines(f)
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
         data = compute_stats(store.group_totals(), "fetches")
     _print_stats(data)
@@ -1318,13 +1309,11 @@ def _demo_health(db: str, settings: Settings) -> float:
         pages_per_type=150,
     )
     with cli_store(db, settings) as store:
-        rep = ingest_observations(
-            store, (parse_observation(o) for o in sc.observations()), classifier=ContentClassifier()
-        )
+        engine = Engine(store, settings)
+        rep = engine.ingest(parse_observation(o) for o in sc.observations())
         out.print(
             f"{rep.stored:,} observations of 3 sites stored (calm.example challenges 4 % of requests every day)"
         )
-        engine = Engine(store, settings)
         worst: list[dict[str, Any]] = []
         peak = float(wave[0])
         for t in np.arange(sc.end - 3 * DAY, sc.end, HOUR):

@@ -17,8 +17,14 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+from recrawl._exceptions import InvalidObservation
 from recrawl.config import Settings
-from recrawl.engine.ingest import IngestReport, ingest_observations
+from recrawl.engine.ingest import (
+    ContentClassifier,
+    IngestReport,
+    ingest_lines,
+    ingest_observations,
+)
 from recrawl.engine.stats import compute_stats
 from recrawl.estimate.calibration import (
     Calibration,
@@ -248,6 +254,11 @@ class Engine:
         self.store = store
         self.settings = settings or Settings()
         self.clock = clock
+        self.classifier = ContentClassifier(self.settings.block_markers)
+        """The content checks every ingest through this engine runs: block-page
+        markers (the built-in ones and ``settings.block_markers``), bodies far
+        smaller than normal, empty records. The CLI and the service ingest
+        through it too, so all three classify alike."""
         # page_info's model, re-solved each hour or when the store changed
         self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
         # the plan's trust in the hint sources and their reporting lags, judged
@@ -258,9 +269,33 @@ class Engine:
 
     # -- observations ----------------------------------------------------------------------
 
-    def ingest(self, observations: Iterable[Observation]) -> IngestReport:
-        """Store observations (idempotent; durable when this returns)."""
-        return ingest_observations(self.store, observations)
+    def ingest(
+        self,
+        observations: Iterable[Observation],
+        *,
+        on_batch: Callable[[IngestReport], None] | None = None,
+    ) -> IngestReport:
+        """Store observations (idempotent; durable when this returns), with the
+        content checks of :attr:`classifier`."""
+        return ingest_observations(
+            self.store, observations, classifier=self.classifier, on_batch=on_batch
+        )
+
+    def ingest_lines(
+        self,
+        lines: Iterable[str],
+        *,
+        fmt: Literal["jsonl", "csv"] = "jsonl",
+        on_batch: Callable[[IngestReport], None] | None = None,
+        on_error: Callable[[InvalidObservation], None] | None = None,
+    ) -> IngestReport:
+        """Parse and store JSONL (or CSV) lines as ``recrawl ingest`` does: the
+        configured page types' field rules, the content checks of
+        :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`)."""
+        return ingest_lines(
+            self.store, lines, fmt=fmt, rules=self.settings.page_types,
+            classifier=self.classifier, on_batch=on_batch, on_error=on_error,
+        )  # fmt: skip
 
     def stats(self, unit: str | None = None) -> dict[str, Any]:
         """The same dict as ``recrawl stats --json``."""

@@ -61,7 +61,6 @@ from recrawl import __version__
 from recrawl._exceptions import ConfigError, InvalidObservation, NotFound
 from recrawl.config import Settings
 from recrawl.engine.engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanResult
-from recrawl.engine.ingest import ContentClassifier
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, parse_lastmod, read_hint_document
 from recrawl.observe.observation import Observation, _line_key, normalize_url, parse_observation
@@ -609,8 +608,8 @@ class Service:
         self.engine = engine
         self.store: SQLStore = engine.store
         self.settings = engine.settings
-        # the same content checks as `recrawl ingest` (block pages, tiny bodies, empty records)
-        self.classifier = ContentClassifier(self.settings.block_markers)
+        # the engine's content checks, as `recrawl ingest` and Engine.ingest run them
+        self.classifier = engine.classifier
         self.replan_after = replan_after
         self.replan_min_s = replan_min_s
         self.health_every_s = health_every_s

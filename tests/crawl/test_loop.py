@@ -209,42 +209,60 @@ def test_requests_within_ten_percent_of_the_budget(run: Run) -> None:
     assert 0.9 * budget <= run.stats.requests <= 1.1 * budget, (run.stats.requests, budget)
 
 
-def _traces(run: Run, names: list[str]) -> list[Trace]:
+def _first_fetches(run: Run, urls: list[str]) -> dict[str, float]:
+    """Each page's first fetch that got its content (from the server's log)."""
+    first: dict[str, float] = {}
+    wanted = set(urls)
+    for r in sorted(run.log, key=lambda r: r.t):
+        if r.status == 200 and r.url in wanted:
+            first.setdefault(r.url, r.t)
+    return first
+
+
+def _warm_traces(run: Run, first: dict[str, float]) -> list[Trace]:
+    """The pages' true changes from each page's first fetch on: a replay fetches
+    every page once at its trace's start, free (SPEC, replay semantics), so the
+    optimum is compared with the crawl from the moment the crawl had the page."""
     out = []
-    for name in names:
-        host = run.sites[name]
-        for url in run.web.urls(host):
-            path = url.split(host, 1)[1]
-            ch = run.web.change_times(host, path)
-            ch = ch[(ch > run.start) & (ch <= run.end)]
-            out.append(Trace(url, host, "product", run.start, run.end, np.asarray(ch, float)))
+    for url, t0 in first.items():
+        site, path = url.split("/", 3)[2], "/" + url.split("/", 3)[3]
+        ch = run.web.change_times(site, path)
+        ch = ch[(ch > t0) & (ch <= run.end)]
+        out.append(Trace(url, site, "product", t0, run.end, np.asarray(ch, float)))
     return out
 
 
 def test_freshness_above_uniform_and_near_the_hindsight_optimum(runs: dict[str, Run]) -> None:
-    """From a cold start, over 20 days, on the sites that behave: the server's
-    ground truth says recrawl is fresher than a uniform crawl at the same budget
-    on an identical web, and near the hindsight optimum at the same fetch count.
-
-    The issue's target is 0.96 of the optimum; the optimum's replay pays no
-    crawl loop (no cycle waits, no politeness, its first visits spread over one
-    interval), the live crawl does. Measured: see the printed figures and the
-    closing note of the issue."""
+    """On the sites that behave, from the server's ground truth: over 20 days
+    from a cold start recrawl is fresher than a uniform crawl at the same budget
+    on an identical web; and, from each page's first fetch on, within a few
+    percent of the hindsight optimum at the same number of revisits, computed on
+    the same change times (the issue's target: 0.96 of it)."""
     behaving = ["shop", "news", "listings", "docs"]
-    figures: dict[str, float] = {}
-    for policy, run in runs.items():
-        urls = [u for n in behaving for u in run.web.urls(run.sites[n])]
-        figures[policy] = run.web.freshness_from_log(urls, run.start, run.end, log=run.log)
+    cold: dict[str, float] = {}
+    for policy, r in runs.items():
+        urls = [u for n in behaving for u in r.web.urls(r.sites[n])]
+        cold[policy] = r.web.freshness_from_log(urls, r.start, r.end, log=r.log)
     run = runs["recrawl"]
     urls = [u for n in behaving for u in run.web.urls(run.sites[n])]
-    wanted = set(urls)
-    fetched = sum(1 for r in run.log if r.url in wanted and r.status in (200, 304))
-    per_page_day = fetched / (len(urls) * (run.end - run.start) / DAY)
-    res = replay(_traces(run, behaving), budget=per_page_day, policies=["oracle"])
+    first = _first_fetches(run, urls)
+    assert len(first) == len(urls)  # every page fetched
+    warm = float(
+        np.mean(
+            [run.web.freshness_from_log([u], t0, run.end, log=run.log) for u, t0 in first.items()]
+        )
+    )
+    revisits = sum(1 for r in run.log if r.url in first and r.status in (200, 304)) - len(first)
+    page_days = sum(run.end - t0 for t0 in first.values()) / DAY
+    res = replay(
+        _warm_traces(run, first), budget=revisits / page_days, policies=["oracle", "uniform"]
+    )
     oracle = res["policies"]["oracle"]["freshness"]
-    print(json.dumps({**figures, "oracle": oracle, "ratio": figures["recrawl"] / oracle}))
-    assert figures["recrawl"] > figures["uniform"]
-    assert figures["recrawl"] >= 0.93 * oracle
+    figures = {"cold_start": cold, "warm": warm, "oracle": oracle, "ratio": warm / oracle,
+               "uniform_replay": res["policies"]["uniform"]["freshness"]}  # fmt: skip
+    print(json.dumps(figures))
+    assert cold["recrawl"] > cold["uniform"]
+    assert warm >= 0.96 * oracle
 
 
 def test_stop_finishes_in_flight_fetches_and_stores_them(tmp_path: Path) -> None:

@@ -488,7 +488,7 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         # what freshness costs: the same figures as the command line's
         params: dict[str, Any] = {"freshness": [0.95, 0.9], "per_day": 3}
         budget = client.get("/v1/budget", params=params).json()
-        assert budget.pop("unit") == "fetches"
+        assert budget["unit"] == "fetches"
         cli = CliRunner().invoke(
             cli_app,
             ["budget", "--db", db_path, "--at", str(t), "--per-day", "3", "--json",
@@ -501,6 +501,19 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         assert client.get("/v1/budget", params={"freshness": 1.5}).status_code == 422
         for per_day in ("inf", "nan", "-1"):
             assert client.get("/v1/budget", params={"per_day": per_day}).status_code == 422
+
+        # the plan: the same document as the command line's, at the same time and budget
+        served = client.get("/v1/plan", params={"limit": 100_000}).json()
+        cli = CliRunner().invoke(
+            cli_app,
+            ["plan", "--db", db_path, "--at", str(t), "--budget", repr(10_000 / 24), "--json"],
+        )
+        assert cli.exit_code == 0, cli.output
+        assert served == json.loads(cli.output)
+        assert served["tasks_total"] == len(served["tasks"]) == 5
+        assert {k for task in served["tasks"] for k in task} >= {
+            "url", "reason", "headers", "rate_per_day", "rate_sd_per_day",
+        }  # fmt: skip
 
         lease(client, "w1", 2)
         text = client.get("/metrics").text

@@ -471,22 +471,9 @@ def plan(
     with cli_store(db, settings, existing=True) as store:
         engine = Engine(store, settings)
         result = engine.plan(budget=budget, now=now, objective=objective, policy=policy)
-        # what a lease carries: validators for a conditional request, none for
-        # verification (the unconditional sample the 304 check needs) or canaries
-        headers = engine.headers_for_tasks(result.tasks) if as_json else {}
-    if as_json:
-        print_json(
-            {
-                "at": result.at,
-                "budget": result.budget,
-                "spent": result.spent,
-                "split": result.split(),
-                "rate_resolution": (
-                    result.resolution.as_dict() if result.resolution is not None else None
-                ),
-                "tasks": [{**t, "headers": headers.get(t["url"], {})} for t in result.tasks],
-            }
-        )
+        doc = engine.plan_dict(result) if as_json else None
+    if doc is not None:
+        print_json(doc)
         return
     _print_plan(result, settings.billing_unit, limit)
 

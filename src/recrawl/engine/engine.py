@@ -130,6 +130,8 @@ class PlanResult:
     rates: dict[str, tuple[float, float]]
     resolution: RateResolution | None = None
     """How many live pages' rates the revisits only bound from below (None: no pages)."""
+    unit: str = "fetches"
+    """The billing unit of ``budget``, ``spent`` and each task's ``cost``."""
 
     def split(self) -> dict[str, int]:
         """How many tasks each reason holds (score, discovery, reestimate, verify, canary)."""
@@ -137,6 +139,40 @@ class PlanResult:
         for t in self.tasks:
             out[t["reason"]] = out.get(t["reason"], 0) + 1
         return out
+
+    def as_dict(
+        self,
+        headers: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """The document of ``recrawl plan --json`` and ``GET /v1/plan``: the first
+        ``limit`` tasks (all by default; ``tasks_total`` counts them all), each
+        with its change-rate estimate (per day, None for canaries) and the
+        ``headers`` its lease carries (see :meth:`Engine.plan_dict`)."""
+        shown = self.tasks if limit is None else self.tasks[:limit]
+        got = headers or {}
+        tasks = []
+        for t in shown:
+            rate = self.rates.get(t["url"])
+            tasks.append(
+                {
+                    **t,
+                    "headers": dict(got.get(t["url"], {})),
+                    "rate_per_day": rate[0] if rate else None,
+                    "rate_sd_per_day": rate[1] if rate else None,
+                }
+            )
+        return {
+            "at": self.at,
+            "budget": self.budget,
+            "spent": self.spent,
+            "unit": self.unit,
+            "split": self.split(),
+            "rate_resolution": self.resolution.as_dict() if self.resolution else None,
+            "tasks_total": len(self.tasks),
+            "tasks": tasks,
+        }
 
 
 def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
@@ -217,10 +253,14 @@ class BudgetOutlook:
     resolution: RateResolution | None
     reserve_share: float = 0.0
     """Share of each cycle the planner keeps for verification and re-estimation."""
+    unit: str = "fetches"
+    """The billing unit of every budget here."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The document of ``recrawl budget --json`` and ``GET /v1/budget``."""
         return {
             "at": self.at,
+            "unit": self.unit,
             "pages": self.pages,
             "never_fetched": self.never_fetched,
             "budget_per_day": self.budget_per_day,
@@ -814,8 +854,17 @@ class Engine:
                     {"url": url, "site": cols["site"][i], "page_type": cols["page_type"][i], **task}
                 )
         return PlanResult(
-            at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution
-        )
+            at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution,
+            unit=s.billing_unit,
+        )  # fmt: skip
+
+    def plan_dict(self, plan: PlanResult, *, limit: int | None = None) -> dict[str, Any]:
+        """``plan`` as ``recrawl plan --json`` and ``GET /v1/plan`` show it
+        (:meth:`PlanResult.as_dict`), each task with the headers its lease would
+        carry: validators for a conditional request, none for verification (the
+        unconditional sample the 304 check needs) or canary tasks."""
+        shown = plan.tasks if limit is None else plan.tasks[:limit]
+        return plan.as_dict(self.headers_for_tasks(shown), limit=limit)
 
     def budget_outlook(
         self,
@@ -889,6 +938,7 @@ class Engine:
             targets=out_targets,
             resolution=resolution,
             reserve_share=reserve,
+            unit=self.settings.billing_unit,
         )
 
     def calibration(

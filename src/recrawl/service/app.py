@@ -1520,35 +1520,7 @@ def create_app(
             plan = svc.plan()
         except ValueError as exc:
             raise HTTPException(409, str(exc)) from None
-        shown = plan.tasks[:limit]
-        # what a lease of each would carry (as ``recrawl plan --json``): validators
-        # for a conditional request, none for verification or canary tasks
-        headers = svc.engine.headers_for_tasks(shown)
-        tasks = []
-        for t in shown:
-            rate = plan.rates.get(t["url"])
-            tasks.append(
-                {
-                    **t,
-                    "headers": headers.get(t["url"], {}),
-                    "rate_per_day": rate[0] if rate else None,
-                    "rate_sd_per_day": rate[1] if rate else None,
-                }
-            )
-        return JSONResponse(
-            {
-                "at": plan.at,
-                "budget": plan.budget,
-                "spent": plan.spent,
-                "unit": svc.settings.billing_unit,
-                "split": plan.split(),
-                "rate_resolution": (
-                    plan.resolution.as_dict() if plan.resolution is not None else None
-                ),
-                "tasks_total": len(plan.tasks),
-                "tasks": tasks,
-            }
-        )
+        return JSONResponse(svc.engine.plan_dict(plan, limit=limit))
 
     @app.get("/v1/budget", dependencies=[Read], tags=["read"])
     def get_budget(
@@ -1564,7 +1536,7 @@ def create_app(
             )
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        return JSONResponse({**outlook.as_dict(), "unit": svc.settings.billing_unit})
+        return JSONResponse(outlook.as_dict())
 
     @app.get("/v1/calibration", dependencies=[Read], tags=["read"])
     def get_calibration(

@@ -143,6 +143,13 @@ class Settings(BaseModel):
     suffix): they name the campaign, not the page."""
     crawl: CrawlSettings = CrawlSettings()
 
+    def daily_budget(self, pages: int) -> float:
+        """The budget per day, in the billing unit: ``budget_per_day``, or when
+        none is set one fetch per page per day for the ``pages`` pages the store
+        holds (what the service spends billing by fetches without a budget, and
+        what the dashboard and page info model)."""
+        return float(pages) if self.budget_per_day is None else self.budget_per_day
+
 
 _ENV = {
     "RECRAWL_BILLING_UNIT": "billing_unit",

@@ -446,6 +446,15 @@ def test_a_hostile_sites_band_change_reaches_what_leases_hand_out(serve: Serve) 
 # -- reads ------------------------------------------------------------------------------------
 
 
+def test_without_a_budget_the_service_plans_one_fetch_per_page_per_day(serve: Serve) -> None:
+    with serve(budget_per_day=None, cycle_hours=2.0) as (client, engine):
+        register(client, [f"https://shop.example/p{i}" for i in range(36)], page_type="product")
+        plan = client.get("/v1/plan").json()
+        assert plan["budget"] == pytest.approx(36 * 2 / 24) and plan["unit"] == "fetches"
+        assert engine.settings.daily_budget(36) == 36.0
+        assert Settings(budget_per_day=5.0).daily_budget(36) == 5.0
+
+
 def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
     clock = ManualClock()
     with serve(clock=clock) as (client, engine):

@@ -52,6 +52,7 @@ from recrawl.estimate.hints import (
     InvalidHint,
     read_hint_document,
 )
+from recrawl.observe.compression import is_gzip
 from recrawl.store._protocol import HintResult
 
 __all__ = ["LAG_MEANS", "TRUSTED_MEANS", "hints_app"]
@@ -121,7 +122,7 @@ def _open(name: str, stack: ExitStack) -> tuple[Any, int, _Position]:
         size = p.stat().st_size
         pos = _Position(raw)
     data: Any = raw if hasattr(raw, "peek") else io.BufferedReader(cast(Any, raw))
-    if data.peek(2)[:2] == b"\x1f\x8b":
+    if is_gzip(data.peek(2)):
         data = stack.enter_context(gzip.GzipFile(fileobj=data))
     return data, size, pos
 

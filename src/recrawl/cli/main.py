@@ -45,6 +45,7 @@ from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registr
 from recrawl.engine.ingest import IngestReport, fewer_collections
 from recrawl.engine.stats import compute_stats
 from recrawl.estimate.calibration import Calibration
+from recrawl.observe.compression import is_gzip
 from recrawl.observe.observation import not_utf8, parse_timestamp
 from recrawl.store import default_db
 
@@ -94,7 +95,7 @@ def _open_inputs(files: list[str]) -> Iterator[list[tuple[str, TextIO, int]]]:
                 raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
             enc, errs = "utf-8-sig", "surrogateescape"
             with p.open("rb") as probe:
-                gzipped = probe.read(2) == b"\x1f\x8b"
+                gzipped = is_gzip(probe.read(2))
             if gzipped:  # a compressed log is read as it is: its size says nothing of its lines
                 gz = stack.enter_context(gzip.open(p, "rt", encoding=enc, errors=errs, newline=""))
                 opened.append((name, gz, 0))

@@ -1089,7 +1089,7 @@ class Engine:
         key = (int(t // 3600), self.store.version())
         if self._model_cache is None or self._model_cache[0] != key:
             pages, cols = self.page_arrays(t, signals=False)
-            per_day = self.settings.budget_per_day or float(len(pages))
+            per_day = self.settings.daily_budget(len(pages))
             model = reallocate(pages, per_day, t, config=self.planner_config())
             index = {u: j for j, u in enumerate(cols["url"])}
             self._model_cache = (key, model, index)

@@ -87,7 +87,7 @@ def freshness_series(
     idx = np.flatnonzero(pages.active)
     if idx.size == 0:
         return [], []
-    per_day = engine.settings.budget_per_day or float(idx.size)
+    per_day = engine.settings.daily_budget(len(pages))
     model = reallocate(pages, per_day, now, config=engine.planner_config())
     if idx.size > FRESHNESS_SAMPLE:
         idx = np.sort(np.random.default_rng(seed).choice(idx, FRESHNESS_SAMPLE, replace=False))

@@ -63,6 +63,7 @@ from recrawl.config import Settings
 from recrawl.engine.engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanResult
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, parse_lastmod, read_hint_document
+from recrawl.observe.compression import is_gzip
 from recrawl.observe.observation import Observation, _line_key, normalize_url, parse_observation
 from recrawl.service.writer import Committed, Writer
 from recrawl.store import BatchResult, SQLStore, open_store
@@ -396,7 +397,6 @@ def refuse_too_large(scope: Scope) -> None:
 
 # the Content-Encodings read, by the name a client may give them
 _CODINGS = {"gzip": "gzip", "x-gzip": "gzip", "deflate": "deflate"}
-_GZIP_MAGIC = b"\x1f\x8b"
 # the scope key under which DecodeBody names a Content-Encoding it cannot read
 _UNDECODABLE = "recrawl.undecodable_coding"
 # zlib's ``wbits`` for each format: gzip (RFC 1952), zlib (RFC 1950), raw DEFLATE (RFC 1951)
@@ -475,7 +475,7 @@ class _Inflate:
         """The format of the stream that opens with ``head``: another gzip member
         after the first, one deflate stream only."""
         if self._ended:
-            if self.format != "gzip" or head != _GZIP_MAGIC:
+            if self.format != "gzip" or not is_gzip(head):
                 raise HTTPException(400, self._trailing())
             return _GZIP_WBITS
         if self.format == "gzip":
@@ -675,13 +675,11 @@ class Service:
         return self.settings.cycle_hours * 3600.0
 
     def cycle_budget(self) -> float:
-        """One cycle's budget in the billing unit: ``budget_per_day`` × cycle length,
-        or (billing by fetches, no budget set) one visit per page per day."""
+        """One cycle's budget in the billing unit: :meth:`Settings.daily_budget
+        <recrawl.config.Settings.daily_budget>` × cycle length."""
         s = self.settings
-        per_day = s.budget_per_day
-        if per_day is None:
-            per_day = float(len(self.store.page_columns()["url"]))
-        return per_day * s.cycle_hours / 24.0
+        pages = 0 if s.budget_per_day is not None else len(self.store.page_columns()["url"])
+        return s.daily_budget(pages) * s.cycle_hours / 24.0
 
     # -- health ----------------------------------------------------------------------------
 
@@ -1441,7 +1439,7 @@ def create_app(
             except ValueError as exc:
                 raise HTTPException(422, f"seen_at {exc}") from None
         body = await request.body()
-        if body[:2] == _GZIP_MAGIC:  # gzipped, without a Content-Encoding saying so
+        if is_gzip(body):  # gzipped, without a Content-Encoding saying so
             # bounded decompressed as DecodeBody bounds a body that says so
             body = await run_in_threadpool(
                 _Inflate("gzip", settings.max_body_bytes).feed, body, True

@@ -1,0 +1,283 @@
+"""The crawl loop against a synthetic web, measured by the web's own ground truth.
+
+:func:`run_crawls` runs :class:`~recrawl.crawl.loop.Crawler` for each policy,
+each on its own copy of the same :class:`~recrawl.sim.web.SimWeb` (same seed,
+same change times), at the same budget, at the same time, on one
+:class:`~recrawl.clock.ScaledClock`. :func:`crawl_figures` reads what
+happened from the servers' request logs: politeness (robots.txt, Crawl-delay,
+Retry-After, a site that turns hostile), hygiene (pages that always fail, are
+gone or moved), spend against budget, and freshness: from the cold start
+against the other policies, and from each page's first fetch on against the
+hindsight optimum at the same number of revisits on the same change times (a
+replay fetches every page once at its start, free, so the optimum is compared
+with the crawl from the moment the crawl had the page).
+
+:func:`politeness_web` is the scenario ``tests/crawl/test_loop.py`` and
+``benchmarks/crawl_rules.py`` use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recrawl.clock import ScaledClock
+from recrawl.config import Settings
+from recrawl.crawl.loop import Crawler, CrawlStats, EmbeddedSource
+from recrawl.engine.engine import Engine
+from recrawl.observe.traces import Trace
+from recrawl.sim.replay import replay
+from recrawl.sim.web import RequestRecord, SimWeb, SiteSpec
+from recrawl.store import open_store
+
+__all__ = [
+    "CRAWL_DELAY_S",
+    "HOSTILE",
+    "CrawlRun",
+    "crawl_figures",
+    "crawl_settings",
+    "politeness_web",
+    "run_crawls",
+]
+
+DAY = 86400.0
+CRAWL_DELAY_S = 1200.0
+"""The shop's robots.txt Crawl-delay in :func:`politeness_web`, simulated seconds."""
+HOSTILE: tuple[tuple[float, float, str], ...] = (
+    (10 * DAY, 11 * DAY, "challenge"),
+    (11 * DAY, 12 * DAY, "429"),
+    (12 * DAY, 30 * DAY, "403"),
+)
+"""The hostile site's schedule in :func:`politeness_web` (seconds after the origin)."""
+BEHAVING: tuple[str, ...] = ("shop", "news", "listings", "docs")
+
+
+@dataclass
+class CrawlRun:
+    """One policy's crawl: its web, the web's request log, the crawl's stats."""
+
+    policy: str
+    web: SimWeb
+    log: list[RequestRecord]
+    stats: CrawlStats
+    engine: Engine
+    start: float
+    end: float
+    sites: dict[str, str]
+    """Spec name → ``host:port``."""
+
+    def requests(self, site: str, *, robots: bool = False) -> list[RequestRecord]:
+        """The requests one site (by spec name) saw, in time order."""
+        host = self.sites[site]
+        return sorted(
+            (r for r in self.log if r.site == host and (robots or r.path != "/robots.txt")),
+            key=lambda r: r.t,
+        )
+
+
+def politeness_web() -> list[SiteSpec]:
+    """Five sites: a shop with robots.txt rules, a Crawl-delay and faulty pages
+    (always 500, 404, a 301, a soft 404), three that behave, and one that turns
+    hostile on day 10 (challenges, then 429s with an hour's Retry-After, then a
+    403 wave from day 12)."""
+    return [
+        SiteSpec(
+            "shop",
+            n_pages=40,
+            rate_per_day=0.5,
+            robots=f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY_S:g}\n",
+            always_500=["/p/0"],
+            gone=["/p/1"],
+            moved={"/old/2": "/p/2"},
+            soft_404=["/p/3"],
+        ),
+        SiteSpec("news", n_pages=40, rate_per_day=2.0),
+        SiteSpec("listings", n_pages=40, rate_per_day=1.0),
+        SiteSpec("docs", n_pages=40, rate_per_day=0.2),
+        SiteSpec(
+            "hostile", n_pages=60, rate_per_day=0.5, hostile=list(HOSTILE), retry_after_s=3600
+        ),
+    ]
+
+
+def crawl_settings(budget_per_day: float = 300.0, **crawl: Any) -> Settings:
+    """Settings for a crawl of a :class:`SimWeb`: product fields extracted, loopback
+    allowed, one request at a time per site (so that no request already in flight
+    lands inside a Retry-After window), 30 s between requests."""
+    return Settings.model_validate(
+        {
+            "budget_per_day": budget_per_day,
+            "cycle_hours": 1,
+            "site_concurrency": 1,
+            "page_types": {
+                "product": {
+                    "fields": {
+                        "name": "h1.name::text",
+                        "price": ".price::text",
+                        "stock": ".stock::text",
+                    }
+                }
+            },
+            "crawl": {"allow_private_networks": True, "min_delay_s": 30, **crawl},
+        }
+    )
+
+
+def run_crawls(
+    specs: Sequence[SiteSpec],
+    settings: Settings,
+    workdir: Path,
+    *,
+    policies: Sequence[str] = ("recrawl", "uniform"),
+    days: float = 20.0,
+    scale: float = DAY / 4.0,
+    seed: int = 7,
+    origin: float = 1_800_000_000.0,
+) -> dict[str, CrawlRun]:
+    """Crawl an identical web per policy, all at once, for ``days`` simulated days
+    from a cold start (every URL, private and faulty ones included, registered at
+    the start); ``scale`` simulated seconds per real second. Stores are SQLite
+    files under ``workdir``; close them with ``run.engine.store.close()``."""
+    clock = ScaledClock(scale, real_origin=time.time(), virtual_origin=origin)
+    horizon = (days + 1) * DAY
+    webs = [
+        SimWeb(specs, clock=clock, seed=seed, origin=origin, horizon_s=horizon).start()
+        for _ in policies
+    ]
+    try:
+        crawls = []
+        for policy, web in zip(policies, webs, strict=True):
+            store = open_store(str(workdir / f"{policy}.db"))
+            engine = Engine(store, settings, clock=clock)
+            sites = {s.name: web.site(s.name) for s in specs}
+            rows = [
+                {"url": u, "site": host, "page_type": "product"}
+                for host in sites.values()
+                for u in web.urls(host, private=True, faults=True)
+            ]
+            engine.add_urls(rows, now=clock())
+            crawler = Crawler(EmbeddedSource(engine, policy=policy), settings, clock=clock)
+            crawls.append((policy, web, engine, sites, crawler))
+        start = clock()
+
+        async def together() -> list[CrawlStats]:
+            return list(await asyncio.gather(*(c[-1].run(start + days * DAY) for c in crawls)))
+
+        stats = asyncio.run(together())
+        end = clock()
+        return {
+            policy: CrawlRun(policy, web, web.request_log.snapshot(), st, engine, start, end, sites)
+            for (policy, web, engine, sites, _), st in zip(crawls, stats, strict=True)
+        }
+    finally:
+        for web in webs:
+            web.stop()
+
+
+def _first_fetches(run: CrawlRun, urls: Sequence[str]) -> dict[str, float]:
+    first: dict[str, float] = {}
+    wanted = set(urls)
+    for r in sorted(run.log, key=lambda r: r.t):
+        if r.status == 200 and r.url in wanted:
+            first.setdefault(r.url, r.t)
+    return first
+
+
+def _warm_traces(run: CrawlRun, first: dict[str, float]) -> list[Trace]:
+    out = []
+    for url, t0 in first.items():
+        _, _, host, rest = url.split("/", 3)
+        path = "/" + rest
+        ch = run.web.change_times(host, path)
+        ch = ch[(ch > t0) & (ch <= run.end)]
+        out.append(Trace(url, host, "product", t0, run.end, np.asarray(ch, float)))
+    return out
+
+
+def freshness(runs: dict[str, CrawlRun], behaving: Sequence[str] = BEHAVING) -> dict[str, Any]:
+    """Freshness on the ``behaving`` sites from the servers' logs: ``cold_start``
+    per policy over the whole crawl; for the first policy, ``warm`` (each page
+    from its first fetch on), the hindsight ``oracle`` and ``uniform`` replayed
+    on the same change times from the same first fetches at the same number of
+    revisits, and ``ratio`` = warm / oracle."""
+    cold = {}
+    for policy, r in runs.items():
+        urls = [u for n in behaving for u in r.web.urls(r.sites[n])]
+        cold[policy] = r.web.freshness_from_log(urls, r.start, r.end, log=r.log)
+    run = next(iter(runs.values()))
+    urls = [u for n in behaving for u in run.web.urls(run.sites[n])]
+    first = _first_fetches(run, urls)
+    warm = float(
+        np.mean(
+            [run.web.freshness_from_log([u], t, run.end, log=run.log) for u, t in first.items()]
+        )
+    )
+    revisits = sum(1 for r in run.log if r.url in first and r.status in (200, 304)) - len(first)
+    page_days = sum(run.end - t for t in first.values()) / DAY
+    res = replay(
+        _warm_traces(run, first), budget=revisits / page_days, policies=["oracle", "uniform"]
+    )
+    oracle = float(res["policies"]["oracle"]["freshness"])
+    return {
+        "cold_start": cold,
+        "pages": len(urls),
+        "pages_fetched": len(first),
+        "warm": warm,
+        "oracle": oracle,
+        "uniform_replay": float(res["policies"]["uniform"]["freshness"]),
+        "ratio": warm / oracle,
+        "revisits_per_page_day": revisits / page_days,
+    }
+
+
+def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
+    """Everything :func:`politeness_web`'s crawl is judged by, from the first
+    policy's request log (counts of requests as the servers saw them)."""
+    run = next(iter(runs.values()))
+    pages = [r for r in run.log if r.path != "/robots.txt"]
+    shop = run.requests("shop")
+    gaps = np.diff([r.t for r in shop])
+    hostile = run.requests("hostile")
+    windows = [(r.t, r.retry_after_until) for r in hostile if r.retry_after_until is not None]
+    inside = sum(1 for r in hostile if any(t < r.t < u for t, u in windows if u is not None))
+    turn, wave = run.web.origin + HOSTILE[0][0], run.web.origin + HOSTILE[2][0]
+    before = sum(1 for r in hostile if r.t < turn)
+    after = sum(1 for r in hostile if r.t >= wave + DAY)
+    days = (run.end - run.start) / DAY
+    by_path = collections.Counter(r.path for r in shop)
+    controls = run.engine.store.site_controls()
+    paused_at = run.stats.paused[0]["at"] if run.stats.paused else math.inf
+    return {
+        "days": days,
+        "requests": len(pages),
+        "robots_requests": len(run.log) - len(pages),
+        "to_disallowed_paths": sum(1 for r in pages if r.path.startswith("/private/")),
+        "disallowed_counted": run.stats.disallowed,
+        "crawl_delay_gaps": len(gaps),
+        "crawl_delay_share_under_90pct": float(np.mean(gaps < 0.9 * CRAWL_DELAY_S))
+        if len(gaps)
+        else None,
+        "retry_after_windows": len(windows),
+        "requests_inside_retry_after": inside,
+        "hostile_daily_before": before / ((turn - run.start) / DAY),
+        "hostile_daily_after_wave": after / ((run.end - wave - DAY) / DAY),
+        "hostile_paused_days_after_turning": (paused_at - turn) / DAY,
+        "hostile_403s": sum(1 for r in hostile if r.status == 403),
+        "always_500_share": by_path["/p/0"] / max(len(pages), 1),
+        "gone_requests": by_path["/p/1"],
+        "moved_old_url_requests": by_path["/old/2"],
+        "paused_sites": sorted(s for s, c in controls.items() if c.get("paused")),
+        "budget": run.stats.budget,
+        "spent": run.stats.spent,
+        "requests_over_budget": run.stats.requests / run.stats.budget if run.stats.budget else None,
+        "over_budget_cycles": run.stats.over_budget_cycles,
+        "freshness": freshness(runs),
+    }

@@ -74,7 +74,7 @@ def main() -> None:
         "requests_over_budget": [
             min(f["requests_over_budget"] for f in figs),
             max(f["requests_over_budget"] for f in figs),
-        ],  # fmt: skip
+        ],
         "ratio_to_oracle": min(f["freshness"]["ratio"] for f in figs),
         "recrawl_minus_uniform_cold": min(
             f["freshness"]["cold_start"]["recrawl"] - f["freshness"]["cold_start"]["uniform"]

@@ -188,3 +188,41 @@ def test_crawl_leases_from_a_running_service(tmp_path: Path) -> None:
             assert stats.requests == len(pages) >= 20
             assert stats.stored == stats.requests and stats.rejected == 0
             assert engine.stats()["total"]["fetches"] == len(pages)
+
+
+def test_ctrl_c_stops_the_crawl_and_nothing_fetched_is_lost(tmp_path: Path) -> None:
+    """SIGINT to `recrawl crawl`: no new fetch, those in flight finish and are stored."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    real0 = time.time()
+    scale = DAY / 10
+    clock = ScaledClock(scale, real_origin=real0, virtual_origin=ORIGIN)
+    with SimWeb([SiteSpec("s", n_pages=30)], clock=clock, seed=4, origin=ORIGIN) as web:
+        host = web.sites[0]
+        (tmp_path / "urls.txt").write_text("\n".join(web.urls(host)) + "\n")
+        (tmp_path / "recrawl.toml").write_text(
+            "budget_per_day = 240\n[crawl]\nallow_private_networks = true\nmin_delay_s = 20\n"
+        )
+        db = str(tmp_path / "c.db")
+        cli = [sys.executable, "-m", "recrawl.cli.main"]
+        subprocess.run([*cli, "urls", "add", "urls.txt", "--db", db], cwd=tmp_path, check=True)
+        proc = subprocess.Popen(
+            [*cli, "crawl", "--db", db, "--for", "30d", "--json", "--time-scale", str(scale),
+             "--clock-origin", f"{real0}={ORIGIN}"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while len(web.request_log) < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, errs = proc.communicate(timeout=30)
+        assert proc.returncode == 0, errs
+        summary = json.loads(out)
+        pages = [r for r in web.request_log.snapshot() if r.path.startswith("/p/")]
+    with sqlite3.connect(db) as con:
+        (stored,) = con.execute("SELECT COUNT(*) FROM observations").fetchone()
+    assert summary["requests"] == len(pages) == stored >= 20
+    assert "stopping" in errs

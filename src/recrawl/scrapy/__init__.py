@@ -1,0 +1,43 @@
+"""recrawl in a Scrapy project: the plan schedules the spider's revisits.
+
+Five lines of settings (``pip install "recrawl[scrapy]"``, Scrapy 2.13 or
+later, its default asyncio reactor)::
+
+    ADDONS = {"recrawl.scrapy.RecrawlAddon": 500}
+    RECRAWL_DB = "recrawl.db"          # or RECRAWL_SERVICE_URL + RECRAWL_TOKEN
+    RECRAWL_CONFIG = "recrawl.toml"    # budget, billing unit, page types ...
+    RECRAWL_RUN_FOR = "20d"            # crawl time; default: until stopped
+
+and a spider deriving from :class:`RecrawlSpider`.
+
+- :class:`RecrawlAddon` installs :class:`RecrawlDownloaderMiddleware` and
+  recrawl's politeness defaults.
+- :class:`RecrawlSpider` asks the plan for each cycle's tasks and sleeps
+  between cycles (no busy loop, no ``DontCloseSpider``: an unfinished
+  ``start()`` keeps Scrapy's engine open).
+- :class:`RecrawlDownloaderMiddleware` makes every download attempt of a
+  planned URL an observation (responses of any status, timeouts, DNS errors,
+  refused or reset connections; each retry too), reported to the store or
+  service in batches.
+
+**The record rule.** A 2xx page's record is what its callback yielded: one
+item is the record, several are ``{"items": [...]}``; when the page type
+lists ``fields`` in ``recrawl.toml``, only those fields of the items count.
+A callback that yields no item falls back to the page type's ``fields``
+extracted from the body (as ``recrawl crawl`` does), else to a hash of the
+body. The store fingerprints the record as in ingest, so "changed" means
+the scraped data changed.
+
+Scrapy stats under ``recrawl/``: ``observations``, ``not_modified`` (304s),
+``failed`` (errors and statuses ≥ 400), ``retries``, ``stored``,
+``rejected``, ``cycles``, ``tasks``, ``budget`` and ``spent`` (billing unit),
+``disallowed`` (robots.txt), ``items``, ``registered``; with an embedded
+store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,
+``error``, ``blocked``.
+"""
+
+from recrawl.scrapy._addon import RecrawlAddon
+from recrawl.scrapy._middleware import RecrawlDownloaderMiddleware
+from recrawl.scrapy._spider import RecrawlSpider
+
+__all__ = ["RecrawlAddon", "RecrawlDownloaderMiddleware", "RecrawlSpider"]

@@ -1,0 +1,410 @@
+"""One crawl's recrawl side: the task source, the clock, the cycle budget, the
+observations waiting to be reported and the Scrapy stats.
+
+There is one :class:`Recrawl` per Scrapy crawler (:meth:`Recrawl.of`), shared
+by the downloader middleware (which captures observations) and
+:class:`~recrawl.scrapy.RecrawlSpider` (which asks it for each cycle's tasks).
+Everything async runs on the asyncio loop of Scrapy's asyncio reactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import socket
+import time
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+from recrawl._exceptions import ConfigError, InvalidObservation
+from recrawl.clock import Clock, ScaledClock, system_clock
+from recrawl.config import Settings, load_settings
+from recrawl.crawl.loop import CrawlTask, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.observe.extract import Extractor, summarize
+from recrawl.observe.observation import Observation, parse_observation
+from recrawl.scrapy._observation import record_of
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from recrawl.engine.engine import Engine
+
+__all__ = ["META_KEY", "Recrawl"]
+
+log = logging.getLogger("recrawl.scrapy")
+
+META_KEY: Final = "recrawl"
+"""The request meta key holding the task: ``url``, ``site``, ``page_type``,
+``reason``, ``lease_id``, ``cost`` (the plan's estimate, billing unit)."""
+
+REPORT_BATCH: Final = 200
+"""Observations reported at once (and at every cycle's start and at close)."""
+
+_OUTCOME_STATS: Final = ("new", "changed", "unchanged", "gone", "error")
+_BLOCKED: Final = ("hard_block", "soft_block", "challenge")
+
+
+class _Embedded(EmbeddedSource):
+    """:class:`EmbeddedSource` that also keeps the store's outcome counts
+    (``changed``, ``unchanged`` ...) of what it stored, for Scrapy's stats."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.outcomes: Counter[str] = Counter()
+
+    async def report(self, observations: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        rules = self.engine.settings.page_types
+
+        def work() -> tuple[int, int]:
+            good: list[Observation] = []
+            rejected = 0
+            for raw in observations:
+                try:
+                    good.append(parse_observation(raw, rules=rules))
+                except InvalidObservation as exc:
+                    rejected += 1
+                    log.warning("observation rejected: %s", exc)
+            rep = self.engine.ingest(good)
+            self.outcomes.update(rep.outcomes)
+            return rep.stored, rejected + rep.rejected
+
+        result: tuple[int, int] = await self._run(work)
+        return result
+
+
+def _clock(scale: float, origin: str | None) -> Clock:
+    from recrawl.cli.crawl import parse_clock_origin
+
+    if origin is None and scale == 1.0:
+        return system_clock
+    if not scale > 0:
+        raise ConfigError(f"RECRAWL_TIME_SCALE must be positive, got {scale}")
+    try:
+        real, virtual = parse_clock_origin(origin) if origin else (time.time(), time.time())
+    except ValueError as exc:
+        raise ConfigError(f"RECRAWL_CLOCK_ORIGIN {exc}") from None
+    return ScaledClock(scale, real_origin=real, virtual_origin=virtual)
+
+
+class Recrawl:
+    """recrawl's state in one Scrapy crawl (built from the crawler's settings)."""
+
+    _instances: ClassVar[weakref.WeakKeyDictionary[Crawler, Recrawl]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> Recrawl:
+        """The crawler's :class:`Recrawl`, built on first use."""
+        found = cls._instances.get(crawler)
+        if found is None:
+            found = cls._instances[crawler] = cls(crawler)
+        return found
+
+    def __init__(self, crawler: Crawler) -> None:
+        from recrawl.cli.crawl import parse_duration
+
+        s = crawler.settings
+        self.crawler = crawler
+        self.settings: Settings = load_settings(s.get("RECRAWL_CONFIG"))
+        self.clock = _clock(s.getfloat("RECRAWL_TIME_SCALE", 1.0), s.get("RECRAWL_CLOCK_ORIGIN"))
+        self.scale = float(getattr(self.clock, "scale", 1.0))
+        run_for = s.get("RECRAWL_RUN_FOR")
+        try:
+            self.run_for_s = parse_duration(str(run_for)) if run_for else math.inf
+        except ValueError as exc:
+            raise ConfigError(f"RECRAWL_RUN_FOR {exc}") from None
+        self.engine: Engine | None = None
+        self.source: TaskSource
+        service = s.get("RECRAWL_SERVICE_URL")
+        if service:
+            token = s.get("RECRAWL_TOKEN") or os.environ.get("RECRAWL_TOKEN")
+            worker = f"scrapy-{socket.gethostname()}-{os.getpid()}"
+            self.source = ServiceSource(
+                service, token, worker=worker, unit=self.settings.billing_unit
+            )
+        else:
+            from recrawl.engine.engine import Engine
+            from recrawl.store import open_store
+
+            db = s.get("RECRAWL_DB")
+            if not db:
+                raise ConfigError("set RECRAWL_DB (a store) or RECRAWL_SERVICE_URL (a service)")
+            store = open_store(str(db), half_life_days=self.settings.half_life_days)
+            self.engine = Engine(store, self.settings, clock=self.clock)
+            self.source = _Embedded(self.engine)
+        if self.settings.budget_per_day is None and not service:
+            raise ConfigError("no budget: set budget_per_day in the RECRAWL_CONFIG file")
+        self.unit = self.source.unit
+        self._extractors = {
+            name: Extractor(dict(rule.fields))
+            for name, rule in self.settings.page_types.items()
+            if rule.fields
+        }
+        self._pending: list[dict[str, Any]] = []
+        self._reporting: set[asyncio.Task[None]] = set()
+        self._held: dict[int, dict[str, Any]] = {}
+        self._next_id = 0
+        self._in_flight: dict[str, float] = {}  # planned URL -> cost it is held to
+        self._disallowed: set[str] = set()
+        self._budget = 0.0
+        self._spent = 0.0
+        self._requests = 0
+        self._closing = asyncio.Event()
+        self._closed = False
+        from scrapy import signals
+
+        crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    # -- the stats -----------------------------------------------------------
+
+    def _inc(self, key: str, n: int = 1) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(f"recrawl/{key}", n)
+
+    def _set(self, key: str, value: Any) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.set_value(f"recrawl/{key}", value)
+
+    # -- planning --------------------------------------------------------------
+
+    async def sleep_until(self, t: float) -> bool:
+        """Wait until crawl time ``t`` (real seconds: its distance ÷ the clock's
+        scale); False when the spider closes first."""
+        stop = self._closing
+        wait = (t - self.clock()) / self.scale
+        if wait > 0 and not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=wait)
+        return not stop.is_set()
+
+    async def cycles(self) -> AsyncIterator[CrawlTask]:
+        """Every cycle's tasks, cycle after cycle, until ``RECRAWL_RUN_FOR`` of
+        crawl time has passed (forever without it) or the spider closes.
+
+        A cycle (``cycle_hours`` of crawl time) reports what is pending, asks
+        the source for the tasks of what is left of the budget so far
+        (``budget_per_day`` × cycles, less what was spent and what is in
+        flight: retries and late fetches come out of the next cycle), then
+        sleeps until the next cycle.
+        """
+        cycle_s = self.settings.cycle_hours * 3600.0
+        per_cycle = (self.settings.budget_per_day or 0.0) * self.settings.cycle_hours / 24.0
+        until = self.clock() + self.run_for_s
+        while not self._closing.is_set():
+            start = self.clock()
+            if start >= until:
+                break
+            end = min(start + cycle_s, until)
+            share = 1.0 if end - start >= 0.999 * cycle_s else (end - start) / cycle_s
+            self._budget += per_cycle * share
+            self._inc("cycles")
+            self._set("budget", self._budget)
+            await self.flush(wait=True)
+            for task in await self._tasks(start):
+                yield task
+            if not await self.sleep_until(end):
+                break
+
+    async def _tasks(self, now: float) -> list[CrawlTask]:
+        critical: set[str] = set()
+        try:
+            bands = await self.source.bands(now)
+            critical = {site for site, band in bands.items() if band == "critical"}
+        except Exception as exc:  # plan on without the bands
+            log.warning("health bands unavailable: %s", exc)
+        left = self._budget - self._spent - sum(self._in_flight.values())
+        if left <= 0 and self.engine is not None:
+            return []
+        got = await self.source.tasks(
+            now, max(left, 0.0), self._disallowed | set(self._in_flight), critical
+        )
+        out = [t for t in got if t.canary or t.site not in critical]
+        for t in out:
+            self._in_flight[t.url] = self._expected_cost(t)
+        self._inc("tasks", len(out))
+        return out
+
+    def _expected_cost(self, task: CrawlTask) -> float:
+        if task.canary:
+            return 0.0
+        if task.cost > 0:
+            return task.cost
+        if self.unit == "fetches" or not self._requests or self._spent <= 0:
+            return 1.0
+        return self._spent / self._requests
+
+    async def register(self, urls: Iterable[str], page_type: str) -> int:
+        """Register ``urls`` for discovery (embedded store only); returns how many were new."""
+        rows = [{"url": u, "page_type": page_type} for u in urls]
+        if not rows:
+            return 0
+        if self.engine is None:
+            log.warning("start_urls are not registered through a service: add them there")
+            return 0
+        engine = self.engine
+        added = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: engine.add_urls(rows, now=self.clock())
+        )
+        self._inc("registered", added)
+        return added
+
+    @staticmethod
+    def meta_for(task: CrawlTask) -> dict[str, Any]:
+        """A request's meta for ``task``: the task under :data:`META_KEY`, its
+        origin as the download slot (Scrapy's per-slot delay and concurrency
+        then apply per origin, ports apart, as in ``recrawl crawl``), and 304
+        let through to the callback."""
+        from recrawl.crawl.loop import origin_of
+
+        return {
+            META_KEY: {
+                "url": task.url,
+                "site": task.site,
+                "page_type": task.page_type,
+                "reason": task.reason,
+                "lease_id": task.lease_id,
+                "cost": task.cost,
+            },
+            "download_slot": origin_of(task.url).split("://", 1)[1],
+            "handle_httpstatus_list": [304],
+        }
+
+    # -- observations ------------------------------------------------------------
+
+    def observed(self, raw: dict[str, Any], *, hold: bool = False) -> int | None:
+        """Count one download (``raw`` from the middleware) and report it; with
+        ``hold`` (a 2xx on its way to the callback) it waits for its record
+        (:meth:`complete`) and the id to complete it with is returned."""
+        self._requests += 1
+        self._inc("observations")
+        status, error = raw.get("status"), raw.get("error")
+        if status == 304:
+            self._inc("not_modified")
+        elif error is not None or status is None or status >= 400:
+            self._inc("failed")
+        if raw.get("retry"):
+            self._inc("retries")
+        if not raw.get("canary"):
+            cost = self._cost(raw)
+            self._spent += cost
+            self._set("spent", self._spent)
+        raw.pop("retry", None)
+        if hold:
+            self._next_id += 1
+            self._held[self._next_id] = raw
+            return self._next_id
+        self._queue(raw)
+        return None
+
+    def complete(
+        self, held: int, response: Response | None, items: list[Mapping[str, Any]]
+    ) -> None:
+        """Give a held 2xx observation its record (the rule in :mod:`recrawl.scrapy`)
+        and its title and excerpt (for the content checks), and report it."""
+        raw = self._held.pop(held, None)
+        if raw is None:
+            return
+        if response is None:  # never reached the callback: no record to tell a change by
+            self._queue(raw)
+            return
+        body = response.body
+        ct = response.headers.get(b"Content-Type")
+        content_type = ct.decode("latin-1") if ct else None
+        extractor = self._extractors.get(str(raw.get("page_type", "")))
+        title, excerpt, extracted = summarize(body, content_type, extractor)
+        raw["title"], raw["body_excerpt"] = title, excerpt
+        rule = self.settings.page_types.get(str(raw.get("page_type", "")))
+        record = record_of(items, [name for name, _ in rule.fields] if rule else [])
+        if record is None:
+            record = extracted
+        if record is not None:
+            raw["record"] = record
+        else:  # no item, no fields configured: the body itself is the record
+            raw["record_hash"] = hashlib.blake2b(body, digest_size=16).hexdigest()
+        if items:
+            self._inc("items", len(items))
+        self._queue(raw)
+
+    def done(self, url: str) -> None:
+        """The task for ``url`` is finished (callback or errback ran)."""
+        self._in_flight.pop(url, None)
+
+    def not_fetched(self, url: str, *, disallowed: bool) -> None:
+        """The task for ``url`` never reached the network (robots.txt, a filter)."""
+        self.done(url)
+        if disallowed:
+            self._disallowed.add(url)
+            self._inc("disallowed")
+
+    def _cost(self, raw: Mapping[str, Any]) -> float:
+        if self.unit == "bytes":
+            return float(raw.get("bytes_sent", 0) + raw.get("bytes_received", 0))
+        if self.unit == "credits":
+            status = raw.get("status")
+            return 1.0 if status is not None and 200 <= status < 400 else 0.0
+        return 1.0
+
+    def _queue(self, raw: dict[str, Any]) -> None:
+        self._pending.append(raw)
+        if len(self._pending) >= REPORT_BATCH:
+            self._spawn_flush()
+
+    def _spawn_flush(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        job = asyncio.ensure_future(self._report(batch))
+        self._reporting.add(job)
+        job.add_done_callback(self._reporting.discard)
+
+    async def flush(self, *, wait: bool) -> None:
+        """Report what is pending; with ``wait``, until every report is stored."""
+        self._spawn_flush()
+        if wait and self._reporting:
+            await asyncio.gather(*list(self._reporting))
+
+    async def _report(self, batch: list[dict[str, Any]]) -> None:
+        for attempt in range(5):  # bounded: a store or service that keeps failing is an error
+            try:
+                stored, rejected = await self.source.report(batch)
+                break
+            except Exception as exc:
+                if attempt == 4:
+                    log.error("could not report %d observations: %s", len(batch), exc)
+                    self._inc("lost", len(batch))
+                    return
+                log.warning("report failed (%s); retrying", exc)
+                await asyncio.sleep(0.5 * 2**attempt)
+        self._inc("stored", stored)
+        self._inc("rejected", rejected)
+        outcomes: Counter[str] | None = getattr(self.source, "outcomes", None)
+        if outcomes is not None:
+            for name in _OUTCOME_STATS:
+                self._set(name, outcomes[name])
+            self._set("blocked", sum(outcomes[k] for k in _BLOCKED))
+
+    # -- closing ---------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Report everything (held observations without a record of their own), close the source."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        for held in list(self._held):
+            self.complete(held, None, [])
+        await self.flush(wait=True)
+        await self.source.close()
+        if self.engine is not None:
+            self.engine.store.close()
+
+    def _on_closed(self, spider: Any, reason: str) -> Any:
+        from scrapy.utils.defer import deferred_from_coro
+
+        return deferred_from_coro(self.close())

@@ -1,0 +1,271 @@
+"""The Scrapy add-on in a real Scrapy crawl against a synthetic web on 127.0.0.1.
+
+One crawl (module fixture): a ``CrawlerProcess`` script in a subprocess (the
+Twisted reactor runs once per process; Scrapy's warnings stay out of this
+one), two simulated days at a day per 6 real seconds, checked against the
+server's own request log and the store.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("scrapy")
+
+from recrawl.clock import ScaledClock
+from recrawl.config import load_settings
+from recrawl.engine.engine import Engine
+from recrawl.sim.web import RequestRecord, SimWeb, SiteSpec
+from recrawl.store import open_store
+
+DAY = 86400.0
+DAYS = 2
+ORIGIN = 1_800_000_000.0
+SCALE = DAY / 6.0  # a simulated day in 6 real seconds
+BUDGET_PER_DAY = 60.0
+AGENT = "acme-bot/1 (+https://acme.example/bot)"
+
+CONFIG = f"""\
+budget_per_day = {BUDGET_PER_DAY:g}
+cycle_hours = 1
+site_concurrency = 1
+
+[page_types.product.fields]
+name = "h1.name::text"
+price = ".price::text"
+stock = ".stock::text"
+
+[crawl]
+allow_private_networks = true
+min_delay_s = 60
+user_agent = "{AGENT}"
+"""
+
+SPIDER = """\
+import json
+import sys
+
+from scrapy.crawler import CrawlerProcess
+
+from recrawl.scrapy import RecrawlSpider
+
+
+class Shop(RecrawlSpider):
+    name = "shop"
+
+    def parse(self, response):
+        yield {
+            "name": response.css("h1.name::text").get(),
+            "price": response.css(".price::text").get(),
+            "stock": response.css(".stock::text").get(),
+            "ad": response.css(".ad::text").get(),  # changes on every load: not a field
+        }
+
+
+process = CrawlerProcess(json.loads(sys.argv[1]))
+crawler = process.create_crawler(Shop)
+process.crawl(crawler)
+process.start()
+print(json.dumps(crawler.stats.get_stats(), default=str))
+"""
+
+
+@dataclass
+class Run:
+    web: SimWeb
+    log: list[RequestRecord]
+    stats: dict[str, Any]
+    db: str
+    sites: dict[str, str]  # name -> host:port
+    dead: str  # a URL whose port refuses connections
+    real_seconds: float
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("scrapy")
+    real0 = time.time()
+    clock = ScaledClock(SCALE, real_origin=real0, virtual_origin=ORIGIN)
+    specs = [
+        SiteSpec("a", n_pages=12, rate_per_day=2.0, always_500=["/p/0"], gone=["/p/1"]),
+        SiteSpec("b", n_pages=12, rate_per_day=0.3),
+        SiteSpec("paused", n_pages=8, rate_per_day=1.0),
+    ]
+    with SimWeb(specs, clock=clock, seed=11, origin=ORIGIN, horizon_s=(DAYS + 1) * DAY) as web:
+        sites = {s.name: web.site(s.name) for s in specs}
+        (tmp / "recrawl.toml").write_text(CONFIG)
+        (tmp / "crawl.py").write_text(SPIDER)
+        db = str(tmp / "recrawl.db")
+        dead = f"http://127.0.0.1:{_free_port()}/p/0"
+        settings = load_settings(tmp / "recrawl.toml")
+        with open_store(db) as store:
+            engine = Engine(store, settings, clock=clock)
+            rows = [
+                {"url": u, "site": host, "page_type": "product"}
+                for host in sites.values()
+                for u in web.urls(host, private=True, faults=True)
+            ]
+            rows.append({"url": dead, "site": "dead", "page_type": "product"})
+            engine.add_urls(rows, now=clock())
+            engine.pause(sites["paused"], reason="test", now=clock())
+        scrapy_settings = {
+            "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
+            "RECRAWL_DB": db,
+            "RECRAWL_CONFIG": str(tmp / "recrawl.toml"),
+            "RECRAWL_RUN_FOR": f"{DAYS}d",
+            "RECRAWL_TIME_SCALE": SCALE,
+            "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
+            "RETRY_TIMES": 1,
+            "DOWNLOAD_TIMEOUT": 5,
+            "TELNETCONSOLE_ENABLED": False,
+            "LOG_LEVEL": "INFO",
+        }
+        t0 = time.monotonic()
+        got = subprocess.run(
+            [sys.executable, "crawl.py", json.dumps(scrapy_settings)],
+            cwd=tmp, capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        real_seconds = time.monotonic() - t0
+        assert got.returncode == 0, got.stderr[-4000:]
+        stats = json.loads(got.stdout.strip().splitlines()[-1])
+        yield Run(web, web.request_log.snapshot(), stats, db, sites, dead, real_seconds)
+
+
+def _pages(run: Run) -> list[RequestRecord]:
+    return [r for r in run.log if r.path != "/robots.txt"]
+
+
+def test_every_request_the_server_saw_is_one_observation_in_the_store(run: Run) -> None:
+    pages = _pages(run)
+    seen = collections.Counter(r.url for r in pages)
+    with open_store(run.db) as store:
+        logged = store.outcomes_many([*seen, run.dead])
+        total = Engine(store).stats()["total"]["fetches"]
+    stored = collections.Counter({u: len(v) for u, v in logged.items() if u != run.dead})
+    assert stored == seen
+    dead = logged[run.dead]
+    assert dead and all(o == "hard_block" for _, o in dead)  # refused: connection_reset
+    assert total == len(pages) + len(dead)
+    assert run.stats["recrawl/observations"] == total
+    assert run.stats["recrawl/stored"] == total
+    assert run.stats.get("recrawl/rejected", 0) == 0
+    assert {r.user_agent for r in pages} == {AGENT}
+
+
+def test_retries_are_observations_too(run: Run) -> None:
+    """The page that always answers 500 and the refused port are retried by
+    Scrapy (RETRY_TIMES = 1): each attempt is a request, and an observation."""
+    a = run.sites["a"]
+    always_500 = [r for r in _pages(run) if r.site == a and r.path == "/p/0"]
+    assert len(always_500) >= 2 and len(always_500) % 2 == 0  # every fetch retried once
+    assert run.stats["recrawl/retries"] >= len(always_500) // 2
+    assert run.stats["recrawl/failed"] >= len(always_500)
+
+
+def test_revisits_are_conditional_and_304s_counted(run: Run) -> None:
+    by_url: dict[str, list[RequestRecord]] = collections.defaultdict(list)
+    for r in sorted(_pages(run), key=lambda r: r.t):
+        by_url[r.url].append(r)
+    revisits = [r for rs in by_url.values() if rs[0].status == 200 for r in rs[1:]]
+    conditional = [r for r in revisits if r.if_none_match is not None]
+    assert len(revisits) > 30
+    assert len(conditional) >= 0.9 * len(revisits)  # the rest: unconditional verify samples
+    not_modified = sum(r.status == 304 for r in _pages(run))
+    assert not_modified > 10
+    assert run.stats["recrawl/not_modified"] == not_modified
+
+
+def test_changed_and_unchanged_match_the_servers_versions(run: Run) -> None:
+    """A 200 revisit is changed when the server's version moved since the
+    previous answer, else unchanged (the ad slot, on every load, is not one of
+    the page type's fields), as the store judged from the items' records."""
+    last: dict[str, int] = {}
+    changed = unchanged = 0
+    for r in sorted(_pages(run), key=lambda r: r.t):
+        if r.version is None:
+            continue
+        if r.status == 200 and r.url in last:
+            if r.version != last[r.url]:
+                changed += 1
+            else:
+                unchanged += 1
+        last[r.url] = r.version
+    assert changed > 5
+    assert run.stats["recrawl/changed"] == changed
+    assert run.stats.get("recrawl/unchanged", 0) == unchanged
+
+
+def test_a_paused_site_gets_no_request(run: Run) -> None:
+    assert [r for r in run.log if r.site == run.sites["paused"]] == []
+
+
+def test_robots_disallowed_pages_get_no_request(run: Run) -> None:
+    assert [r for r in run.log if r.path.startswith("/private/")] == []
+    assert run.stats["recrawl/disallowed"] == 6  # /private/0-2 of the two open sites
+
+
+def test_spend_within_ten_percent_of_the_budget(run: Run) -> None:
+    budget = BUDGET_PER_DAY * DAYS
+    assert run.stats["recrawl/budget"] == pytest.approx(budget, rel=0.02)
+    spent = run.stats["recrawl/spent"]
+    assert spent <= budget + 1
+    assert 0.9 * budget <= spent, (spent, budget)
+    assert spent == run.stats["recrawl/observations"]  # billing unit: fetches
+    assert run.stats["recrawl/cycles"] >= DAYS * 24
+    # the spider kept fetching over both days
+    pages = _pages(run)
+    t0 = min(r.t for r in pages)
+    second_day = [r for r in pages if r.t >= t0 + DAY]
+    assert len(second_day) >= 0.3 * len(pages)
+    mine = {k: v for k, v in run.stats.items() if k.startswith("recrawl/")}
+    print(json.dumps({"real_seconds": round(run.real_seconds, 1), "requests": len(pages), **mine}))
+
+
+def test_addon_defaults_and_a_projects_own_setting(tmp_path: Path) -> None:
+    """The add-on installs the middleware and recrawl's politeness defaults;
+    a project's own setting wins over them."""
+    from scrapy.settings import Settings as ScrapySettings
+
+    from recrawl.scrapy import RecrawlAddon, RecrawlDownloaderMiddleware
+
+    (tmp_path / "recrawl.toml").write_text(CONFIG)
+    s = ScrapySettings()
+    s.setdict({"RECRAWL_CONFIG": str(tmp_path / "recrawl.toml"), "RECRAWL_TIME_SCALE": 60,
+               "CONCURRENT_REQUESTS_PER_DOMAIN": 3}, priority="project")  # fmt: skip
+    RecrawlAddon().update_settings(s)
+    assert s.getdict("DOWNLOADER_MIDDLEWARES")[RecrawlDownloaderMiddleware] == 950
+    assert s["USER_AGENT"] == AGENT
+    assert s.getbool("ROBOTSTXT_OBEY")
+    assert s.getfloat("DOWNLOAD_DELAY") == pytest.approx(1.0)  # 60 s of crawl time at 60x
+    assert s.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 3
+
+
+def test_download_failures_as_error_words() -> None:
+    from twisted.internet import error
+    from twisted.web._newclient import ResponseNeverReceived
+
+    from recrawl.scrapy._observation import error_word
+
+    assert error_word(error.TimeoutError()) == "timeout"
+    assert error_word(error.TCPTimedOutError()) == "timeout"
+    assert error_word(error.DNSLookupError()) == "dns"
+    assert error_word(error.ConnectionRefusedError()) == "connection_reset"
+    assert error_word(error.ConnectionLost()) == "connection_reset"
+    assert error_word(ResponseNeverReceived([])) == "connection_reset"
+    assert error_word(ValueError()) == "error"

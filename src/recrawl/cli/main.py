@@ -40,6 +40,7 @@ from recrawl.cli.common import (
 )
 from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
+from recrawl.cli.simweb import simweb
 from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
 from recrawl.engine.ingest import IngestReport, fewer_collections
@@ -257,6 +258,7 @@ _URL_COLUMNS = {"url", "site", "page_type", "value"}
 urls_app = typer.Typer(help="Register URLs for discovery.", no_args_is_help=True)
 app.add_typer(urls_app, name="urls")
 app.command("crawl")(crawl)
+app.command("simweb")(simweb)
 
 
 @dataclass

@@ -57,15 +57,18 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import random
 import socket
 import socketserver
 import threading
 import time
+import tomllib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Self, get_args
 from urllib.parse import urlsplit
@@ -82,6 +85,8 @@ __all__ = [
     "RequestRecord",
     "SimWeb",
     "SiteSpec",
+    "load_scenario",
+    "write_ground_truth",
 ]
 
 HostileKind = Literal["challenge", "429", "403"]
@@ -767,3 +772,87 @@ class SimWeb:
     def _require_started(self) -> None:
         if self._state == "new":
             raise RuntimeError("SimWeb not started: sites get their addresses in start()")
+
+
+def load_scenario(path: str | Path) -> list[SiteSpec]:
+    """Sites from a TOML or JSON scenario file: a list ``sites`` of tables with
+    :class:`SiteSpec`'s fields (``hostile`` windows and nothing else in **days**
+    after the web's origin, as ``[start_days, end_days, kind]``).
+
+    Example (TOML)::
+
+        [[sites]]
+        name = "shop"
+        n_pages = 200
+        rate_per_day = 0.5
+        robots = "User-agent: *\\nDisallow: /private/\\nCrawl-delay: 10\\n"
+        always_500 = ["/p/0"]
+        moved = { "/old/1" = "/p/1" }
+
+        [[sites]]
+        name = "hostile"
+        hostile = [[10, 11, "429"], [12, 30, "403"]]
+
+    Raises :class:`~recrawl.ConfigError` naming the file and the site.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"scenario file {p} does not exist") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"{p} is not valid {'JSON' if p.suffix == '.json' else 'TOML'}: {exc}"
+        ) from None
+    rows = data.get("sites") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ConfigError(f"{p}: needs a non-empty list 'sites'")
+    known = {f.name for f in fields(SiteSpec)}
+    specs = []
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ConfigError(f"{p}: sites[{k}] must be a table")
+        extra = set(row) - known
+        if extra:
+            raise ConfigError(f"{p}: site {row.get('name', k)!r}: unknown field(s) {sorted(extra)}")
+        kw = dict(row)
+        try:
+            if "hostile" in kw:
+                kw["hostile"] = [
+                    (float(a) * _DAY_S, float(b) * _DAY_S, str(c)) for a, b, c in kw["hostile"]
+                ]
+            if "page_bytes" in kw:
+                kw["page_bytes"] = tuple(kw["page_bytes"])
+            specs.append(SiteSpec(**kw))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{p}: site {row.get('name', k)!r}: {exc}") from None
+    return specs
+
+
+def write_ground_truth(web: SimWeb, directory: str | Path) -> dict[str, str]:
+    """Write what really happened: ``changes.jsonl`` (every normal page's change
+    times as :mod:`recrawl.observe.traces` traces from the origin to now, so
+    ``recrawl simulate`` can replay them), ``requests.jsonl`` (the request log)
+    and ``sites.json`` (name → base URL). Returns the paths written."""
+    from recrawl.observe.traces import Trace, dump_trace
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    now = min(web.clock(), web.origin + web.horizon_s)
+    with (out / "changes.jsonl").open("w", encoding="utf-8") as f:
+        for site in web.sites:
+            for url in web.urls(site):
+                path = "/" + url.split("/", 3)[3]
+                ch = web.change_times(site, path)
+                ch = ch[(ch > web.origin) & (ch <= now)]
+                trace = Trace(url, site, "product", web.origin, max(now, web.origin + 1.0), ch)
+                f.write(dump_trace(trace) + "\n")
+    with (out / "requests.jsonl").open("w", encoding="utf-8") as f:
+        for r in web.request_log.snapshot():
+            f.write(json.dumps({**asdict(r), "url": r.url}) + "\n")
+    (out / "sites.json").write_text(
+        json.dumps({web.spec(s).name: web.base_url(s) for s in web.sites}, indent=2) + "\n"
+    )
+    return {name: str(out / name) for name in ("changes.jsonl", "requests.jsonl", "sites.json")}

@@ -1,0 +1,93 @@
+"""``recrawl simweb``: serve a synthetic web on loopback, on the simulation clock (:mod:`recrawl.sim.web`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from recrawl.cli.common import err
+from recrawl.cli.crawl import parse_clock_origin, parse_duration
+from recrawl.clock import Clock, ScaledClock, system_clock
+from recrawl.sim.web import SimWeb, load_scenario, write_ground_truth
+
+__all__ = ["simweb"]
+
+
+def simweb(
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            help="Sites as TOML or JSON (see recrawl.sim.web.load_scenario); "
+            "default: the crawl loop's politeness scenario."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Everything but the ad slots follows from it.")] = 0,
+    time_scale: Annotated[
+        float, typer.Option(help="Simulated seconds per real second (with --clock-origin).")
+    ] = 1.0,
+    clock_origin: Annotated[
+        str | None,
+        typer.Option(help="REAL=VIRTUAL: simulated time is VIRTUAL + (now − REAL) × --time-scale."),
+    ] = None,
+    days: Annotated[float, typer.Option(help="Pages change over this many simulated days.")] = 30.0,
+    duration: Annotated[
+        str | None,
+        typer.Option("--for", help="Serve this long (simulated: 20d, 6h); default until Ctrl-C."),
+    ] = None,
+    urls_out: Annotated[
+        Path | None,
+        typer.Option("--urls", help="Write every page's URL here (for `recrawl urls add`)."),
+    ] = None,
+    truth: Annotated[
+        Path | None,
+        typer.Option(
+            help="At the end, write the ground truth here: changes.jsonl (traces), "
+            "requests.jsonl, sites.json."
+        ),
+    ] = None,
+) -> None:
+    """Serve synthetic sites on 127.0.0.1 whose pages change at known times.
+
+    Each site gets its own port; robots.txt, validators (ETag, 304), faulty
+    pages and hostile windows as the scenario says. Prints each site's base URL
+    as JSON once serving. A simulation feature: give `recrawl crawl` the same
+    --time-scale and --clock-origin and both run on one clock.
+    """  # fmt: skip
+    from recrawl.sim.crawl import politeness_web
+
+    specs = load_scenario(scenario) if scenario is not None else politeness_web()
+    if not time_scale > 0 or not math.isfinite(time_scale):
+        raise typer.BadParameter("must be a positive number", param_hint="--time-scale")
+    clock: Clock = system_clock
+    origin = time.time()
+    if clock_origin is not None or time_scale != 1.0:
+        try:
+            real, origin = parse_clock_origin(clock_origin) if clock_origin else (origin, origin)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--clock-origin") from None
+        clock = ScaledClock(time_scale, real_origin=real, virtual_origin=origin)
+    try:
+        until = clock() + parse_duration(duration) if duration else math.inf
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--for") from None
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    with SimWeb(specs, clock=clock, seed=seed, origin=origin, horizon_s=days * 86400.0) as web:
+        sites = {web.spec(s).name: web.base_url(s) for s in web.sites}
+        if urls_out is not None:
+            urls_out.write_text("".join(u + "\n" for u in web.urls(private=True, faults=True)))
+        print(json.dumps({"sites": sites, "origin": origin, "time_scale": time_scale}), flush=True)
+        err.print(f"serving {len(sites)} sites; Ctrl-C stops")
+        while not done.is_set() and clock() < until:
+            done.wait(min(1.0, max((until - clock()) / time_scale, 0.01)))
+        if truth is not None:
+            written = write_ground_truth(web, truth)
+            err.print(f"ground truth: {', '.join(written.values())}")

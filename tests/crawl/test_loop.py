@@ -226,3 +226,35 @@ def test_ctrl_c_stops_the_crawl_and_nothing_fetched_is_lost(tmp_path: Path) -> N
         (stored,) = con.execute("SELECT COUNT(*) FROM observations").fetchone()
     assert summary["requests"] == len(pages) == stored >= 20
     assert "stopping" in errs
+
+
+def test_observations_the_store_refuses_are_kept_for_ingest(tmp_path: Path) -> None:
+    """A store that fails every write: the crawl goes on, and what it fetched is
+    in the spool file, which `recrawl ingest` stores once the store is back."""
+    from typer.testing import CliRunner
+
+    from recrawl.cli.main import app
+
+    class Broken(EmbeddedSource):
+        async def report(self, observations: Any) -> tuple[int, int]:
+            raise OSError("disk full")
+
+    clock = ScaledClock(DAY / 20, real_origin=time.time(), virtual_origin=ORIGIN)
+    with SimWeb([SiteSpec("s", n_pages=10)], clock=clock, seed=2, origin=ORIGIN) as web:
+        host = web.sites[0]
+        db = str(tmp_path / "c.db")
+        with open_store(db) as store:
+            settings = _settings(min_delay_s=1).model_copy(update={"budget_per_day": 240})
+            engine = Engine(store, settings, clock=clock)
+            engine.add_urls([{"url": u, "site": host} for u in web.urls(host)], now=clock())
+            spool = tmp_path / "unreported.jsonl"
+            crawler = Crawler(Broken(engine), settings, clock=clock, spool=str(spool))
+            crawler.report_retry_s = 0.0
+            stats = asyncio.run(crawler.run(clock() + 0.1 * DAY))
+        pages = [r for r in web.request_log.snapshot() if r.path.startswith("/p/")]
+    assert stats.stored == 0 and stats.spooled == stats.requests == len(pages) >= 10
+    assert len(spool.read_text().splitlines()) == len(pages)
+    res = CliRunner().invoke(app, ["ingest", str(spool), "--db", db])
+    assert res.exit_code == 0, res.output
+    with open_store(db) as store:
+        assert Engine(store, settings).stats()["total"]["fetches"] == len(pages)

@@ -149,6 +149,8 @@ class CrawlStats:
     over_budget_cycles: int = 0
     stored: int = 0
     rejected: int = 0
+    spooled: int = 0
+    """Observations the source would not take, kept in the spool file."""
     statuses: Counter[str] = field(default_factory=Counter)
     sites: dict[str, SiteStats] = field(default_factory=dict)
     paused: list[dict[str, Any]] = field(default_factory=list)
@@ -356,6 +358,9 @@ class Crawler:
         for simulations. Its ``scale`` (1 when absent) turns waits into real seconds.
     fetcher
         Default: one built from ``settings.crawl`` on the same clock.
+    spool
+        Where observations go that the store or service would not take after
+        five tries (JSON lines, for ``recrawl ingest``): nothing fetched is lost.
     on_progress
         Called with the stats after every cycle and about every real second
         while a cycle runs (the CLI's live view).
@@ -369,6 +374,7 @@ class Crawler:
         clock: Clock = system_clock,
         fetcher: Fetcher | None = None,
         on_progress: Callable[[CrawlStats], None] | None = None,
+        spool: str = "recrawl-unreported.jsonl",
     ) -> None:
         c = settings.crawl
         self.source = source
@@ -390,6 +396,9 @@ class Crawler:
         self.on_progress = on_progress
         self.stats = CrawlStats(unit=source.unit)
         self.stop = asyncio.Event()
+        self.spool = spool
+        self.report_retry_s = 0.5
+        """First wait before a failed report is tried again (doubling, five tries)."""
         self._gates: dict[str, SiteGate] = {}
         self._slots = asyncio.Semaphore(c.concurrency)
         self._routes = list(c.routes) or [""]
@@ -471,7 +480,11 @@ class Crawler:
         full: set[str] = set()  # sites that cannot take more this cycle
         left = budget
         for _ in range(TOP_UPS + 1):
-            got = await self.source.tasks(start, left, self._disallowed | planned, full)
+            try:
+                got = await self.source.tasks(start, left, self._disallowed | planned, full)
+            except Exception as exc:  # the plan is unavailable: this cycle fetches what it has
+                log.error("no tasks this cycle: %s", exc)
+                break
             if not got:
                 break
             planned.update(t.url for t in got)
@@ -749,7 +762,7 @@ class Crawler:
             await asyncio.gather(*list(self._reporting))
 
     async def _report(self, batch: list[dict[str, Any]]) -> None:
-        for attempt in range(5):  # bounded: a store or service that keeps failing is an error
+        for attempt in range(5):  # bounded: then the batch goes to the spool file
             try:
                 stored, rejected = await self.source.report(batch)
                 self.stats.stored += stored
@@ -757,9 +770,24 @@ class Crawler:
                 return
             except Exception as exc:
                 if attempt == 4:
-                    raise
+                    self._spool(batch, exc)
+                    return
                 log.warning("report failed (%s); retrying", exc)
-                await asyncio.sleep(0.5 * 2**attempt)
+                await asyncio.sleep(self.report_retry_s * 2**attempt)
+
+    def _spool(self, batch: list[dict[str, Any]], exc: BaseException) -> None:
+        """Keep observations the store or service would not take: appended to
+        :attr:`spool` as JSON lines, for ``recrawl ingest`` once it is back."""
+        import orjson
+
+        with open(self.spool, "ab") as f:
+            for raw in batch:
+                f.write(orjson.dumps(raw) + b"\n")
+        self.stats.spooled += len(batch)
+        log.error(
+            "could not report %d observations (%s): kept in %s; `recrawl ingest %s` stores them",
+            len(batch), exc, self.spool, self.spool,
+        )  # fmt: skip
 
     async def _fetch_robots(self, url: str) -> tuple[int | None, str]:
         res = await self.fetcher.fetch(FetchRequest(url=url, route=self._route(origin_of(url))))

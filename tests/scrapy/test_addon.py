@@ -88,6 +88,7 @@ class Run:
     db: str
     sites: dict[str, str]  # name -> host:port
     dead: str  # a URL whose port refuses connections
+    hanging: str  # a URL whose server takes the connection and never answers
     real_seconds: float
 
 
@@ -113,6 +114,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         (tmp / "crawl.py").write_text(SPIDER)
         db = str(tmp / "recrawl.db")
         dead = f"http://127.0.0.1:{_free_port()}/p/0"
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel completes the handshake; nobody ever reads
+        hanging = f"http://127.0.0.1:{silent.getsockname()[1]}/p/0"
         settings = load_settings(tmp / "recrawl.toml")
         with open_store(db) as store:
             engine = Engine(store, settings, clock=clock)
@@ -122,6 +127,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 for u in web.urls(host, private=True, faults=True)
             ]
             rows.append({"url": dead, "site": "dead", "page_type": "product"})
+            rows.append({"url": hanging, "site": "hanging", "page_type": "product"})
             engine.add_urls(rows, now=clock())
             engine.pause(sites["paused"], reason="test", now=clock())
         scrapy_settings = {
@@ -132,7 +138,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "RECRAWL_TIME_SCALE": SCALE,
             "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
             "RETRY_TIMES": 1,
-            "DOWNLOAD_TIMEOUT": 5,
+            "DOWNLOAD_TIMEOUT": 0.5,
             "TELNETCONSOLE_ENABLED": False,
             "LOG_LEVEL": "INFO",
         }
@@ -142,9 +148,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             cwd=tmp, capture_output=True, text=True, timeout=90,
         )  # fmt: skip
         real_seconds = time.monotonic() - t0
+        silent.close()
         assert got.returncode == 0, got.stderr[-4000:]
         stats = json.loads(got.stdout.strip().splitlines()[-1])
-        yield Run(web, web.request_log.snapshot(), stats, db, sites, dead, real_seconds)
+        yield Run(web, web.request_log.snapshot(), stats, db, sites, dead, hanging, real_seconds)
 
 
 def _pages(run: Run) -> list[RequestRecord]:
@@ -155,13 +162,18 @@ def test_every_request_the_server_saw_is_one_observation_in_the_store(run: Run) 
     pages = _pages(run)
     seen = collections.Counter(r.url for r in pages)
     with open_store(run.db) as store:
-        logged = store.outcomes_many([*seen, run.dead])
+        logged = store.outcomes_many([*seen, run.dead, run.hanging])
         total = Engine(store).stats()["total"]["fetches"]
-    stored = collections.Counter({u: len(v) for u, v in logged.items() if u != run.dead})
+    stored = collections.Counter(
+        {u: len(v) for u, v in logged.items() if u not in (run.dead, run.hanging)}
+    )
     assert stored == seen
-    dead = logged[run.dead]
+    dead, hanging = logged[run.dead], logged[run.hanging]
     assert dead and all(o == "hard_block" for _, o in dead)  # refused: connection_reset
-    assert total == len(pages) + len(dead)
+    assert run.stats["recrawl/failed/connection_reset"] == len(dead)
+    assert hanging and all(o == "error" for _, o in hanging)
+    assert run.stats["recrawl/failed/timeout"] == len(hanging)
+    assert total == len(pages) + len(dead) + len(hanging)
     assert run.stats["recrawl/observations"] == total
     assert run.stats["recrawl/stored"] == total
     assert run.stats.get("recrawl/rejected", 0) == 0
@@ -269,3 +281,39 @@ def test_download_failures_as_error_words() -> None:
     assert error_word(error.ConnectionLost()) == "connection_reset"
     assert error_word(ResponseNeverReceived([])) == "connection_reset"
     assert error_word(ValueError()) == "error"
+
+
+def test_the_docs_example_with_scrapy_runspider(tmp_path: Path) -> None:
+    """docs/scrapy.md's spider (tests/scrapy/shop.py), its URLs added with
+    `recrawl urls add`, run by `scrapy runspider` for a simulated day."""
+    import shutil
+
+    real0 = time.time()
+    scale = DAY / 5.0
+    clock = ScaledClock(scale, real_origin=real0, virtual_origin=ORIGIN)
+    with SimWeb([SiteSpec("s", n_pages=10)], clock=clock, seed=3, origin=ORIGIN) as web:
+        host = web.sites[0]
+        shutil.copy(Path(__file__).with_name("shop.py"), tmp_path / "shop.py")
+        (tmp_path / "recrawl.toml").write_text(
+            CONFIG.replace("budget_per_day = 60", "budget_per_day = 48")
+        )
+        (tmp_path / "urls.txt").write_text("\n".join(web.urls(host)) + "\n")
+        recrawl = [sys.executable, "-m", "recrawl.cli.main"]
+        subprocess.run(
+            [*recrawl, "urls", "add", "urls.txt", "--page-type", "product"],
+            cwd=tmp_path,
+            check=True,
+        )
+        got = subprocess.run(
+            [sys.executable, "-m", "scrapy", "runspider", "shop.py", "-s", "RECRAWL_RUN_FOR=1d",
+             "-s", f"RECRAWL_TIME_SCALE={scale}", "-s", f"RECRAWL_CLOCK_ORIGIN={real0}={ORIGIN}",
+             "-s", "TELNETCONSOLE_ENABLED=0", "-s", "LOG_LEVEL=INFO"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert got.returncode == 0, got.stderr[-4000:]
+        pages = [r for r in web.request_log.snapshot() if r.path.startswith("/p/")]
+    with open_store(str(tmp_path / "recrawl.db")) as store:
+        fetches = Engine(store).stats()["total"]["fetches"]
+    assert fetches == len(pages) > 10  # every page, then revisits
+    assert 0.9 * 48 <= len(pages) <= 48 + 1
+    assert "'recrawl/not_modified'" in got.stderr  # Scrapy's stats dump

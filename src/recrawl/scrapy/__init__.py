@@ -29,7 +29,8 @@ body. The store fingerprints the record as in ingest, so "changed" means
 the scraped data changed.
 
 Scrapy stats under ``recrawl/``: ``observations``, ``not_modified`` (304s),
-``failed`` (errors and statuses ≥ 400), ``retries``, ``stored``,
+``failed`` (errors and statuses ≥ 400; ``failed/timeout``,
+``failed/dns``, ``failed/connection_reset`` ... by error), ``retries``, ``stored``,
 ``rejected``, ``cycles``, ``tasks``, ``budget`` and ``spent`` (billing unit),
 ``disallowed`` (robots.txt), ``items``, ``registered``; with an embedded
 store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,

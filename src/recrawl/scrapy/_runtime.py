@@ -288,6 +288,8 @@ class Recrawl:
             self._inc("not_modified")
         elif error is not None or status is None or status >= 400:
             self._inc("failed")
+            if error is not None:
+                self._inc(f"failed/{error}")
         if raw.get("retry"):
             self._inc("retries")
         if not raw.get("canary"):

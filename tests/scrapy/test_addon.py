@@ -90,6 +90,7 @@ class Run:
     dead: str  # a URL whose port refuses connections
     hanging: str  # a URL whose server takes the connection and never answers
     real_seconds: float
+    log_text: str  # the crawl's stderr (Scrapy's log)
 
 
 def _free_port() -> int:
@@ -107,6 +108,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         SiteSpec("a", n_pages=12, rate_per_day=2.0, always_500=["/p/0"], gone=["/p/1"]),
         SiteSpec("b", n_pages=12, rate_per_day=0.3),
         SiteSpec("paused", n_pages=8, rate_per_day=1.0),
+        SiteSpec("hostile", n_pages=20, rate_per_day=1.0, hostile=[(0.0, 30 * DAY, "403")]),
     ]
     with SimWeb(specs, clock=clock, seed=11, origin=ORIGIN, horizon_s=(DAYS + 1) * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
@@ -151,7 +153,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         silent.close()
         assert got.returncode == 0, got.stderr[-4000:]
         stats = json.loads(got.stdout.strip().splitlines()[-1])
-        yield Run(web, web.request_log.snapshot(), stats, db, sites, dead, hanging, real_seconds)
+        yield Run(
+            web,
+            web.request_log.snapshot(),
+            stats,
+            db,
+            sites,
+            dead,
+            hanging,
+            real_seconds,
+            got.stderr,
+        )
 
 
 def _pages(run: Run) -> list[RequestRecord]:
@@ -178,6 +190,17 @@ def test_every_request_the_server_saw_is_one_observation_in_the_store(run: Run) 
     assert run.stats["recrawl/stored"] == total
     assert run.stats.get("recrawl/rejected", 0) == 0
     assert {r.user_agent for r in pages} == {AGENT}
+
+
+def test_the_crawl_logs_no_warning_or_error(run: Run) -> None:
+    """No deprecation warning from the add-on's hooks on this Scrapy, no
+    error but Scrapy's own "Gave up retrying" and robots.txt download errors
+    (the failures are the sites', and they are observations)."""
+    lines = run.log_text.splitlines()
+    assert [x for x in lines if "Warning" in x] == []
+    errors = [x for x in lines if "] ERROR:" in x]
+    scrapys = ("[scrapy.downloadermiddlewares.retry]", "[scrapy.downloadermiddlewares.robotstxt]")
+    assert [x for x in errors if not x.split(" ERROR:")[0].endswith(scrapys)] == []
 
 
 def test_retries_are_observations_too(run: Run) -> None:
@@ -227,9 +250,23 @@ def test_a_paused_site_gets_no_request(run: Run) -> None:
     assert [r for r in run.log if r.site == run.sites["paused"]] == []
 
 
+def test_a_site_refusing_every_request_is_paused_by_the_crawl(run: Run) -> None:
+    """recrawl crawl's rule: PAUSE_AFTER (8) refusals in a row pause the site;
+    its requests already queued in Scrapy are dropped."""
+    from recrawl.crawl.loop import PAUSE_AFTER
+
+    hostile = [r for r in _pages(run) if r.site == run.sites["hostile"]]
+    assert PAUSE_AFTER <= len(hostile) <= PAUSE_AFTER + 1  # one may be in flight
+    assert {r.status for r in hostile} == {403}
+    with open_store(run.db) as store:
+        assert store.site_controls()[run.sites["hostile"]].get("paused")
+    assert run.stats["recrawl/paused_sites"] >= 1
+
+
 def test_robots_disallowed_pages_get_no_request(run: Run) -> None:
     assert [r for r in run.log if r.path.startswith("/private/")] == []
-    assert run.stats["recrawl/disallowed"] == 6  # /private/0-2 of the two open sites
+    # /private/0-2 of a and b, and those of the hostile site planned before its pause
+    assert 6 <= run.stats["recrawl/disallowed"] <= 9
 
 
 def test_spend_within_ten_percent_of_the_budget(run: Run) -> None:
@@ -317,3 +354,52 @@ def test_the_docs_example_with_scrapy_runspider(tmp_path: Path) -> None:
     assert fetches == len(pages) > 10  # every page, then revisits
     assert 0.9 * 48 <= len(pages) <= 48 + 1
     assert "'recrawl/not_modified'" in got.stderr  # Scrapy's stats dump
+
+
+def test_leases_from_a_running_service(tmp_path: Path) -> None:
+    """RECRAWL_SERVICE_URL: the spider leases its tasks from `recrawl serve`
+    and reports every attempt to it, lease ids and all."""
+    pytest.importorskip("fastapi")
+    from recrawl.service.app import create_app
+    from recrawl.testing.server import serve_in_thread
+
+    real0 = time.time()
+    scale = DAY / 20.0
+    clock = ScaledClock(scale, real_origin=real0, virtual_origin=ORIGIN)
+    with SimWeb([SiteSpec("s", n_pages=20)], clock=clock, seed=5, origin=ORIGIN) as web:
+        host = web.sites[0]
+        (tmp_path / "recrawl.toml").write_text(
+            CONFIG.replace("min_delay_s = 60", "min_delay_s = 1")
+        )
+        settings = load_settings(tmp_path / "recrawl.toml").model_copy(
+            update={"token": "t0k", "budget_per_day": 240}
+        )
+        (tmp_path / "crawl.py").write_text(SPIDER)
+        with open_store(str(tmp_path / "svc.db")) as store:
+            engine = Engine(store, settings, clock=clock)
+            rows = [{"url": u, "site": host, "page_type": "product"} for u in web.urls(host)]
+            engine.add_urls(rows, now=clock())
+            with serve_in_thread(create_app(engine, settings)) as base:
+                scrapy_settings = {
+                    "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
+                    "RECRAWL_SERVICE_URL": base,
+                    "RECRAWL_TOKEN": "t0k",
+                    "RECRAWL_CONFIG": str(tmp_path / "recrawl.toml"),
+                    "RECRAWL_RUN_FOR": "3h",
+                    "RECRAWL_TIME_SCALE": scale,
+                    "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
+                    "TELNETCONSOLE_ENABLED": False,
+                    "LOG_LEVEL": "INFO",
+                }
+                got = subprocess.run(
+                    [sys.executable, "crawl.py", json.dumps(scrapy_settings)],
+                    cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+            assert got.returncode == 0, got.stderr[-4000:]
+            stats = json.loads(got.stdout.strip().splitlines()[-1])
+            pages = [r for r in web.request_log.snapshot() if r.path.startswith("/p/")]
+            assert "Warning" not in got.stderr, got.stderr[-4000:]
+            assert stats["recrawl/observations"] == len(pages) >= 20
+            assert stats["recrawl/stored"] == len(pages)
+            assert stats.get("recrawl/rejected", 0) == 0
+            assert engine.stats()["total"]["fetches"] == len(pages)

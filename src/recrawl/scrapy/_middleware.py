@@ -65,7 +65,12 @@ class RecrawlDownloaderMiddleware:
         )
 
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
-        if META_KEY in request.meta:
+        task = request.meta.get(META_KEY)
+        if task is not None:
+            if task.get("reason") != "canary" and self.recrawl.paused(task["site"]):
+                from scrapy.exceptions import IgnoreRequest
+
+                raise IgnoreRequest(f"recrawl: site {task['site']} paused by this crawl")
             request.meta[_STARTED] = (self.recrawl.clock(), time.monotonic())
             request.meta[ATTEMPTS_KEY] = request.meta.get(ATTEMPTS_KEY, 0) + 1
 

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.clock import Clock, ScaledClock, system_clock
 from recrawl.config import Settings, load_settings
-from recrawl.crawl.loop import CrawlTask, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.crawl.loop import PAUSE_AFTER, CrawlTask, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
 from recrawl.scrapy._observation import record_of
@@ -49,6 +50,7 @@ REPORT_BATCH: Final = 200
 
 _OUTCOME_STATS: Final = ("new", "changed", "unchanged", "gone", "error")
 _BLOCKED: Final = ("hard_block", "soft_block", "challenge")
+_HOSTILE_STATUSES: Final = frozenset({401, 403, 429})
 
 
 class _Embedded(EmbeddedSource):
@@ -152,6 +154,9 @@ class Recrawl:
         self._next_id = 0
         self._in_flight: dict[str, float] = {}  # planned URL -> cost it is held to
         self._disallowed: set[str] = set()
+        self._streak: Counter[str] = Counter()  # hostile answers in a row, per site
+        self._paused: set[str] = set()  # sites this crawl paused
+        self._pausing: set[asyncio.Task[None]] = set()
         self._budget = 0.0
         self._spent = 0.0
         self._requests = 0
@@ -212,10 +217,10 @@ class Recrawl:
                 break
 
     async def _tasks(self, now: float) -> list[CrawlTask]:
-        critical: set[str] = set()
+        critical: set[str] = set(self._paused)
         try:
             bands = await self.source.bands(now)
-            critical = {site for site, band in bands.items() if band == "critical"}
+            critical |= {site for site, band in bands.items() if band == "critical"}
         except Exception as exc:  # plan on without the bands
             log.warning("health bands unavailable: %s", exc)
         left = self._budget - self._spent - sum(self._in_flight.values())
@@ -297,6 +302,8 @@ class Recrawl:
             self._spent += cost
             self._set("spent", self._spent)
         raw.pop("retry", None)
+        if not hold:
+            self._watch(str(raw.get("site", "")), status, error)
         if hold:
             self._next_id += 1
             self._held[self._next_id] = raw
@@ -321,6 +328,8 @@ class Recrawl:
         extractor = self._extractors.get(str(raw.get("page_type", "")))
         title, excerpt, extracted = summarize(body, content_type, extractor)
         raw["title"], raw["body_excerpt"] = title, excerpt
+        challenged = find_marker(title, excerpt, self.settings.block_markers) is not None
+        self._watch(str(raw.get("site", "")), 403 if challenged else raw.get("status"), None)
         rule = self.settings.page_types.get(str(raw.get("page_type", "")))
         record = record_of(items, [name for name, _ in rule.fields] if rule else [])
         if record is None:
@@ -332,6 +341,36 @@ class Recrawl:
         if items:
             self._inc("items", len(items))
         self._queue(raw)
+
+    def paused(self, site: str) -> bool:
+        """Whether this crawl paused ``site`` (its queued requests are dropped)."""
+        return site in self._paused
+
+    def _watch(self, site: str, status: int | None, error: str | None) -> None:
+        """Pause a site after :data:`~recrawl.crawl.loop.PAUSE_AFTER` hostile
+        answers in a row (401, 403, 429, a challenge page, a reset), as
+        ``recrawl crawl`` does: a small site never gets the requests an hour
+        its health score needs to judge it."""
+        hostile = status in _HOSTILE_STATUSES or error == "connection_reset"
+        if not hostile:
+            if status is not None and error is None:
+                self._streak[site] = 0
+            return
+        self._streak[site] += 1
+        if self._streak[site] == PAUSE_AFTER and site not in self._paused:
+            reason = f"{PAUSE_AFTER} refusals in a row (last: {status or error})"
+            log.warning("pausing %s: %s", site, reason)
+            self._paused.add(site)
+            self._inc("paused_sites")
+            job = asyncio.ensure_future(self._pause(site, reason))
+            self._pausing.add(job)
+            job.add_done_callback(self._pausing.discard)
+
+    async def _pause(self, site: str, reason: str) -> None:
+        try:
+            await self.source.pause(site, reason, self.clock())
+        except Exception as exc:  # the pause stays local to this crawl
+            log.warning("could not record the pause of %s: %s", site, exc)
 
     def done(self, url: str) -> None:
         """The task for ``url`` is finished (callback or errback ran)."""
@@ -402,11 +441,11 @@ class Recrawl:
         for held in list(self._held):
             self.complete(held, None, [])
         await self.flush(wait=True)
+        if self._pausing:
+            await asyncio.gather(*list(self._pausing))
         await self.source.close()
         if self.engine is not None:
             self.engine.store.close()
 
-    def _on_closed(self, spider: Any, reason: str) -> Any:
-        from scrapy.utils.defer import deferred_from_coro
-
-        return deferred_from_coro(self.close())
+    async def _on_closed(self, spider: Any, reason: str) -> None:
+        await self.close()

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     pages = build_pages(n, rng)
 
     t = time.perf_counter()
-    model = reallocate(pages, per_day * 0.97, NOW, config=cfg)
+    model = reallocate(pages, per_day * cfg.score_pool_share(), NOW, config=cfg)
     reallocate_s = time.perf_counter() - t
 
     def timed(fn: Any) -> tuple[float, Any]:

@@ -832,7 +832,8 @@ class Engine:
                 mask=learning,
                 half_life_days=cfg.half_life_days,
             )
-            per_day = budget * 24.0 / cfg.cycle_hours
+            # the model gets the score pool, as plan_cycle and the replay give it
+            per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share(policy)
             model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
             rng = np.random.default_rng(seed if seed is not None else int(t) // 3600)
             plan = plan_cycle(

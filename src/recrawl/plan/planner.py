@@ -402,6 +402,16 @@ class PlannerConfig:
         ):
             raise ValueError("probe_revisits must be a whole number ≥ 0")
 
+    def score_pool_share(self, policy: str = "recrawl") -> float:
+        """The share of a budget the score pool gets under ``policy``, what
+        :func:`reallocate` allocates: for the model-driven policies (``recrawl``,
+        ``greedy``) what the verify and re-estimate reserves leave, for the
+        baselines the whole budget. Discovery is not subtracted: it spends only
+        while pages wait for a first fetch, and gives back what it leaves."""
+        if policy in ("recrawl", "greedy"):
+            return 1.0 - (self.verify_share + self.reestimate_share)
+        return 1.0
+
 
 @dataclass(frozen=True)
 class Model:
@@ -1065,7 +1075,9 @@ def plan_cycle(
         Source of the verification sample and of reserve rounding.
     model : Model, optional
         Rates and targets from :func:`reallocate`; computed here when omitted
-        (pass one to re-use it across cycles: selection alone is much faster).
+        (pass one to re-use it across cycles: selection alone is much faster),
+        from the daily budget × :meth:`PlannerConfig.score_pool_share`: pass one
+        solved for that budget too, or the allocation does not match the plan.
 
     Returns
     -------
@@ -1107,10 +1119,9 @@ def plan_cycle(
         disc_used, disc_chosen = sel.take(new_idx, budget * share, round_up=True)
 
     if model is None and policy in ("recrawl", "greedy", "proportional"):
-        reserves = (cfg.verify_share + cfg.reestimate_share) if model_driven else 0.0
         model = reallocate(
             pages,
-            budget * cycles_per_day * (1.0 - reserves),
+            budget * cycles_per_day * cfg.score_pool_share(policy),
             now,
             policy=policy,
             objective=objective,

@@ -673,15 +673,7 @@ def _run_policy(
     if known_rates is not None:
         policy = "recrawl"  # the planner's policy; ``name`` is the one reported
     needs_model = policy in ("recrawl", "greedy", "proportional")
-    reserves = (
-        (config.verify_share + config.reestimate_share)
-        if policy
-        in (
-            "recrawl",
-            "greedy",
-        )
-        else 0.0
-    )
+    pool_share = config.score_pool_share(policy)
     every = max(1, n_cycles // 200)
     n_live = 0
     view = _SitemapView(sitemap, p) if sitemap is not None else None
@@ -715,7 +707,7 @@ def _run_policy(
         if needs_model and (model is None or changed_set or t - model_t >= reallocate_s):
             model = reallocate(
                 state,
-                budget * n_live * (1.0 - reserves),
+                budget * n_live * pool_share,
                 t,
                 policy=policy,
                 objective=objective,

@@ -11,27 +11,54 @@ rate over the last minute (observations per second) and the plan's tasks by reas
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from recrawl.config import Settings
+from recrawl.engine.engine import Engine, PlanResult
 from recrawl.estimate.rates import RESOLUTION_WARN_SHARE
+from recrawl.service.writer import Writer
+from recrawl.store import SQLStore
 
-if TYPE_CHECKING:
-    from recrawl.service.app import Service
-
-__all__ = ["CONTENT_TYPE", "ServiceCollector", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "MeteredService", "ServiceCollector", "render_metrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 BANDS = ("healthy", "degrading", "critical", "unknown")
 
 
+class MeteredService(Protocol):
+    """What the metrics read of a running service (:class:`recrawl.service.app.Service`
+    is one): its engine, store, settings and writer, its counters since start
+    (observations accepted, stored, rejected; ingest requests; leases handed
+    out), the ingest rate over the last minute (observations per second), the
+    current plan and the latest health evaluation."""
+
+    engine: Engine
+    store: SQLStore
+    settings: Settings
+    writer: Writer
+    accepted_total: int
+    stored_total: int
+    rejected_total: int
+    ingest_requests: int
+    leased_total: int
+
+    def now(self) -> float: ...
+
+    def ingest_rate(self) -> float: ...
+
+    def plan(self, now: float | None = None) -> PlanResult: ...
+
+    def refresh_health(self, now: float, *, force: bool = False) -> list[dict[str, Any]]: ...
+
+
 class ServiceCollector(Collector):
     """Collects the service's metrics from the store and the service counters."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: MeteredService) -> None:
         self.service = service
 
     def collect(self) -> Iterator[Metric]:
@@ -152,7 +179,7 @@ class ServiceCollector(Collector):
             )
 
 
-def render_metrics(service: Service) -> bytes:
+def render_metrics(service: MeteredService) -> bytes:
     """The Prometheus text exposition of ``service``'s metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServiceCollector(service))

@@ -1,0 +1,57 @@
+"""The package's import graph: no cycles."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each recrawl module → the recrawl modules it imports anywhere in its text
+    (``TYPE_CHECKING`` blocks and function bodies included: a cycle hidden there
+    is still a cycle a reader has to follow)."""
+    files = {_module(p): p for p in (SRC / "recrawl").rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                base = node.module
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    target = sub if sub in files else base
+                    if target in files and target != mod:
+                        graph[mod].add(target)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in files and alias.name != mod:
+                        graph[mod].add(alias.name)
+    return graph
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        m = todo.pop()
+        if m == goal:
+            return True
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph[m])
+    return False
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """The service's metrics read the service through a Protocol of their own
+    (``MeteredService``) rather than importing the app that serves them."""
+    graph = _graph()
+    cycles = sorted((a, b) for a in graph for b in graph[a] if _reaches(graph, b, a))
+    assert cycles == []
+    assert "recrawl.service.app" not in graph["recrawl.service.metrics"]

@@ -106,7 +106,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     clock = ScaledClock(SCALE, real_origin=real0, virtual_origin=ORIGIN)
     specs = [
         SiteSpec("a", n_pages=12, rate_per_day=2.0, always_500=["/p/0"], gone=["/p/1"]),
-        SiteSpec("b", n_pages=12, rate_per_day=0.3),
+        SiteSpec("b", n_pages=12, rate_per_day=0.3, moved={"/old/2": "/p/2"}),
         SiteSpec("paused", n_pages=8, rate_per_day=1.0),
         SiteSpec("hostile", n_pages=20, rate_per_day=1.0, hostile=[(0.0, 30 * DAY, "403")]),
     ]
@@ -171,8 +171,14 @@ def _pages(run: Run) -> list[RequestRecord]:
 
 
 def test_every_request_the_server_saw_is_one_observation_in_the_store(run: Run) -> None:
+    """Each request is one observation of its URL, a redirect chain one of the
+    planned URL (as recrawl crawl counts it): the 301 of /old/2 and the
+    request for /p/2 that followed are one observation of /old/2."""
     pages = _pages(run)
     seen = collections.Counter(r.url for r in pages)
+    b = run.sites["b"]
+    moved = seen[f"http://{b}/old/2"]
+    seen[f"http://{b}/p/2"] -= moved
     with open_store(run.db) as store:
         logged = store.outcomes_many([*seen, run.dead, run.hanging])
         total = Engine(store).stats()["total"]["fetches"]
@@ -185,7 +191,7 @@ def test_every_request_the_server_saw_is_one_observation_in_the_store(run: Run) 
     assert run.stats["recrawl/failed/connection_reset"] == len(dead)
     assert hanging and all(o == "error" for _, o in hanging)
     assert run.stats["recrawl/failed/timeout"] == len(hanging)
-    assert total == len(pages) + len(dead) + len(hanging)
+    assert total == sum(seen.values()) + len(dead) + len(hanging)
     assert run.stats["recrawl/observations"] == total
     assert run.stats["recrawl/stored"] == total
     assert run.stats.get("recrawl/rejected", 0) == 0
@@ -201,6 +207,16 @@ def test_the_crawl_logs_no_warning_or_error(run: Run) -> None:
     errors = [x for x in lines if "] ERROR:" in x]
     scrapys = ("[scrapy.downloadermiddlewares.retry]", "[scrapy.downloadermiddlewares.robotstxt]")
     assert [x for x in errors if not x.split(" ERROR:")[0].endswith(scrapys)] == []
+
+
+def test_a_permanent_redirect_retires_the_old_url(run: Run) -> None:
+    b = run.sites["b"]
+    old = [r for r in _pages(run) if r.site == b and r.path == "/old/2"]
+    assert len(old) == 1 and old[0].status == 301  # moved once, never planned again
+    with open_store(run.db) as store:
+        cols = store.page_columns()
+    moved = dict(zip(cols["url"], cols["moved"], strict=True))
+    assert moved[f"http://{b}/old/2"] and not moved[f"http://{b}/p/2"]
 
 
 def test_retries_are_observations_too(run: Run) -> None:
@@ -232,15 +248,21 @@ def test_changed_and_unchanged_match_the_servers_versions(run: Run) -> None:
     the page type's fields), as the store judged from the items' records."""
     last: dict[str, int] = {}
     changed = unchanged = 0
+    following = False  # the request that followed /old/2's 301 is /old/2's observation
     for r in sorted(_pages(run), key=lambda r: r.t):
+        url = r.url
+        if r.path == "/old/2":
+            following = True
+        elif following and r.site == run.sites["b"] and r.path == "/p/2":
+            url, following = r.url.replace("/p/2", "/old/2"), False
         if r.version is None:
             continue
-        if r.status == 200 and r.url in last:
-            if r.version != last[r.url]:
+        if r.status == 200 and url in last:
+            if r.version != last[url]:
                 changed += 1
             else:
                 unchanged += 1
-        last[r.url] = r.version
+        last[url] = r.version
     assert changed > 5
     assert run.stats["recrawl/changed"] == changed
     assert run.stats.get("recrawl/unchanged", 0) == unchanged

@@ -42,8 +42,10 @@ __all__ = [
     "CRAWL_DELAY_S",
     "HOSTILE",
     "CrawlRun",
+    "closed_loop",
     "crawl_figures",
     "crawl_settings",
+    "policy_figures",
     "politeness_web",
     "run_crawls",
 ]
@@ -281,3 +283,76 @@ def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
         "over_budget_cycles": run.stats.over_budget_cycles,
         "freshness": freshness(runs),
     }
+
+
+def policy_figures(run: CrawlRun, behaving: Sequence[str] = BEHAVING) -> dict[str, Any]:
+    """What one policy's crawl bought, from its web's request log: on the
+    ``behaving`` sites, page fetches, changes detected (a fetch that got another
+    version than the page's previous fetch), fetches per change detected, the
+    share of revisits answered 304, freshness over the crawl; over all sites,
+    wire bytes and requests; the hostile site's requests after it turned and
+    when the crawl paused it (days after it turned; None when never)."""
+    hosts = {run.sites[n] for n in behaving if n in run.sites}
+    seen: dict[str, int] = {}
+    fetches = changes = revisits = not_modified = 0
+    for r in sorted(run.log, key=lambda r: r.t):
+        if r.site not in hosts or r.path == "/robots.txt":
+            continue
+        fetches += 1
+        if r.version is None or r.status not in (200, 304):
+            continue
+        before = seen.get(r.url)
+        if before is not None:
+            revisits += 1
+            not_modified += r.status == 304
+            changes += r.version != before
+        seen[r.url] = r.version
+    urls = [u for n in behaving if n in run.sites for u in run.web.urls(run.sites[n])]
+    out: dict[str, Any] = {
+        "freshness": run.web.freshness_from_log(urls, run.start, run.end, log=run.log),
+        "fetches": fetches,
+        "changes_detected": changes,
+        "fetches_per_change": fetches / changes if changes else None,
+        "revisits_304_share": not_modified / revisits if revisits else None,
+        "requests": run.stats.requests,
+        "bytes": run.stats.bytes_sent + run.stats.bytes_received,
+        "spent_over_budget": run.stats.spent / run.stats.budget if run.stats.budget else None,
+    }
+    if "hostile" in run.sites:
+        turn = run.web.origin + HOSTILE[0][0]
+        hostile = run.requests("hostile")
+        paused = [p["at"] for p in run.stats.paused if p["site"] == run.sites["hostile"]]
+        out["hostile_requests_after_turning"] = sum(1 for r in hostile if r.t >= turn)
+        out["hostile_paused_days_after_turning"] = (paused[0] - turn) / DAY if paused else None
+    return out
+
+
+def closed_loop(
+    workdir: Path,
+    *,
+    policies: Sequence[str] = ("recrawl", "uniform", "nutch"),
+    days: float = 30.0,
+    budget_per_day: float = 300.0,
+    seed: int = 7,
+    day_seconds: float = 4.0,
+) -> dict[str, Any]:
+    """Crawl :func:`politeness_web` with each policy from a cold start, each on
+    an identical web at the same budget, and compare them by the servers' logs
+    (:func:`policy_figures`), with the first policy's freshness from each
+    page's first fetch against the hindsight optimum (:func:`freshness`)."""
+    runs = run_crawls(
+        politeness_web(), crawl_settings(budget_per_day), workdir, policies=policies,
+        days=days, scale=DAY / day_seconds, seed=seed,
+    )  # fmt: skip
+    try:
+        fresh = freshness(runs)
+        return {
+            "days": days,
+            "budget_per_day": budget_per_day,
+            "seed": seed,
+            "policies": {p: policy_figures(r) for p, r in runs.items()},
+            "warm": {k: fresh[k] for k in ("warm", "oracle", "ratio", "uniform_replay")},
+        }
+    finally:
+        for r in runs.values():
+            r.engine.store.close()

@@ -258,3 +258,36 @@ def test_observations_the_store_refuses_are_kept_for_ingest(tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     with open_store(db) as store:
         assert Engine(store, settings).stats()["total"]["fetches"] == len(pages)
+
+
+def test_policy_figures_agree_with_the_ground_truth(runs: dict[str, CrawlRun]) -> None:
+    from recrawl.sim.crawl import BEHAVING, policy_figures
+
+    for policy, r in runs.items():
+        f = policy_figures(r)
+        true_changes = sum(
+            len(r.web.change_times(r.sites[n], "/" + u.split("/", 3)[3]))
+            for n in BEHAVING
+            for u in r.web.urls(r.sites[n])
+        )
+        assert 0 < f["changes_detected"] <= true_changes, policy
+        assert f["fetches_per_change"] == f["fetches"] / f["changes_detected"]
+        assert 0 < f["revisits_304_share"] < 1  # revisits were conditional, some found changes
+        assert f["hostile_requests_after_turning"] < 20, policy  # paused early, both policies
+
+
+def test_challenge_pages_pause_a_site(tmp_path: Path) -> None:
+    """A site answering 200 with a captcha instead of its pages (title and fields
+    gone) is paused after eight of them, and gets no page request afterwards."""
+    specs = [
+        SiteSpec("hostile", n_pages=30, rate_per_day=0.5, hostile=[(DAY, 3 * DAY, "challenge")]),
+        SiteSpec("ok", n_pages=30),
+    ]
+    runs = run_crawls(specs, crawl_settings(100.0), tmp_path, policies=("recrawl",), days=2.5)
+    r = runs["recrawl"]
+    r.engine.store.close()
+    (paused,) = r.stats.paused
+    assert paused["site"] == r.sites["hostile"] and "challenge" in paused["reason"]
+    challenges = [x for x in r.requests("hostile") if x.served == "challenge"]
+    assert len(challenges) == 8
+    assert all(x.t <= paused["at"] for x in r.requests("hostile"))

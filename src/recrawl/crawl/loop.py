@@ -656,22 +656,39 @@ class Crawler:
         async with self._slots:
             res = await self.fetcher.fetch(req)
         raw = self._observation(task, res)
+        record = raw.get("record")
         challenged = (
             res.status is not None
             and 200 <= res.status < 300
-            and (find_marker(raw.get("title"), raw.get("body_excerpt"), self._markers) is not None)
+            and (
+                find_marker(raw.get("title"), raw.get("body_excerpt"), self._markers) is not None
+                or (
+                    isinstance(record, dict)
+                    and bool(record)
+                    and all(v is None for v in record.values())
+                )
+            )
         )
         # a challenge page, or a page with none of its fields, paces the site as
         # a refusal would
         status = 403 if challenged else res.status
         gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
-        await self._watch(task.site, st, status, res.error)
+        await self._watch(
+            task.site, st, status, res.error, "challenge page" if challenged else None
+        )
         self._pending.append(raw)
         if len(self._pending) >= REPORT_BATCH:
             await self._flush(wait=False)
 
-    async def _watch(self, site: str, st: SiteStats, status: int | None, error: str | None) -> None:
+    async def _watch(
+        self,
+        site: str,
+        st: SiteStats,
+        status: int | None,
+        error: str | None,
+        what: str | None = None,
+    ) -> None:
         """Pause a site after :data:`PAUSE_AFTER` hostile answers in a row."""
         hostile = status in _HOSTILE_STATUSES or error == "connection_reset"
         if not hostile:
@@ -680,7 +697,7 @@ class Crawler:
             return
         st.hostile_streak += 1
         if st.hostile_streak == PAUSE_AFTER and self._bands.get(site) != "critical":
-            reason = f"{PAUSE_AFTER} refusals in a row (last: {status or error})"
+            reason = f"{PAUSE_AFTER} refusals in a row (last: {what or status or error})"
             log.warning("pausing %s: %s", site, reason)
             self._bands[site] = "critical"
             for origin, s in self.stats.sites.items():

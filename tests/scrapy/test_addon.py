@@ -34,6 +34,7 @@ ORIGIN = 1_800_000_000.0
 SCALE = DAY / 6.0  # a simulated day in 6 real seconds
 BUDGET_PER_DAY = 60.0
 AGENT = "acme-bot/1 (+https://acme.example/bot)"
+BUSY = [(0.5 * DAY, 1.5 * DAY, "429")]  # seconds after the web's origin
 
 CONFIG = f"""\
 budget_per_day = {BUDGET_PER_DAY:g}
@@ -109,6 +110,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         SiteSpec("b", n_pages=12, rate_per_day=0.3, moved={"/old/2": "/p/2"}),
         SiteSpec("paused", n_pages=8, rate_per_day=1.0),
         SiteSpec("hostile", n_pages=20, rate_per_day=1.0, hostile=[(0.0, 30 * DAY, "403")]),
+        SiteSpec("busy", n_pages=8, rate_per_day=3.0, hostile=BUSY, retry_after_s=7200),
     ]
     with SimWeb(specs, clock=clock, seed=11, origin=ORIGIN, horizon_s=(DAYS + 1) * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
@@ -285,10 +287,19 @@ def test_a_site_refusing_every_request_is_paused_by_the_crawl(run: Run) -> None:
     assert run.stats["recrawl/paused_sites"] >= 1
 
 
+def test_no_request_inside_a_retry_after_window(run: Run) -> None:
+    busy = [r for r in _pages(run) if r.site == run.sites["busy"]]
+    windows = [(r.t, r.retry_after_until) for r in busy if r.retry_after_until is not None]
+    assert windows, "the busy site never answered 429"
+    inside = [r for r in busy if any(t < r.t < u - 1.0 for t, u in windows if u is not None)]
+    assert inside == []
+    assert run.stats["recrawl/held"] >= len(windows)
+
+
 def test_robots_disallowed_pages_get_no_request(run: Run) -> None:
     assert [r for r in run.log if r.path.startswith("/private/")] == []
-    # /private/0-2 of a and b, and those of the hostile site planned before its pause
-    assert 6 <= run.stats["recrawl/disallowed"] <= 9
+    # /private/0-2 of a and b, and of busy and hostile when planned before their pauses
+    assert 6 <= run.stats["recrawl/disallowed"] <= 12
 
 
 def test_spend_within_ten_percent_of_the_budget(run: Run) -> None:

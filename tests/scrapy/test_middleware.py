@@ -3,6 +3,7 @@ without a crawl: what one attempt's observation holds."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -28,12 +29,29 @@ class FakeRecrawl:
     def __init__(self) -> None:
         self.seen: list[tuple[dict[str, Any], bool]] = []
         self.stopped: set[str] = set()
+        self.holds: dict[str, float] = {}
+        self.slept: list[float] = []
+        self.entered = 0
 
     def clock(self) -> float:
         return T0
 
     def paused(self, site: str) -> bool:
         return site in self.stopped
+
+    def held_until(self, site: str) -> float:
+        return self.holds.get(site, -1.0)
+
+    def hold(self, site: str, retry_after: str, now: float) -> None:
+        self.holds[site] = now + float(retry_after)
+
+    async def enter(self, site: str) -> None:
+        if self.holds.get(site, -1.0) > self.clock():
+            self.slept.append(self.holds[site])
+        self.entered += 1
+
+    def leave(self, site: str) -> None:
+        self.entered -= 1
 
     def observed(self, raw: dict[str, Any], *, hold: bool = False) -> int | None:
         self.seen.append((raw, hold))
@@ -54,7 +72,7 @@ def _mw() -> tuple[RecrawlDownloaderMiddleware, FakeRecrawl]:
 def test_a_304_is_reported_at_once_with_validators_route_and_lease() -> None:
     mw, fake = _mw()
     req = _request(proxy="http://proxy.example:3128", download_latency=0.25)
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     resp = HtmlResponse(req.url, status=304, headers={"ETag": '"1-3"'}, request=req)
     assert mw.process_response(req, resp) is resp
     [(raw, hold)] = fake.seen
@@ -69,7 +87,7 @@ def test_a_304_is_reported_at_once_with_validators_route_and_lease() -> None:
 def test_a_2xx_waits_for_its_record() -> None:
     mw, fake = _mw()
     req = _request()
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     body = b"<html><title>Item 1</title><h1 class='name'>Item 1</h1></html>"
     resp = HtmlResponse(req.url, status=200, body=body, headers={"ETag": '"1-4"'}, request=req)
     mw.process_response(req, resp)
@@ -81,13 +99,13 @@ def test_a_2xx_waits_for_its_record() -> None:
 def test_a_redirect_chain_is_one_observation_of_the_planned_url() -> None:
     mw, fake = _mw()
     req = _request("http://shop.example/old/2")
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     hop = HtmlResponse(req.url, status=301, headers={"Location": "/p/2"}, request=req)
     mw.process_response(req, hop)
     assert fake.seen == []  # Scrapy follows it: folded into what follows
     follow = req.replace(url="http://shop.example/p/2")
     follow.meta["redirect_times"] = 1
-    mw.process_request(follow)
+    asyncio.run(mw.process_request(follow))
     final = HtmlResponse(follow.url, status=200, body=b"<html></html>", request=follow)
     mw.process_response(follow, final)
     [(raw, _)] = fake.seen
@@ -99,7 +117,7 @@ def test_a_redirect_chain_is_one_observation_of_the_planned_url() -> None:
 def test_a_redirect_scrapy_will_not_follow_is_the_observation() -> None:
     mw, fake = _mw()
     req = _request(dont_redirect=True)
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     mw.process_response(req, HtmlResponse(req.url, status=302, headers={"Location": "/x"}))
     [(raw, hold)] = fake.seen
     assert raw["status"] == 302 and not hold and "moved_to" not in raw
@@ -110,23 +128,23 @@ def test_a_failure_and_its_retry_are_two_observations() -> None:
 
     mw, fake = _mw()
     req = _request()
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     assert mw.process_exception(req, TCPTimedOutError()) is None  # Scrapy retries it
     retry = req.copy()
     retry.meta["retry_times"] = 1
-    mw.process_request(retry)
+    asyncio.run(mw.process_request(retry))
     mw.process_exception(retry, ConnectionRefusedError())
     assert [(r["error"], r["bytes_received"], r.get("retry")) for r, _ in fake.seen] == [
         ("timeout", 0, None),
         ("connection_reset", 0, True),
     ]
-    assert retry.meta[ATTEMPTS_KEY] == 2
+    assert retry.meta[ATTEMPTS_KEY] == 2 and fake.entered == 0
 
 
 def test_requests_outside_the_plan_are_not_observed() -> None:
     mw, fake = _mw()
     req = Request("http://shop.example/robots.txt")
-    mw.process_request(req)
+    asyncio.run(mw.process_request(req))
     mw.process_response(req, HtmlResponse(req.url, status=200, body=b"User-agent: *"))
     mw.process_exception(req, TimeoutError())
     assert fake.seen == []
@@ -139,5 +157,18 @@ def test_a_site_the_crawl_paused_gets_no_request() -> None:
     fake.stopped.add("shop.example")
     req = _request()
     with pytest.raises(IgnoreRequest):
-        mw.process_request(req)
-    assert ATTEMPTS_KEY not in req.meta
+        asyncio.run(mw.process_request(req))
+    assert ATTEMPTS_KEY not in req.meta and fake.entered == 0
+
+
+def test_a_retry_after_holds_the_site() -> None:
+    """A 429's Retry-After (crawl seconds) holds the site: the next request
+    waits until then before it is stamped and sent."""
+    mw, fake = _mw()
+    req = _request()
+    asyncio.run(mw.process_request(req))
+    mw.process_response(req, HtmlResponse(req.url, status=429, headers={"Retry-After": "3600"}))
+    assert fake.holds == {"shop.example": T0 + 3600}
+    assert fake.entered == 0  # the answer freed the site's place
+    asyncio.run(mw.process_request(req.copy()))
+    assert fake.slept == [T0 + 3600] and fake.entered == 1

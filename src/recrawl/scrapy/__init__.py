@@ -32,7 +32,8 @@ Scrapy stats under ``recrawl/``: ``observations``, ``not_modified`` (304s),
 ``failed`` (errors and statuses ≥ 400; ``failed/timeout``,
 ``failed/dns``, ``failed/connection_reset`` ... by error), ``retries``, ``stored``,
 ``rejected``, ``cycles``, ``tasks``, ``budget`` and ``spent`` (billing unit),
-``disallowed`` (robots.txt), ``items``, ``registered``; with an embedded
+``disallowed`` (robots.txt), ``items``, ``registered``, ``held``
+(Retry-After holds), ``paused_sites``; with an embedded
 store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,
 ``error``, ``blocked``.
 """

@@ -22,6 +22,7 @@ ATTEMPTS_KEY: Final = "recrawl_attempts"
 """Request meta key: how many times the request reached the downloader."""
 
 _STARTED: Final = "recrawl_started"
+_ENTERED: Final = "recrawl_entered"
 _CARRY: Final = "recrawl_carry"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _PERMANENT: Final = frozenset({301, 308})
@@ -64,13 +65,20 @@ class RecrawlDownloaderMiddleware:
             and meta.get("redirect_times", 0) < self.redirects
         )
 
-    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        """Stamp the attempt's start; first wait for a place among the site's
+        requests and out its Retry-After hold (the request waits here, before
+        Scrapy's slot), and drop it when the crawl paused its site."""
         task = request.meta.get(META_KEY)
         if task is not None:
-            if task.get("reason") != "canary" and self.recrawl.paused(task["site"]):
+            site = task["site"]
+            await self.recrawl.enter(site)
+            if task.get("reason") != "canary" and self.recrawl.paused(site):
+                self.recrawl.leave(site)
                 from scrapy.exceptions import IgnoreRequest
 
-                raise IgnoreRequest(f"recrawl: site {task['site']} paused by this crawl")
+                raise IgnoreRequest(f"recrawl: site {site} paused by this crawl")
+            request.meta[_ENTERED] = True
             request.meta[_STARTED] = (self.recrawl.clock(), time.monotonic())
             request.meta[ATTEMPTS_KEY] = request.meta.get(ATTEMPTS_KEY, 0) + 1
 
@@ -82,6 +90,11 @@ class RecrawlDownloaderMiddleware:
             return response
         raw = self._base(request, task)
         raw["status"] = response.status
+        retry_after = response.headers.get(b"Retry-After")
+        if response.status in (429, 503) and retry_after:
+            self.recrawl.hold(task["site"], retry_after.decode("latin-1"), self.recrawl.clock())
+        if request.meta.pop(_ENTERED, False):
+            self.recrawl.leave(task["site"])
         raw["bytes_received"] += bytes_received(
             response.status, response.headers.items(), response.body
         )
@@ -114,6 +127,8 @@ class RecrawlDownloaderMiddleware:
         if task is None or _STARTED not in request.meta:
             return None
         raw = self._base(request, task)
+        if request.meta.pop(_ENTERED, False):
+            self.recrawl.leave(task["site"])
         raw["error"] = error_word(exception)
         raw.pop("permanent", None)
         self.recrawl.observed(raw)

@@ -157,6 +157,8 @@ class Recrawl:
         self._streak: Counter[str] = Counter()  # hostile answers in a row, per site
         self._paused: set[str] = set()  # sites this crawl paused
         self._pausing: set[asyncio.Task[None]] = set()
+        self._holds: dict[str, float] = {}  # site -> crawl time its Retry-After ends
+        self._gates: dict[str, asyncio.Semaphore] = {}  # site -> requests past the middleware
         self._budget = 0.0
         self._spent = 0.0
         self._requests = 0
@@ -341,6 +343,49 @@ class Recrawl:
         if items:
             self._inc("items", len(items))
         self._queue(raw)
+
+    def hold(self, site: str, retry_after: str, now: float) -> None:
+        """Hold ``site`` for a 429 or 503's ``Retry-After`` (seconds of crawl
+        time, or an HTTP date; at most a day): no request to it starts before."""
+        text = retry_after.strip()
+        until: float | None = None
+        if text.isdigit():
+            until = now + float(text)
+        else:
+            from email.utils import parsedate_to_datetime
+
+            with contextlib.suppress(TypeError, ValueError, IndexError):
+                until = parsedate_to_datetime(text).timestamp()
+        if until is None or until <= now:
+            return
+        until = min(until, now + 86400.0)
+        if until > self._holds.get(site, -math.inf):
+            self._holds[site] = until
+            self._inc("held")
+
+    def held_until(self, site: str) -> float:
+        """Crawl time until which ``site`` is held (``-inf`` when it is not)."""
+        return self._holds.get(site, -math.inf)
+
+    async def enter(self, site: str) -> None:
+        """Wait for one of ``site``'s ``site_concurrency`` places, then out its
+        Retry-After hold. At most that many of its requests are past the
+        middleware at once, so the next one is let go only once an answer came
+        back, and sees the hold that answer set (Scrapy's slot queue would
+        have sent it inside the hold)."""
+        gate = self._gates.get(site)
+        if gate is None:
+            gate = self._gates[site] = asyncio.Semaphore(self.settings.site_concurrency)
+        await gate.acquire()
+        while (held := self.held_until(site)) > self.clock():
+            if not await self.sleep_until(held):
+                break
+
+    def leave(self, site: str) -> None:
+        """An answer (or a failure) came back: free the place :meth:`enter` took."""
+        gate = self._gates.get(site)
+        if gate is not None:
+            gate.release()
 
     def paused(self, site: str) -> bool:
         """Whether this crawl paused ``site`` (its queued requests are dropped)."""

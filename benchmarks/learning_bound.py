@@ -277,9 +277,9 @@ def matched(
 def real_rates(trace_dir: str) -> FloatArray:
     """The pooled hindsight rates of the real traces, changes per day (as
     ``replay.py``'s ``generated_real_rates`` suite draws them)."""
-    from replay import _real_rates  # benchmarks/replay.py, beside this script
+    from replay import pooled_real_rates  # benchmarks/replay.py, beside this script
 
-    return np.asarray(_real_rates(trace_dir), dtype=np.float64)
+    return np.asarray(pooled_real_rates(trace_dir), dtype=np.float64)
 
 
 def paced(

@@ -101,7 +101,7 @@ B95_POLICIES = ("recrawl", "uniform", "oracle", *YARDSTICKS)
 
 
 @functools.cache
-def _real_rates(trace_dir: str) -> Any:
+def pooled_real_rates(trace_dir: str) -> Any:
     """The hindsight rates of the real traces, pooled."""
     return np.concatenate([hindsight_rates(load_traces(Path(trace_dir) / n)) for n in REAL])
 
@@ -122,7 +122,7 @@ def _traces(name: str, trace_dir: str, gen_seed: int = GEN_SEED) -> Any:
     if name.startswith("generated:"):
         return generate_traces(kind, pages=300, days=365.0, seed=gen_seed)
     if name.startswith("real-rates:"):
-        rates = _real_rates(trace_dir)
+        rates = pooled_real_rates(trace_dir)
         return generate_traces(kind, pages=300, days=365.0, seed=gen_seed, rates=rates)
     return load_traces(Path(trace_dir) / name)
 

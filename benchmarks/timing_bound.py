@@ -83,7 +83,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl.sim.replay import _oracle_schedule, _Pages, _run_schedule, generate_traces, replay
+from recrawl.sim.replay import TracePages, generate_traces, oracle_schedule, replay, run_schedule
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -162,7 +162,7 @@ def business_seconds(t: FloatArray, opening: FloatArray) -> FloatArray:
     return np.asarray(upto - upto[0], dtype=np.float64)
 
 
-def slots(p: _Pages, budget: float, cycle_s: float = CYCLE_S) -> tuple[FloatArray, IntArray]:
+def slots(p: TracePages, budget: float, cycle_s: float = CYCLE_S) -> tuple[FloatArray, IntArray]:
     """The replay's pacing at unit cost: the times (unix seconds) of the cycles in
     which the bank holds a whole fetch when each is spent as soon as it is held,
     and how many it holds then (the replay's bank: carry capped at one fetch)."""
@@ -200,7 +200,7 @@ class Problem:
     def __init__(self, seed: int, budget: float, pages: IntArray | None = None) -> None:
         traces = generate_traces("business_hours", pages=300, days=365.0, seed=seed)
         self.seed, self.budget, self.traces = seed, budget, traces
-        self.p = p = _Pages(traces)
+        self.p = p = TracePages(traces)
         if not (np.all(p.start == p.t0) and np.all(p.end == p.t1) and np.ptp(p.value) == 0):
             raise ValueError("the bound assumes every page watched all year, at equal value")
         self.opening = business_intervals(p.t0, p.t1)
@@ -361,12 +361,12 @@ def _group(
     return V[:, 0], nxt
 
 
-def oracle_times(p: _Pages, budget: float, seed: int = 0) -> list[FloatArray]:
+def oracle_times(p: TracePages, budget: float, seed: int = 0) -> list[FloatArray]:
     """The fetch times (unix seconds) of the replay's ``oracle`` in
     ``replay(traces, budget, policies=["oracle"], seed=seed)``, with its random
     stream."""
     rng = np.random.default_rng([seed, 0])
-    return _oracle_schedule(p, budget, CYCLE_S, "freshness", rng)
+    return oracle_schedule(p, budget, CYCLE_S, "freshness", rng)
 
 
 def expected_freshness(pr: Problem, times: list[FloatArray]) -> float:
@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "slot_fetches": int(pr.caps.sum()),
                 "oracle_measured": round(measured_f, 5),
                 "oracle_expected": round(expected, 5),
-                "oracle_reproduced": abs(_run_schedule(pr.p, times)["freshness"] - measured_f)
+                "oracle_reproduced": abs(run_schedule(pr.p, times)["freshness"] - measured_f)
                 < 1e-9,
                 "bound_yearly_total": round(res["bound_yearly_total"], 5),
                 "bound_per_slot": round(res["bound_per_slot"], 5),

@@ -55,3 +55,27 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     cycles = sorted((a, b) for a in graph for b in graph[a] if _reaches(graph, b, a))
     assert cycles == []
     assert "recrawl.service.app" not in graph["recrawl.service.metrics"]
+
+
+def _private_imports(root: Path) -> list[str]:
+    """``path: from recrawl.x import _name`` for each private name imported from recrawl."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recrawl"):
+                for alias in node.names:
+                    module = SRC.joinpath(*(node.module or "").split("."), alias.name)
+                    if module.with_suffix(".py").exists():
+                        continue  # a module (the private _exceptions, as a test reads its tree)
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(root.parent)}: {node.module}.{alias.name}")
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """Helpers one module shares with another (or a test, or a benchmark) have a
+    public name there. tests/crawl is left to the crawl loop's own review."""
+    root = SRC.parent
+    found = _private_imports(SRC) + _private_imports(root / "benchmarks")
+    found += [f for f in _private_imports(root / "tests") if not f.startswith("tests/crawl/")]
+    assert found == []

@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 from recrawl._exceptions import (
     ConfigError,
     Error,
+    InvalidHint,
     InvalidObservation,
     InvalidTrace,
     NotFound,
@@ -33,7 +34,7 @@ from recrawl.config import CrawlSettings, Reserves, Settings, load_settings
 from recrawl.engine.engine import Engine, PlanResult
 from recrawl.engine.ingest import IngestReport
 from recrawl.estimate.calibration import Calibration, calibration_report, revisit_predictions
-from recrawl.estimate.hints import Hint, InvalidHint, read_sitemap, source_trust
+from recrawl.estimate.hints import Hint, read_sitemap, source_trust
 from recrawl.estimate.rates import estimate_rates
 from recrawl.health.score import (
     HealthConfig,

@@ -5,6 +5,7 @@ whose meaning it shares, so callers may catch either::
 
     Error
     ├── InvalidObservation (ValueError)   a fetch observation failed validation
+    │   └── InvalidHint                   a hint line or sitemap entry failed validation
     ├── InvalidTrace (ValueError)         a change-trace line failed validation
     ├── ConfigError (ValueError)          configuration is missing or malformed
     ├── StoreError (RuntimeError)         the store could not be opened or written
@@ -16,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "Error",
+    "InvalidHint",
     "InvalidObservation",
     "InvalidTrace",
     "NotFound",
@@ -41,6 +43,12 @@ class InvalidObservation(Error, ValueError):
         where = f"line {line}: " if line is not None else ""
         what = f"field {field!r}: " if field else ""
         super().__init__(f"{where}{what}{message}")
+
+
+class InvalidHint(InvalidObservation):
+    """A hint line or sitemap entry is malformed (``line`` counts from 1,
+    ``field`` names the field). A kind of :class:`InvalidObservation`: a hint
+    is evidence about a page, read and rejected the same way."""
 
 
 class InvalidTrace(Error, ValueError):

@@ -225,11 +225,11 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
 
 
 def test_budget_prices_freshness_from_the_learned_rates(tmp_path: Path):
-    from recrawl.cli.main import _data_file
+    from recrawl.testing import data_file
 
     db = str(tmp_path / "b.db")
-    cfg = str(_data_file("demo.toml"))
-    sample = str(_data_file("sample-fetches.jsonl"))
+    cfg = str(data_file("demo.toml"))
+    sample = str(data_file("sample-fetches.jsonl"))
     assert runner.invoke(app, ["ingest", sample, "--db", db, "--config", cfg, "-q"]).exit_code == 0
     args = ["budget", "--db", db, "--config", cfg, "--at", "1769000000"]
     res = runner.invoke(app, [*args, "--per-day", "100", "--json"])

@@ -22,8 +22,7 @@ from recrawl.estimate.hints import HINT_LAG_DEFAULT_S, Hint, SourceTrust, truste
 from recrawl.estimate.pagestate import PageState
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, raw_rates, update_evidence
 from recrawl.observe.observation import parse_timestamp
-from recrawl.store import SQLiteStore, SQLStore
-from recrawl.store._protocol import HintResult
+from recrawl.store import HintResult, SQLiteStore, SQLStore
 
 DAY = 86_400.0
 T0 = 1_700_000_000.0

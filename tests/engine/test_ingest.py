@@ -290,11 +290,11 @@ def _as_schema_5(s: Any) -> None:
 def _as_schema_4(s: Any) -> None:
     """Rewrite the bucket vectors of ``s`` as schema 4 kept them: without their
     last figure, the fetches that failed before their page's first success."""
-    from recrawl.store._sql import _SPARSE_TABLES
+    from recrawl.store._sql import SPARSE_TABLES
 
     db = s._db
     for table in ("buckets", "buckets_daily"):
-        sparse = table in _SPARSE_TABLES
+        sparse = table in SPARSE_TABLES
         rows = db.execute(f"SELECT k, v FROM {table}").fetchall()
         old = s._unvectors([r[1] for r in rows], sparse=sparse)[:, :-1]
         db.executemany(
@@ -330,13 +330,13 @@ def _as_schema_3(s: Any) -> None:
 
 def _as_schema_2(s: Any) -> None:
     """Also rewrite the bucket tables as schema 2 kept them: (start, series) keys, whole vectors."""
-    from recrawl.store._sql import _SPARSE_TABLES, _WIDTH
+    from recrawl.store._sql import BUCKET_WIDTH, SPARSE_TABLES
 
     db = s._db
     for table in ("buckets", "buckets_daily"):
         rows = db.execute(f"SELECT k, n, v FROM {table}").fetchall()
-        sparse = table in _SPARSE_TABLES
-        dense = _old_unvectors(s, [r[2] for r in rows], _WIDTH - 1, sparse=sparse)
+        sparse = table in SPARSE_TABLES
+        dense = _old_unvectors(s, [r[2] for r in rows], BUCKET_WIDTH - 1, sparse=sparse)
         db.execute(f"DROP TABLE {table}")
         db.execute(
             f"CREATE TABLE {table} (start BIGINT NOT NULL, series BIGINT NOT NULL, "

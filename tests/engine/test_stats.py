@@ -141,12 +141,12 @@ def test_a_first_success_that_is_not_new_is_not_a_revisit(
 def test_bucket_rows_of_an_older_layout_read_with_zeros(store: SQLStore) -> None:
     """A recrawl of the previous layout still running beside an upgraded store
     writes bucket vectors one figure short: they read, the missing figure as 0."""
-    from recrawl.store._sql import _WIDTH
+    from recrawl.store._sql import BUCKET_WIDTH
 
     ingest_lines(store, [obs(A, 86400 * 3, status=200, record={"p": 1})])
     before = compute_stats(store.group_totals())
     (k, v), *_ = store._db.execute("SELECT k, v FROM buckets_daily").fetchall()
-    short = store._unvectors([v], sparse=False)[:, : _WIDTH - 1]
+    short = store._unvectors([v], sparse=False)[:, : BUCKET_WIDTH - 1]
     store._db.execute(
         "INSERT INTO buckets_daily (k, n, v) VALUES (?, ?, ?)",
         (k + (1 << 40), 1, store._vectors(short, sparse=False)[0]),

@@ -57,6 +57,13 @@ def test_a_hint_names_the_field_that_is_wrong() -> None:
             parse_hint(raw, line=7)
         assert err.value.field == name and err.value.line == 7
         assert str(err.value).startswith(f"line 7: field {name!r}: ")
+    # one exception tree: a bad hint is a recrawl.Error and a ValueError
+    import recrawl
+    from recrawl import _exceptions
+
+    with pytest.raises(recrawl.Error):
+        parse_hint(cases[0][0])
+    assert issubclass(recrawl.InvalidHint, ValueError) and "InvalidHint" in _exceptions.__all__
     # defaults for a whole file: the source and when it was read
     h = parse_hint({"url": "https://a.example/", "lastmod": "2024-05-01"}, source="s", seen_at=T0)
     assert (h.source, h.seen_at) == ("s", T0)

@@ -18,17 +18,17 @@ from recrawl.health.score import (
     Incident,
     SiteHealth,
     Window,
-    _p95_rows,
-    _penalties,
-    _score_from,
     action_for,
     aggregate_buckets,
     band_for,
     compute_baselines,
     evaluate_reference,
     evaluate_sites,
+    p95_rows,
+    penalty_matrix,
     reference_health_score,
     review,
+    score_from_penalties,
 )
 from recrawl.sim.health import default_scenario
 
@@ -133,8 +133,8 @@ def test_vectorised_penalties_match_the_reference_exactly(
 
     now, lat = arrays([c for c, _ in pairs])
     base, base_lat = arrays([b for _, b in pairs])
-    pen = _penalties(now, base, lat, base_lat)
-    scores = _score_from(pen)
+    pen = penalty_matrix(now, base, lat, base_lat)
+    scores = score_from_penalties(pen)
     for k, (c, b) in enumerate(pairs):
         assert round(float(scores[k])) == reference_health_score(c, b)[0]
 
@@ -142,7 +142,7 @@ def test_vectorised_penalties_match_the_reference_exactly(
 @settings(max_examples=200)
 @given(st.lists(st.integers(0, 50), min_size=LATENCY_BINS, max_size=LATENCY_BINS))
 def test_vectorised_p95_matches_buckets_percentile(counts: list[int]) -> None:
-    got = _p95_rows(np.array([counts], dtype=np.float64))[0]
+    got = p95_rows(np.array([counts], dtype=np.float64))[0]
     want = percentile_from_histogram(counts)
     if want is None:
         assert np.isnan(got)

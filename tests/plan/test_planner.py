@@ -227,7 +227,7 @@ def test_bad_arguments() -> None:
 def test_top_ranks_like_a_stable_sort_with_and_without_the_sampled_threshold(
     dtype: type[np.floating],
 ) -> None:
-    from recrawl.plan.planner import _top
+    from recrawl.plan.planner import top_pages
 
     rng = np.random.default_rng(3)
     for n, k in ((1000, 40), (1_200_000, 5000)):
@@ -236,7 +236,7 @@ def test_top_ranks_like_a_stable_sort_with_and_without_the_sampled_threshold(
         pr[rng.random(n) < 0.3] = 0.0
         cand = np.flatnonzero(pr > 0)
         expect = cand[np.argsort(-pr[cand], kind="stable")]
-        got = _top(pr, k)
+        got = top_pages(pr, k)
         assert got.size >= k
         # the k-th best priority and everything above it, in stable order
         np.testing.assert_array_equal(pr[got], pr[expect[: got.size]])
@@ -316,7 +316,7 @@ def test_the_first_fetch_read_from_the_evidence_is_never_later_than_the_true_one
     intervals: list[float], changed: list[bool], half_life: float
 ) -> None:
     from recrawl.estimate.rates import update_evidence
-    from recrawl.plan.planner import _joined
+    from recrawl.plan.planner import joined_at
 
     ev = (0.0, 0.0, 0.0, 0.0)
     for d, c in zip(intervals, changed, strict=False):
@@ -325,7 +325,7 @@ def test_the_first_fetch_read_from_the_evidence_is_never_later_than_the_true_one
     s.ev_nc[0], s.ev_tc[0], s.ev_nu[0], s.ev_tu[0] = ev
     s.last_fetch[0] = NOW
     first_fetch = NOW - sum(intervals) * DAY
-    joined = float(_joined(s, slice(None), half_life)[0])
+    joined = float(joined_at(s, slice(None), half_life)[0])
     assert joined <= first_fetch + 1e-6 * DAY  # never newer than it is
     if half_life == math.inf:
         assert joined == pytest.approx(first_fetch, abs=1e-3)

@@ -349,9 +349,9 @@ def test_business_hours_pages_changing_as_often_as_real_documents_are_kept_near_
     None
 ):
     # the changes come only on weekdays 09-17, at rates drawn from the bundled real documents'
-    from recrawl.cli.main import _data_file
+    from recrawl.testing import data_file
 
-    rates = hindsight_rates(load_traces(_data_file("ota-sample.jsonl")))
+    rates = hindsight_rates(load_traces(data_file("ota-sample.jsonl")))
     traces = generate_traces("business_hours", pages=150, days=300, seed=1, rates=rates)
     r = replay(traces, 0.02, policies=["oracle", "recrawl", "uniform"], cycle_hours=6.0)
     f = {k: v["freshness"] for k, v in r["policies"].items()}
@@ -709,7 +709,7 @@ def test_judging_each_revisit_once_settled_matches_judging_them_all_at_the_end(
     traces = generate_traces(
         "bursts", pages=30, days=60, seed=5, min_rate=0.05, max_rate=2.0, sites=3
     )
-    p = sim._Pages(traces)
+    p = sim.TracePages(traces)
     every = 7 * 3600.0
     sm = sim._Sitemap(p, every, kind, np.random.default_rng(1))
     view = sim._SitemapView(sm, p)

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from recrawl.engine.ingest import ingest_lines
-from recrawl.store import SQLiteStore, SQLStore
-from recrawl.store._sql import ContentHistory
+from recrawl.store import ContentHistory, SQLiteStore, SQLStore
 
 T0 = 1_700_000_000.0
 DAY = 86400.0

@@ -53,7 +53,7 @@ from recrawl.estimate.hints import (
     read_hint_document,
 )
 from recrawl.observe.compression import is_gzip
-from recrawl.store._protocol import HintResult
+from recrawl.store import HintResult
 
 __all__ = ["LAG_MEANS", "TRUSTED_MEANS", "hints_app"]
 

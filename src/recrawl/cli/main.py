@@ -49,6 +49,7 @@ from recrawl.estimate.calibration import Calibration
 from recrawl.observe.compression import is_gzip
 from recrawl.observe.observation import not_utf8, parse_timestamp
 from recrawl.store import default_db
+from recrawl.testing.samples import data_file
 
 app = typer.Typer(
     name="recrawl",
@@ -1200,10 +1201,6 @@ def canary_add(
     )
 
 
-def _data_file(name: str) -> Path:
-    return Path(__file__).parents[1] / "data" / name
-
-
 @app.command()
 def demo(
     db: Annotated[
@@ -1217,11 +1214,11 @@ def demo(
     (report.html)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
-    settings = load_settings(_data_file("demo.toml"))
+    settings = load_settings(data_file("demo.toml"))
     out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
     with (
         cli_store(db, settings) as store,
-        _data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
+        data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
     ):
         rep = Engine(store, settings).ingest_lines(f)
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
@@ -1241,7 +1238,7 @@ def demo(
     from recrawl.sim.replay import replay
 
     out.rule("[b]recrawl demo[/]: replay real change histories under each revisit policy")
-    traces = load_traces(_data_file("ota-sample.jsonl"))
+    traces = load_traces(data_file("ota-sample.jsonl"))
     res = _replay_with_progress(replay, traces, 0.05, None, 1.0, "freshness", 0)
     _print_replay(
         res,

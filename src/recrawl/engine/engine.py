@@ -50,9 +50,7 @@ from recrawl.plan.backoff import due
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PageState as PageArrays
 from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
-from recrawl.store import SQLStore
-from recrawl.store._protocol import HintResult
-from recrawl.store._sql import ContentHistory, HintRows
+from recrawl.store import ContentHistory, HintResult, HintRows, SQLStore
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
 

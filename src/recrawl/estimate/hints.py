@@ -46,7 +46,7 @@ from typing import IO, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl._exceptions import InvalidObservation
+from recrawl._exceptions import InvalidHint
 from recrawl.observe.observation import normalize_url, parse_timestamp
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "RECALL_TO_TRUST",
     "TRUSTED_MEANS",
     "Hint",
+    "InvalidHint",
     "SourceTrust",
     "parse_hint",
     "parse_lastmod",
@@ -130,10 +131,6 @@ class Hint:
     seen_at: float
     source: str
     lastmod: float
-
-
-class InvalidHint(InvalidObservation):
-    """A hint line is malformed (``line`` counts from 1, ``field`` names the field)."""
 
 
 def parse_lastmod(value: Any) -> float:

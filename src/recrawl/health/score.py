@@ -224,7 +224,7 @@ def reference_health_score(current: Window, baseline: Window) -> tuple[int | Non
     return score, reasons
 
 
-def _penalties(
+def penalty_matrix(
     rates: npt.NDArray[np.float64],
     base_rates: npt.NDArray[np.float64],
     p95: npt.NDArray[np.float64],
@@ -244,7 +244,7 @@ def _penalties(
     return _W * bad
 
 
-def _score_from(pen: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def score_from_penalties(pen: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """``100 − Σ penalties`` summed in the seed's order (for identical rounding)."""
     return 100 - (((pen[:, 0] + pen[:, 1]) + pen[:, 2]) + pen[:, 3])
 
@@ -750,7 +750,7 @@ def action_for(
 # ---------------------------------------------------------------------------
 
 
-def _p95_rows(hist: npt.NDArray[np.float64], q: float = 0.95) -> FloatArray:
+def p95_rows(hist: npt.NDArray[np.float64], q: float = 0.95) -> FloatArray:
     """Row-wise :func:`recrawl.buckets.percentile_from_histogram`; NaN when empty."""
     c = np.asarray(hist, dtype=np.float64)
     rows = c.shape[0]
@@ -911,7 +911,7 @@ def compute_baselines(
             parsed >= config.min_day_requests, daily[:, :, _C["extract"]] / parsed, np.nan
         )
     drates[~usable] = np.nan
-    dp95 = _p95_rows(dhist).reshape(sites, days)
+    dp95 = p95_rows(dhist).reshape(sites, days)
     dp95[~usable] = np.nan
     rates = np.empty((sites, 3))
     for j in range(3):
@@ -920,7 +920,7 @@ def compute_baselines(
     extract, k_ex = _nanmedian_rows(dextract)
     pooled = daily.sum(axis=1)
     pooled_hist = dhist.reshape(sites, days, LATENCY_BINS).sum(axis=1)
-    pooled_p95 = _p95_rows(pooled_hist)
+    pooled_p95 = p95_rows(pooled_hist)
     pn = pooled[:, _C["n"]]
     few = k < config.min_baseline_days
     enough_pooled = few & (pn >= config.min_requests)
@@ -1296,12 +1296,12 @@ def evaluate_sites(
     n_now = cur[:, _C["n"]]
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = cur[:, [_C["hard"], _C["challenge"], _C["soft"]]] / np.maximum(n_now, 1)[:, None]
-    p95 = _p95_rows(hist)
-    raw = _score_from(_penalties(rates, base_rates, p95, base_p95))
+    p95 = p95_rows(hist)
+    raw = score_from_penalties(penalty_matrix(rates, base_rates, p95, base_p95))
     # Only the excess the counts support: each rate at the lower end of its
     # Wilson interval, so a small window that happens to run high costs little.
     rates_lo = _wilson_lower(rates, n_now[:, None], config.confidence_z)
-    pen = _penalties(rates_lo, base_rates, p95, base_p95)
+    pen = penalty_matrix(rates_lo, base_rates, p95, base_p95)
     # Refusals beyond normal, read the same way: a small window that happens
     # to run high is not "refusing most requests".
     refused = np.clip(np.nansum(rates, axis=1), 0.0, 1.0)
@@ -1462,7 +1462,7 @@ def evaluate_reference(
     b = buckets.select(sel)
     n_sites = len(buckets.sites)
     cur = _group_sums(b.site, n_sites, _columns(b))
-    p95 = _p95_rows(_hist_sums(b.site, n_sites, b.latency))
+    p95 = p95_rows(_hist_sums(b.site, n_sites, b.latency))
     bidx = baselines.index(buckets.sites)
     out: list[tuple[str, int | None, list[str]]] = []
     for i, name in enumerate(buckets.sites):

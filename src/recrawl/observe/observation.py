@@ -40,6 +40,7 @@ __all__ = [
     "OUTCOMES",
     "Observation",
     "host_of",
+    "line_key",
     "normalize_url",
     "not_utf8",
     "parse_observation",
@@ -466,7 +467,7 @@ def parse_observation(
     if ident:
         key = _id_key(ident)
     elif key is None and line is not None:
-        key = _line_key(line)
+        key = line_key(line)
     # the bounds keep every number within its store column (int64, finite sums)
     bytes_sent = g("bytes_sent")
     if bytes_sent.__class__ is not int or not 0 <= bytes_sent <= MAX_BYTES:
@@ -637,7 +638,10 @@ def _id_key(ident: str) -> bytes:
     return hashlib.blake2b(b"id\0" + ident.encode(), digest_size=16).digest()
 
 
-def _line_key(line: bytes | str) -> bytes:
+def line_key(line: bytes | str) -> bytes:
+    """The idempotency key of an observation without an ``id``: a 16-byte hash
+    of its input line (surrounding whitespace ignored), so ingesting the same
+    line twice stores it once (the service keys request lines the same way)."""
     data = line.encode() if isinstance(line, str) else line
     return hashlib.blake2b(b"line\0" + data.strip(), digest_size=16).digest()
 
@@ -749,7 +753,7 @@ def _read_csv(lines: Iterable[str], rules: Mapping[str, FieldRule] | None) -> It
         csv.writer(buf).writerow(row.values())
         text = buf.getvalue()
         try:
-            key = _line_key(text)
+            key = line_key(text)
         except UnicodeEncodeError:
             yield n, _bad_utf8_row(row, n)
             continue

@@ -698,7 +698,7 @@ def _learning_floor(
 
     def weak(sl: slice, out: BoolArray) -> None:
         np.less(pages.ev_nc[sl] + pages.ev_nu[sl], cfg.learning_revisits, out=out)
-        out &= _joined(pages, sl, cfg.half_life_days) > since  # counted from the first fetch
+        out &= joined_at(pages, sl, cfg.half_life_days) > since  # counted from the first fetch
 
     learning = _new_pages(pages, live, weak)
     if learning is not None:
@@ -754,7 +754,7 @@ def _new_pages(
     return mask
 
 
-def _joined(pages: PageState, sl: slice, half_life_days: float) -> FloatArray:
+def joined_at(pages: PageState, sl: slice, half_life_days: float) -> FloatArray:
     """When pages ``sl`` joined the crawl, unix seconds: the later of ``first_seen``
     and the first fetch as the evidence tells it, never later than that fetch.
 
@@ -865,7 +865,7 @@ def _best_first(priority: NDArray[np.floating[Any]], idx: IntArray) -> IntArray:
     return idx[np.argsort(-priority[idx], kind="stable")]
 
 
-def _top(priority: NDArray[np.floating[Any]], k: int, n_pos: int | None = None) -> IntArray:
+def top_pages(priority: NDArray[np.floating[Any]], k: int, n_pos: int | None = None) -> IntArray:
     """Pages of positive priority, best first: at least the top ``k`` of them.
 
     ``n_pos`` is the number of positive priorities, if known. On large arrays
@@ -1168,7 +1168,7 @@ def plan_cycle(
         k = int(min(n, left / min_cost + 1))
         while True:
             kk = k if cfg.max_per_host is None else min(n_cand, 4 * k)
-            ordered = _top(priority, kk, n_cand)
+            ordered = top_pages(priority, kk, n_cand)
             got, chosen = sel.take(ordered, left)
             done = ordered.size < kk or kk >= n_cand
             if done or got >= left - min_cost or cfg.max_per_host is None:

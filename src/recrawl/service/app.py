@@ -64,7 +64,7 @@ from recrawl.engine.engine import HINT_FUTURE_S, HINT_TRUST_DAYS, Engine, PlanRe
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, parse_lastmod, read_hint_document
 from recrawl.observe.compression import is_gzip
-from recrawl.observe.observation import Observation, _line_key, normalize_url, parse_observation
+from recrawl.observe.observation import Observation, line_key, normalize_url, parse_observation
 from recrawl.service.writer import Committed, Writer
 from recrawl.store import BatchResult, SQLStore, open_store
 
@@ -922,7 +922,7 @@ class Service:
             except orjson.JSONDecodeError as exc:
                 raise HTTPException(400, f"body is not a JSON array ({exc.msg})") from None
             for i, raw in enumerate(items):
-                key = _line_key(orjson.dumps(raw)) if isinstance(raw, dict) else None
+                key = line_key(orjson.dumps(raw)) if isinstance(raw, dict) else None
                 try:
                     good.append(parse_observation(raw, rules=rules, key=key))
                     where.append(i)
@@ -938,7 +938,7 @@ class Service:
                     rejected.append({"index": i, "field": None, "error": f"not JSON ({exc.msg})"})
                     continue
                 try:
-                    good.append(parse_observation(raw, rules=rules, key=_line_key(line)))
+                    good.append(parse_observation(raw, rules=rules, key=line_key(line)))
                     where.append(i)
                 except InvalidObservation as exc:
                     rejected.append({"index": i, "field": exc.field, "error": exc.reason})

@@ -89,11 +89,14 @@ __all__ = [
     "SITEMAP_KINDS",
     "ProgressHook",
     "StateHook",
+    "TracePages",
     "generate_traces",
     "hindsight_rates",
     "load_traces",
     "max_budget",
+    "oracle_schedule",
     "replay",
+    "run_schedule",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -157,7 +160,7 @@ def _check_trace(t: Trace) -> None:
         raise InvalidTrace(f"{where}: cost must be a finite number > 0, got {t.cost}")
 
 
-class _Pages:
+class TracePages:
     """A set of traces as flat arrays, with vectorised change queries."""
 
     def __init__(self, traces: Sequence[Trace]) -> None:
@@ -252,7 +255,7 @@ class _Sitemap:
     gives every page the read's time, so its entries are the reads themselves.
     """
 
-    def __init__(self, p: _Pages, every_s: float, kind: str, rng: np.random.Generator) -> None:
+    def __init__(self, p: TracePages, every_s: float, kind: str, rng: np.random.Generator) -> None:
         self.kind = kind
         n_reads = int((p.t1 - p.t0) // every_s) + 1
         self.reads: FloatArray = p.t0 + every_s * np.arange(n_reads, dtype=np.float64)
@@ -325,7 +328,7 @@ class _SitemapView:
     a fraction of the cost.
     """
 
-    def __init__(self, sm: _Sitemap, p: _Pages) -> None:
+    def __init__(self, sm: _Sitemap, p: TracePages) -> None:
         n = p.n
         self.sm = sm
         self.site = p.site
@@ -558,15 +561,15 @@ def _hindsight(n_changes: NDArray[Any], start: FloatArray, end: FloatArray) -> F
     return rates
 
 
-def _final_freshness(p: _Pages, last: FloatArray, fresh: FloatArray) -> float:
+def _final_freshness(p: TracePages, last: FloatArray, fresh: FloatArray) -> float:
     idx = np.arange(p.n, dtype=np.int64)
     fresh = fresh + np.minimum(p.next_after(idx, last), p.end) - last
     frac = fresh / (p.end - p.start)
     return float(np.dot(p.value, frac) / p.value.sum()) if p.value.sum() > 0 else 0.0
 
 
-def _oracle_schedule(
-    p: _Pages,
+def oracle_schedule(
+    p: TracePages,
     budget: float,
     cycle_s: float,
     objective: Objective,
@@ -576,7 +579,10 @@ def _oracle_schedule(
 ) -> list[FloatArray]:
     """Each page's fetch times (unix seconds, sorted, in ``(start, end]``) under
     the optimal allocation on hindsight rates: every ``1 / f`` days from a
-    random phase, each put off to the end of its cycle."""
+    random phase, each put off to the end of its cycle. ``budget``: billing
+    units per page per day; ``cycle_s``: cycle length, seconds. The oracle of
+    :func:`replay`, public for the benchmarks that re-time it
+    (``benchmarks/timing_bound.py``); :func:`run_schedule` replays it."""
     days = (p.end - p.start) / DAY_S
     lam = p.hindsight_rates()
     mean_days = float(days.mean())
@@ -607,7 +613,7 @@ def _oracle_schedule(
     return out
 
 
-def _run_schedule(p: _Pages, schedule: list[FloatArray]) -> dict[str, Any]:
+def run_schedule(p: TracePages, schedule: list[FloatArray]) -> dict[str, Any]:
     """Replay result of fetching each page at fixed times (``schedule[i]``,
     sorted, in ``(start, end]``), whatever the fetches find."""
     tally = _Tally()
@@ -628,7 +634,7 @@ def _run_schedule(p: _Pages, schedule: list[FloatArray]) -> dict[str, Any]:
 
 
 def _run_policy(
-    p: _Pages,
+    p: TracePages,
     policy: str,
     budget: float,
     cycle_s: float,
@@ -936,7 +942,7 @@ def replay(
     cfg = config or PlannerConfig()
     if cfg.cycle_hours != cycle_hours:
         cfg = dataclasses.replace(cfg, cycle_hours=cycle_hours)
-    p = _Pages(trace_list)
+    p = TracePages(trace_list)
     cycle_s = cycle_hours * 3600.0
     out: dict[str, Any] = {
         "pages": p.n,
@@ -955,10 +961,10 @@ def replay(
         # compared on common random numbers
         rng = np.random.default_rng([seed, 0])
         if name in ("oracle", "oracle_rates"):
-            schedule = _oracle_schedule(
+            schedule = oracle_schedule(
                 p, budget, cycle_s, objective, rng, lifetimes=name == "oracle"
             )
-            res = _run_schedule(p, schedule)
+            res = run_schedule(p, schedule)
             if progress is not None:
                 progress(name, 1, 1)
         else:

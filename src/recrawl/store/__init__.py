@@ -10,14 +10,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from recrawl.store._protocol import BatchResult, GroupTotals, PruneReport, Store
-from recrawl.store._sql import SQLStore
+from recrawl.store._protocol import BatchResult, GroupTotals, HintResult, PruneReport, Store
+from recrawl.store._sql import ContentHistory, HintRows, SQLStore
 from recrawl.store.postgres import PostgresStore
 from recrawl.store.sqlite import SQLiteStore
 
 __all__ = [
     "BatchResult",
+    "ContentHistory",
     "GroupTotals",
+    "HintResult",
+    "HintRows",
     "PostgresStore",
     "PruneReport",
     "SQLStore",

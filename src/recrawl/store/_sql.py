@@ -77,7 +77,7 @@ _O0: Final = 1
 _S0: Final = _O0 + len(OUTCOMES)
 _H0: Final = _S0 + len(_SCALARS)
 _F0: Final = _H0 + LATENCY_BINS
-_WIDTH: Final = _F0 + 1
+BUCKET_WIDTH: Final = _F0 + 1
 _BUCKET_COLS: Final = (
     ["n"]
     + [f"o_{o}" for o in OUTCOMES]
@@ -217,7 +217,7 @@ _VEC_UPSERT: Final = (
 )
 _KEY_SHIFT: Final = 32
 _SERIES_MASK: Final = (1 << _KEY_SHIFT) - 1
-_SPARSE_TABLES: Final = frozenset({"buckets"})
+SPARSE_TABLES: Final = frozenset({"buckets"})
 _PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(ROW_FIELDS)}) VALUES ({', '.join('?' * (len(ROW_FIELDS) + 1))})"
 _PAGE_UPDATE: Final = (
     f"UPDATE pages SET {', '.join(f'{c} = ?' for c in MUTABLE_FIELDS)} WHERE id = ?"
@@ -393,14 +393,14 @@ def _failed_first(
     return out
 
 
-def _padded(rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+def padded_buckets(rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
     """Bucket vectors of mixed lengths (an older layout's are shorter) as one
     matrix of the current width, zeros where a vector ends early."""
-    out = np.zeros((len(rows), _WIDTH))
+    out = np.zeros((len(rows), BUCKET_WIDTH))
     for i, r in enumerate(rows):
-        if len(r) > _WIDTH:
+        if len(r) > BUCKET_WIDTH:
             raise StoreError(
-                f"a bucket vector has {len(r)} figures, more than this version's {_WIDTH}: "
+                f"a bucket vector has {len(r)} figures, more than this version's {BUCKET_WIDTH}: "
                 "the store was written by a newer recrawl"
             )
         out[i, : len(r)] = r
@@ -481,7 +481,7 @@ def pack_sparse(mat: np.ndarray[Any, np.dtype[np.float64]]) -> list[bytes]:
 
 
 def unpack_sparse(
-    blobs: Sequence[bytes], width: int = _WIDTH
+    blobs: Sequence[bytes], width: int = BUCKET_WIDTH
 ) -> np.ndarray[Any, np.dtype[np.float64]]:
     """The inverse of :func:`pack_sparse`: one dense row per vector."""
     n = len(blobs)
@@ -662,7 +662,7 @@ class SQLStore:
     def _buckets_from_2(self, db: Any) -> None:
         """Schema 2 to 3: the buckets keyed by one integer (and sparse in SQLite)."""
         for table in ("buckets", "buckets_daily"):
-            sparse = self.dialect["SPARSE"] if table in _SPARSE_TABLES else ""
+            sparse = self.dialect["SPARSE"] if table in SPARSE_TABLES else ""
             db.execute(
                 f"CREATE TABLE {table}_3 (k {self.dialect['PAGEID']}, "
                 f"n {self.dialect['BIGINT']} NOT NULL, v {self.dialect['VEC']} NOT NULL)"
@@ -737,7 +737,7 @@ class SQLStore:
             k = bucket_key(start - start % _DAY_S, sid)
             daily[k] = daily.get(k, 0) + 1
         for table, add in (("buckets", fifteen), ("buckets_daily", daily)):
-            sparse = table in _SPARSE_TABLES
+            sparse = table in SPARSE_TABLES
             for chunk in _chunks(sorted(add)):
                 q = f"SELECT k, v FROM {table} WHERE k IN ({','.join('?' * len(chunk))})"
                 found = db.execute(q, chunk).fetchall()
@@ -1199,7 +1199,7 @@ class SQLStore:
                 order = np.argsort(inv, kind="stable")
                 runs = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
                 total = np.add.reduceat(mat[order], runs, axis=0)
-        sparse = table in _SPARSE_TABLES
+        sparse = table in SPARSE_TABLES
         last = self._bucket_rows.get(table)
         hit = np.zeros(len(keys), dtype=bool)
         if last is not None and len(last[0]):
@@ -1272,9 +1272,9 @@ class SQLStore:
         if sparse:
             return unpack_sparse(values)
         raw = b"".join(values)
-        if len(raw) == 8 * _WIDTH * len(values):
-            return np.frombuffer(raw, dtype="<f8").reshape(len(values), _WIDTH)
-        return _padded([np.frombuffer(v, dtype="<f8") for v in values])
+        if len(raw) == 8 * BUCKET_WIDTH * len(values):
+            return np.frombuffer(raw, dtype="<f8").reshape(len(values), BUCKET_WIDTH)
+        return padded_buckets([np.frombuffer(v, dtype="<f8") for v in values])
 
     def _load_pages(
         self,
@@ -1404,7 +1404,7 @@ class SQLStore:
         # window-major, as the buckets table orders its keys (its upsert then needs no sort)
         keys, rows = np.unique((tb - t0) * ns + sid, return_inverse=True)
         r = len(keys)
-        mat = np.zeros((r, _WIDTH))
+        mat = np.zeros((r, BUCKET_WIDTH))
         mat[:, 0] = np.bincount(rows, minlength=r)
         k = len(OUTCOMES)
         mat[:, _O0 : _O0 + k] = np.bincount(rows * k + codes, minlength=r * k).reshape(r, k)
@@ -1611,7 +1611,7 @@ class SQLStore:
             bk = (page.site, page.page_type, o.route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)
             d = adjust.get(bk)
             if d is None:
-                d = adjust[bk] = [0.0] * _WIDTH
+                d = adjust[bk] = [0.0] * BUCKET_WIDTH
             d[_F0] += int(failed_first) - int(was_failed_first)
             if new != old:
                 fixes.append((new, seq))
@@ -2329,7 +2329,7 @@ class SQLStore:
             ).fetchall()
         groups: dict[tuple[str, str], int] = {}
         gi = np.array([groups.setdefault((r[0], r[1]), len(groups)) for r in rows], dtype=np.intp)
-        sums = np.zeros((len(groups), _WIDTH))
+        sums = np.zeros((len(groups), BUCKET_WIDTH))
         np.add.at(sums, gi, self._unvectors([r[2] for r in rows], sparse=False))
         out = []
         for (site, ptype), row in sorted(zip(groups, sums.tolist(), strict=True)):
@@ -2364,9 +2364,9 @@ class SQLStore:
             args.extend(sites)
         with self._lock:
             rows = self._db.execute(q, args).fetchall()
-        arr = np.empty((len(rows), 1 + _WIDTH))
+        arr = np.empty((len(rows), 1 + BUCKET_WIDTH))
         arr[:, 0] = (np.array([r[3] for r in rows], dtype=np.int64) >> _KEY_SHIFT) * _BW
-        arr[:, 1:] = self._unvectors([r[4] for r in rows], sparse=table in _SPARSE_TABLES)
+        arr[:, 1:] = self._unvectors([r[4] for r in rows], sparse=table in SPARSE_TABLES)
         k = len(OUTCOMES)
         s = 1 + _S0
         return BucketArrays.from_labels(

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from recrawl._exceptions import StoreError
-from recrawl.store._sql import _WIDTH, SQLStore, _padded
+from recrawl.store._sql import BUCKET_WIDTH, SQLStore, padded_buckets
 
 __all__ = ["CHANNEL", "PostgresStore"]
 
@@ -149,9 +149,9 @@ class PostgresStore(SQLStore):
     def _unvectors(
         self, values: Sequence[Any], *, sparse: bool
     ) -> np.ndarray[Any, np.dtype[np.float64]]:
-        if all(len(v) == _WIDTH for v in values):
-            return np.array(values, dtype=np.float64).reshape(len(values), _WIDTH)
-        return _padded(values)  # vectors of an older, shorter layout
+        if all(len(v) == BUCKET_WIDTH for v in values):
+            return np.array(values, dtype=np.float64).reshape(len(values), BUCKET_WIDTH)
+        return padded_buckets(values)  # vectors of an older, shorter layout
 
     def _columns(self, db: Any, table: str) -> set[str]:
         rows = db.execute(

@@ -29,9 +29,8 @@ class FakeRecrawl:
     def __init__(self) -> None:
         self.seen: list[tuple[dict[str, Any], bool]] = []
         self.stopped: set[str] = set()
-        self.holds: dict[str, float] = {}
-        self.slept: list[float] = []
         self.entered = 0
+        self.answers: list[tuple[Any, Any, dict[str, str]]] = []
 
     def clock(self) -> float:
         return T0
@@ -39,19 +38,15 @@ class FakeRecrawl:
     def paused(self, site: str) -> bool:
         return site in self.stopped
 
-    def held_until(self, site: str) -> float:
-        return self.holds.get(site, -1.0)
-
-    def hold(self, site: str, retry_after: str, now: float) -> None:
-        self.holds[site] = now + float(retry_after)
-
-    async def enter(self, site: str) -> None:
-        if self.holds.get(site, -1.0) > self.clock():
-            self.slept.append(self.holds[site])
+    async def enter(self, site: str, *, canary: bool = False) -> bool:
+        if site in self.stopped:
+            return False
         self.entered += 1
+        return True
 
-    def leave(self, site: str) -> None:
+    def leave(self, site: str, status: Any, error: Any, latency: Any, headers: Any) -> None:
         self.entered -= 1
+        self.answers.append((status, error, dict(headers)))
 
     def observed(self, raw: dict[str, Any], *, hold: bool = False) -> int | None:
         self.seen.append((raw, hold))
@@ -161,14 +156,16 @@ def test_a_site_the_crawl_paused_gets_no_request() -> None:
     assert ATTEMPTS_KEY not in req.meta and fake.entered == 0
 
 
-def test_a_retry_after_holds_the_site() -> None:
-    """A 429's Retry-After (crawl seconds) holds the site: the next request
-    waits until then before it is stamped and sent."""
+def test_every_answer_goes_back_to_the_sites_gate() -> None:
+    """Each attempt takes a place at its site's gate and gives it back with
+    what came (a 429's Retry-After for the hold, a failure for the back-off)."""
     mw, fake = _mw()
     req = _request()
     asyncio.run(mw.process_request(req))
+    assert fake.entered == 1
     mw.process_response(req, HtmlResponse(req.url, status=429, headers={"Retry-After": "3600"}))
-    assert fake.holds == {"shop.example": T0 + 3600}
-    assert fake.entered == 0  # the answer freed the site's place
-    asyncio.run(mw.process_request(req.copy()))
-    assert fake.slept == [T0 + 3600] and fake.entered == 1
+    retry = req.copy()
+    asyncio.run(mw.process_request(retry))
+    mw.process_exception(retry, TimeoutError())
+    assert fake.entered == 0
+    assert fake.answers == [(429, None, {"Retry-After": "3600"}), (None, "timeout", {})]

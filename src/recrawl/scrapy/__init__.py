@@ -15,8 +15,10 @@ and a spider deriving from :class:`RecrawlSpider`.
 - :class:`RecrawlSpider` asks the plan for each cycle's tasks and sleeps
   between cycles (no busy loop, no ``DontCloseSpider``: an unfinished
   ``start()`` keeps Scrapy's engine open).
-- :class:`RecrawlDownloaderMiddleware` makes every download attempt of a
-  planned URL an observation (responses of any status, timeouts, DNS errors,
+- :class:`RecrawlDownloaderMiddleware` lets each planned request go when its
+  site's :class:`~recrawl.crawl.politeness.SiteGate` allows (``recrawl
+  crawl``'s slots, spacing, Retry-After, back-off, throttle and band) and
+  makes every download attempt of a planned URL an observation (responses of any status, timeouts, DNS errors,
   refused or reset connections; each retry too), reported to the store or
   service in batches.
 

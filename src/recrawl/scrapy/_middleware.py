@@ -66,18 +66,16 @@ class RecrawlDownloaderMiddleware:
         )
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
-        """Stamp the attempt's start; first wait for a place among the site's
-        requests and out its Retry-After hold (the request waits here, before
-        Scrapy's slot), and drop it when the crawl paused its site."""
+        """Stamp the attempt's start, once the site's gate lets it go (the
+        request waits here, before Scrapy's slot); drop it when its site is
+        paused."""
         task = request.meta.get(META_KEY)
         if task is not None:
             site = task["site"]
-            await self.recrawl.enter(site)
-            if task.get("reason") != "canary" and self.recrawl.paused(site):
-                self.recrawl.leave(site)
+            if not await self.recrawl.enter(site, canary=task.get("reason") == "canary"):
                 from scrapy.exceptions import IgnoreRequest
 
-                raise IgnoreRequest(f"recrawl: site {site} paused by this crawl")
+                raise IgnoreRequest(f"recrawl: site {site} paused")
             request.meta[_ENTERED] = True
             request.meta[_STARTED] = (self.recrawl.clock(), time.monotonic())
             request.meta[ATTEMPTS_KEY] = request.meta.get(ATTEMPTS_KEY, 0) + 1
@@ -90,11 +88,10 @@ class RecrawlDownloaderMiddleware:
             return response
         raw = self._base(request, task)
         raw["status"] = response.status
-        retry_after = response.headers.get(b"Retry-After")
-        if response.status in (429, 503) and retry_after:
-            self.recrawl.hold(task["site"], retry_after.decode("latin-1"), self.recrawl.clock())
         if request.meta.pop(_ENTERED, False):
-            self.recrawl.leave(task["site"])
+            retry_after = response.headers.get(b"Retry-After")
+            headers = {"Retry-After": retry_after.decode("latin-1")} if retry_after else {}
+            self.recrawl.leave(task["site"], response.status, None, raw["latency_ms"], headers)
         raw["bytes_received"] += bytes_received(
             response.status, response.headers.items(), response.body
         )
@@ -127,9 +124,9 @@ class RecrawlDownloaderMiddleware:
         if task is None or _STARTED not in request.meta:
             return None
         raw = self._base(request, task)
-        if request.meta.pop(_ENTERED, False):
-            self.recrawl.leave(task["site"])
         raw["error"] = error_word(exception)
+        if request.meta.pop(_ENTERED, False):
+            self.recrawl.leave(task["site"], None, raw["error"], None, {})
         raw.pop("permanent", None)
         self.recrawl.observed(raw)
         return None

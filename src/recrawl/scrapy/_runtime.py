@@ -26,6 +26,7 @@ from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.clock import Clock, ScaledClock, system_clock
 from recrawl.config import Settings, load_settings
 from recrawl.crawl.loop import PAUSE_AFTER, CrawlTask, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.crawl.politeness import SiteGate
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
@@ -51,6 +52,7 @@ REPORT_BATCH: Final = 200
 _OUTCOME_STATS: Final = ("new", "changed", "unchanged", "gone", "error")
 _BLOCKED: Final = ("hard_block", "soft_block", "challenge")
 _HOSTILE_STATUSES: Final = frozenset({401, 403, 429})
+_GATE_BANDS: Final = frozenset({"healthy", "degrading", "critical", "unknown"})
 
 
 class _Embedded(EmbeddedSource):
@@ -157,8 +159,9 @@ class Recrawl:
         self._streak: Counter[str] = Counter()  # hostile answers in a row, per site
         self._paused: set[str] = set()  # sites this crawl paused
         self._pausing: set[asyncio.Task[None]] = set()
-        self._holds: dict[str, float] = {}  # site -> crawl time its Retry-After ends
-        self._gates: dict[str, asyncio.Semaphore] = {}  # site -> requests past the middleware
+        self._gates: dict[str, tuple[SiteGate, asyncio.Condition]] = {}
+        self._bands: dict[str, str] = {}
+        self._waking: set[asyncio.Future[None]] = set()
         self._budget = 0.0
         self._spent = 0.0
         self._requests = 0
@@ -222,6 +225,7 @@ class Recrawl:
         critical: set[str] = set(self._paused)
         try:
             bands = await self.source.bands(now)
+            self._bands = bands
             critical |= {site for site, band in bands.items() if band == "critical"}
         except Exception as exc:  # plan on without the bands
             log.warning("health bands unavailable: %s", exc)
@@ -344,48 +348,63 @@ class Recrawl:
             self._inc("items", len(items))
         self._queue(raw)
 
-    def hold(self, site: str, retry_after: str, now: float) -> None:
-        """Hold ``site`` for a 429 or 503's ``Retry-After`` (seconds of crawl
-        time, or an HTTP date; at most a day): no request to it starts before."""
-        text = retry_after.strip()
-        until: float | None = None
-        if text.isdigit():
-            until = now + float(text)
-        else:
-            from email.utils import parsedate_to_datetime
+    def _gate(self, site: str) -> tuple[SiteGate, asyncio.Condition]:
+        found = self._gates.get(site)
+        if found is None:
+            gate = SiteGate(self.settings.site_concurrency, self.settings.crawl.min_delay_s)
+            found = self._gates[site] = (gate, asyncio.Condition())
+        return found
 
-            with contextlib.suppress(TypeError, ValueError, IndexError):
-                until = parsedate_to_datetime(text).timestamp()
-        if until is None or until <= now:
-            return
-        until = min(until, now + 86400.0)
-        if until > self._holds.get(site, -math.inf):
-            self._holds[site] = until
+    async def enter(self, site: str, *, canary: bool = False) -> bool:
+        """Wait until ``site``'s :class:`~recrawl.crawl.politeness.SiteGate`
+        lets one more request start (slots, spacing, Retry-After hold,
+        back-off, latency throttle and health band: ``recrawl crawl``'s rules)
+        and take its place; False when the site is paused (only a canary still
+        goes) or the spider closes. At most ``site_concurrency`` requests of a
+        site are past the middleware at once, so the next one waits for an
+        answer and sees the hold or back-off that answer set."""
+        gate, changed = self._gate(site)
+        while not self._closing.is_set():
+            band = "critical" if site in self._paused else self._bands.get(site, "unknown")
+            gate.set_band(band if band in _GATE_BANDS else "unknown")  # type: ignore[arg-type]
+            if band == "critical" and not canary:
+                return False
+            now = self.clock()
+            slots = max(gate.effective_concurrency, 1 if canary else 0)
+            at = gate.next_allowed(now) if not canary else max(now, gate.hold_until)
+            if gate.in_flight < slots and at <= now:
+                gate.started(now)
+                return True
+            wait = None if gate.in_flight >= slots else max((at - now) / self.scale, 0.001)
+            async with changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=wait)
+        return False
+
+    def leave(
+        self,
+        site: str,
+        status: int | None,
+        error: str | None,
+        latency_ms: float | None,
+        headers: Mapping[str, str],
+    ) -> None:
+        """An answer (or a failure) came back: the gate learns from it (a
+        Retry-After hold, a back-off, a latency rise) and frees the place;
+        the requests waiting for the site look again."""
+        gate, changed = self._gate(site)
+        held = gate.hold_until
+        gate.finished(self.clock(), status, error, latency_ms, headers)
+        if gate.hold_until > held:
             self._inc("held")
 
-    def held_until(self, site: str) -> float:
-        """Crawl time until which ``site`` is held (``-inf`` when it is not)."""
-        return self._holds.get(site, -math.inf)
+        async def wake() -> None:
+            async with changed:
+                changed.notify_all()
 
-    async def enter(self, site: str) -> None:
-        """Wait for one of ``site``'s ``site_concurrency`` places, then out its
-        Retry-After hold. At most that many of its requests are past the
-        middleware at once, so the next one is let go only once an answer came
-        back, and sees the hold that answer set (Scrapy's slot queue would
-        have sent it inside the hold)."""
-        gate = self._gates.get(site)
-        if gate is None:
-            gate = self._gates[site] = asyncio.Semaphore(self.settings.site_concurrency)
-        await gate.acquire()
-        while (held := self.held_until(site)) > self.clock():
-            if not await self.sleep_until(held):
-                break
-
-    def leave(self, site: str) -> None:
-        """An answer (or a failure) came back: free the place :meth:`enter` took."""
-        gate = self._gates.get(site)
-        if gate is not None:
-            gate.release()
+        job = asyncio.ensure_future(wake())
+        self._waking.add(job)
+        job.add_done_callback(self._waking.discard)
 
     def paused(self, site: str) -> bool:
         """Whether this crawl paused ``site`` (its queued requests are dropped)."""

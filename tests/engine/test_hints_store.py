@@ -16,9 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recrawl.config import Reserves, Settings
-from recrawl.engine.engine import Engine
+from recrawl.engine.engine import HINT_TRUST_DAYS, Engine
 from recrawl.engine.ingest import IngestReport, ingest_lines
-from recrawl.estimate.hints import HINT_LAG_DEFAULT_S, Hint, SourceTrust, trusted_lags
+from recrawl.estimate.hints import (
+    HINT_LAG_DEFAULT_S,
+    Hint,
+    HintVerdict,
+    SourceTrust,
+    trusted_lags,
+)
 from recrawl.estimate.pagestate import PageState
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, raw_rates, update_evidence
 from recrawl.observe.observation import parse_timestamp
@@ -575,6 +581,12 @@ def _judged(store: SQLStore) -> float:
     assert raw is not None
     lags = trusted_lags(raw)
     assert ("a.example", "sitemap") in lags
+    # the record the next ingest and the next process read back
+    kept = HintVerdict.from_json(raw)
+    assert kept.hour == int(NOW // 3600) and kept.days == HINT_TRUST_DAYS
+    assert kept.hints_version == store.hints_version()
+    assert {(t.site, t.source): t for t in kept.trust}["a.example", "sitemap"] == a
+    assert kept.trusted_lags() == lags
     return lags["a.example", "sitemap"]
 
 

@@ -13,7 +13,9 @@ import pytest
 from recrawl.estimate.hints import (
     HINT_LAG_DEFAULT_S,
     Hint,
+    HintVerdict,
     InvalidHint,
+    SourceTrust,
     parse_hint,
     parse_lastmod,
     quiet_until,
@@ -460,6 +462,20 @@ def _verdict(trust: list[tuple[str, str, bool, bool]], lags: list[list[Any]]) ->
             "lags": lags,
         }
     )
+
+
+def test_a_hint_verdict_reads_back_as_it_was_kept() -> None:
+    trust = (
+        SourceTrust("a.example", "sitemap", 40, 12, 13, 12, quiet=True, changes=True),
+        SourceTrust("b.example", "feed", 3, 1, 0, 0, quiet=False, changes=False),
+    )
+    v = HintVerdict(trust, {("a.example", "sitemap"): 1800.0}, hour=491_000, hints_version=7,
+                    days=90.0)  # fmt: skip
+    assert HintVerdict.from_json(v.to_json()) == v
+    assert HintVerdict.from_dict(json.loads(v.to_json())) == v
+    assert trusted_lags(v) == trusted_lags(v.to_json()) == {("a.example", "sitemap"): 1800.0}
+    with pytest.raises(KeyError):
+        HintVerdict.from_dict({"trust": [{"site": "a"}]})
 
 
 def test_trusted_lags_keeps_only_pairs_trusted_both_ways() -> None:

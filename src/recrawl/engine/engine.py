@@ -7,7 +7,6 @@ injected (``clock``) so a simulation can run days in seconds.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -36,6 +35,7 @@ from recrawl.estimate.hints import (
     HINT_LAG_DEFAULT_S,
     TRUSTED_MEANS,
     Hint,
+    HintVerdict,
     SourceTrust,
     ranges,
     reporting_lag,
@@ -98,9 +98,6 @@ class HintReport:
             "trusted_means": TRUSTED_MEANS,
             "lag_means": LAG_MEANS,
         }
-
-
-_TRUST_FIELDS = ("site", "source", "revisits", "changed", "moved", "both", "quiet", "changes")
 
 
 @dataclass(frozen=True)
@@ -657,7 +654,8 @@ class Engine:
     def _judged_hints(self, now: float) -> tuple[list[SourceTrust], dict[tuple[str, str], float]]:
         """The plan's trust in the hint sources and their lags (:meth:`hint_trust`,
         :meth:`hint_lags` over :data:`HINT_TRUST_DAYS`), judged at most once an
-        hour of ``now``: kept in memory, and in the store's meta so that the
+        hour of ``now``: kept in memory, and in the store's meta as a
+        :class:`~recrawl.estimate.hints.HintVerdict` so that the
         next process (``recrawl plan`` run again) reuses a judgement of the
         same hour rather than replaying the fetch log once more."""
         hour = int(now // _TRUST_TTL_S)
@@ -668,18 +666,12 @@ class Engine:
             trust = self.hint_trust()
             lags = self.hint_lags()
             got = (trust, lags)
+            verdict = HintVerdict(
+                trust=tuple(trust), lags=lags, hour=hour,
+                hints_version=self.store.hints_version(), days=HINT_TRUST_DAYS,
+            )  # fmt: skip
             try:
-                self.store.set_hint_verdict(
-                    json.dumps(
-                        {
-                            "hour": hour,
-                            "hints_version": self.store.hints_version(),
-                            "days": HINT_TRUST_DAYS,
-                            "trust": [{f: getattr(t, f) for f in _TRUST_FIELDS} for t in trust],
-                            "lags": [[site, src, lag] for (site, src), lag in lags.items()],
-                        }
-                    )
-                )
+                self.store.set_hint_verdict(verdict.to_json())
             except Exception:  # a read-only store: judged again next time
                 _log.debug("cannot keep the hint verdict", exc_info=True)
         self._trust_cache = (hour, *got)
@@ -693,16 +685,14 @@ class Engine:
         if raw is None:
             return None
         try:
-            v = json.loads(raw)
-            if v.get("hour") != hour or v.get("days") != HINT_TRUST_DAYS:
-                return None
-            if v.get("hints_version", 0) > self.store.hints_version():
-                return None  # another store's, or one rebuilt since
-            trust = [SourceTrust(**{f: t[f] for f in _TRUST_FIELDS}) for t in v["trust"]]
-            lags = {(str(a), str(b)): float(c) for a, b, c in v["lags"]}
+            v = HintVerdict.from_json(raw)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        return trust, lags
+        if v.hour != hour or v.days != HINT_TRUST_DAYS:
+            return None
+        if v.hints_version > self.store.hints_version():
+            return None  # another store's, or one rebuilt since
+        return list(v.trust), dict(v.lags)
 
     def _hint_signals(
         self,

@@ -60,6 +60,7 @@ __all__ = [
     "RECALL_TO_TRUST",
     "TRUSTED_MEANS",
     "Hint",
+    "HintVerdict",
     "InvalidHint",
     "SourceTrust",
     "parse_hint",
@@ -636,13 +637,108 @@ def reporting_lag(first_seen: FloatArray, lastmod: FloatArray) -> float:
     return float(np.percentile(delay, HINT_LAG_QUANTILE))
 
 
-def trusted_lags(verdict: str | Mapping[str, Any] | None) -> dict[tuple[str, str], float]:
+_COUNTS = ("revisits", "changed", "moved", "both")
+
+
+@dataclass(frozen=True)
+class HintVerdict:
+    """The plan's judgement of the hint sources, kept between processes.
+
+    :class:`recrawl.engine.Engine` judges the sources at most once an hour
+    (:meth:`~recrawl.engine.Engine.hint_trust` and its ``hint_lags``) and keeps
+    the result in the store's ``meta`` table, key ``hint_verdict``, as
+    :meth:`to_json`. The next process planning in the same hour reuses it
+    instead of replaying the fetch log, and every ingest reads it back
+    (:func:`trusted_lags`) to fold a trusted source's silence as evidence
+    that a page did not change (:func:`quiet_until`). The stored document::
+
+        {"hour": 491000,        # unix hours (now // 3600) it was judged in
+         "hints_version": 7,    # the store's hints_version at the time
+         "days": 90.0,          # days of revisits judged
+         "trust": [{"site", "source", "revisits", "changed", "moved", "both",
+                    "quiet", "changes"}, ...],       # one SourceTrust each
+         "lags": [[site, source, seconds], ...]}    # reporting lag per pair
+
+    A document written by hand may leave out ``hour``, ``hints_version``,
+    ``days`` and a source's four counts (None, 0, None and 0).
+    """
+
+    trust: tuple[SourceTrust, ...]
+    lags: Mapping[tuple[str, str], float]
+    """Reporting lag of each ``(site, source)`` pair, seconds."""
+    hour: int | None = None
+    """Unix hours (``now // 3600``) it was judged in."""
+    hints_version: int = 0
+    """The store's ``hints_version`` when it was judged."""
+    days: float | None = None
+    """Days of revisits the sources were judged on."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hour": self.hour,
+            "hints_version": self.hints_version,
+            "days": self.days,
+            "trust": [
+                {"site": t.site, "source": t.source, **{c: getattr(t, c) for c in _COUNTS},
+                 "quiet": t.quiet, "changes": t.changes}
+                for t in self.trust
+            ],
+            "lags": [[site, src, lag] for (site, src), lag in self.lags.items()],
+        }  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HintVerdict:
+        """The verdict :meth:`to_dict` gave; :class:`ValueError` (or
+        :class:`KeyError`, :class:`TypeError`) when ``d`` is not one."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a hint verdict is a JSON object, not {type(d).__name__}")
+        trust = tuple(
+            SourceTrust(
+                site=str(t["site"]),
+                source=str(t["source"]),
+                **{c: int(t.get(c, 0)) for c in _COUNTS},
+                quiet=bool(t["quiet"]),
+                changes=bool(t["changes"]),
+            )
+            for t in d.get("trust", ())
+        )
+        lags = {(str(a), str(b)): float(c) for a, b, c in d.get("lags", ())}
+        hour = d.get("hour")
+        days = d.get("days")
+        return cls(
+            trust=trust,
+            lags=lags,
+            hour=None if hour is None else int(hour),
+            hints_version=int(d.get("hints_version", 0)),
+            days=None if days is None else float(days),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> HintVerdict:
+        """:meth:`from_dict` of a JSON document; :class:`ValueError` when unreadable."""
+        return cls.from_dict(json.loads(raw))
+
+    def trusted_lags(self) -> dict[tuple[str, str], float]:
+        """The pairs trusted both to vouch and to prove changes, with their lags
+        (seconds; :data:`HINT_LAG_DEFAULT_S` for a pair without one)."""
+        return {
+            (t.site, t.source): self.lags.get((t.site, t.source), HINT_LAG_DEFAULT_S)
+            for t in self.trust
+            if t.quiet and t.changes
+        }
+
+
+def trusted_lags(
+    verdict: HintVerdict | str | Mapping[str, Any] | None,
+) -> dict[tuple[str, str], float]:
     """The ``(site, source)`` pairs a kept verdict trusts both to vouch and to prove
     changes, with their reporting lags: those :func:`quiet_until` reads.
 
-    ``verdict``: the JSON :class:`recrawl.engine.Engine` keeps in the store's
-    meta (``{"trust": [{"site", "source", "quiet", ...}], "lags": [[site,
-    source, seconds], ...]}``), or it parsed. A pair without a lag gets
+    ``verdict``: a :class:`HintVerdict`, its JSON as the store's meta keeps
+    it, or that JSON parsed. A pair without a lag gets
     :data:`HINT_LAG_DEFAULT_S`. Anything unreadable is no verdict: ``{}``.
 
     >>> trusted_lags('{"trust": [{"site": "a", "source": "sitemap", "quiet": true,'
@@ -651,6 +747,17 @@ def trusted_lags(verdict: str | Mapping[str, Any] | None) -> dict[tuple[str, str
     """
     if verdict is None:
         return {}
+    if isinstance(verdict, HintVerdict):
+        return verdict.trusted_lags()
+    try:
+        v = (
+            HintVerdict.from_json(verdict)
+            if isinstance(verdict, str)
+            else HintVerdict.from_dict(verdict)
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    return v.trusted_lags()
     try:
         v = json.loads(verdict) if isinstance(verdict, str) else verdict
         lags = {(str(a), str(b)): float(c) for a, b, c in v.get("lags", ())}

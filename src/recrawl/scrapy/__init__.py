@@ -35,7 +35,8 @@ Scrapy stats under ``recrawl/``: ``observations``, ``not_modified`` (304s),
 ``failed/dns``, ``failed/connection_reset`` ... by error), ``retries``, ``stored``,
 ``rejected``, ``cycles``, ``tasks``, ``budget`` and ``spent`` (billing unit),
 ``disallowed`` (robots.txt), ``items``, ``registered``, ``held``
-(Retry-After holds), ``paused_sites``; with an embedded
+(Retry-After holds), ``paused_sites``, ``not_fetched`` (dropped before the
+network); with an embedded
 store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,
 ``error``, ``blocked``.
 """

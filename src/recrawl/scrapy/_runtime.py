@@ -162,6 +162,7 @@ class Recrawl:
         self._gates: dict[str, tuple[SiteGate, asyncio.Condition]] = {}
         self._bands: dict[str, str] = {}
         self._waking: set[asyncio.Future[None]] = set()
+        self._until = math.inf  # crawl time the run ends (RECRAWL_RUN_FOR)
         self._budget = 0.0
         self._spent = 0.0
         self._requests = 0
@@ -205,7 +206,7 @@ class Recrawl:
         """
         cycle_s = self.settings.cycle_hours * 3600.0
         per_cycle = (self.settings.budget_per_day or 0.0) * self.settings.cycle_hours / 24.0
-        until = self.clock() + self.run_for_s
+        until = self._until = self.clock() + self.run_for_s
         while not self._closing.is_set():
             start = self.clock()
             if start >= until:
@@ -360,7 +361,7 @@ class Recrawl:
         lets one more request start (slots, spacing, Retry-After hold,
         back-off, latency throttle and health band: ``recrawl crawl``'s rules)
         and take its place; False when the site is paused (only a canary still
-        goes) or the spider closes. At most ``site_concurrency`` requests of a
+        goes), held past the end of the run, or the spider closes. At most ``site_concurrency`` requests of a
         site are past the middleware at once, so the next one waits for an
         answer and sees the hold or back-off that answer set."""
         gate, changed = self._gate(site)
@@ -375,6 +376,8 @@ class Recrawl:
             if gate.in_flight < slots and at <= now:
                 gate.started(now)
                 return True
+            if at >= self._until:
+                return False  # held past the run's end: planned again next run
             wait = None if gate.in_flight >= slots else max((at - now) / self.scale, 0.001)
             async with changed:
                 with contextlib.suppress(TimeoutError):
@@ -446,6 +449,8 @@ class Recrawl:
         if disallowed:
             self._disallowed.add(url)
             self._inc("disallowed")
+        else:
+            self._inc("not_fetched")
 
     def _cost(self, raw: Mapping[str, Any]) -> float:
         if self.unit == "bytes":

@@ -5,7 +5,7 @@ Usage::
     python benchmarks/closed_loop.py [--days D] [--budgets 150,300] [--seeds 7,8,9] [--day-seconds S]
 
 For each seed and budget (fetches a day), :func:`recrawl.sim.crawl.closed_loop`
-crawls :func:`recrawl.sim.crawl.politeness_web` (five sites on 127.0.0.1, one
+crawls :func:`recrawl.sim.crawl.politeness_web` (six sites on 127.0.0.1, one
 turning hostile on day 10) from a cold start for ``D`` simulated days (default
 30) with ``recrawl``, ``uniform`` and ``nutch``, each on an identical web (same
 seed, same change times) at the same budget, all at once, a simulated day

@@ -5,9 +5,9 @@ Usage::
     python benchmarks/crawl_rules.py [--days D] [--day-seconds S] [--budget B] [--seeds 7,8]
 
 For each seed, :func:`recrawl.sim.crawl.run_crawls` crawls
-:func:`recrawl.sim.crawl.politeness_web` (five sites on 127.0.0.1: one with
+:func:`recrawl.sim.crawl.politeness_web` (six sites on 127.0.0.1: one with
 robots.txt rules, a Crawl-delay and faulty pages, three that behave, one that
-turns hostile on day 10) with ``recrawl`` and with ``uniform``, each on its own
+turns hostile on day 10, one that answers 429 for a few hours) with ``recrawl`` and with ``uniform``, each on its own
 copy of the same web, at ``B`` fetches a day (default 300) for ``D`` simulated
 days (default 20) from a cold start, a simulated day lasting ``S`` real
 seconds (default 4). Prints one JSON object: per seed, what

@@ -86,10 +86,11 @@ class CrawlRun:
 
 
 def politeness_web() -> list[SiteSpec]:
-    """Five sites: a shop with robots.txt rules, a Crawl-delay and faulty pages
-    (always 500, 404, a 301, a soft 404), three that behave, and one that turns
+    """Six sites: a shop with robots.txt rules, a Crawl-delay and faulty pages
+    (always 500, 404, a 301, a soft 404), three that behave, one that turns
     hostile on day 10 (challenges, then 429s with an hour's Retry-After, then a
-    403 wave from day 12)."""
+    403 wave from day 12), and one asking to slow down for three hours on days
+    5 and 15 (429 with an hour's Retry-After)."""
     return [
         SiteSpec(
             "shop",
@@ -106,6 +107,13 @@ def politeness_web() -> list[SiteSpec]:
         SiteSpec("docs", n_pages=40, rate_per_day=0.2),
         SiteSpec(
             "hostile", n_pages=60, rate_per_day=0.5, hostile=list(HOSTILE), retry_after_s=3600
+        ),
+        SiteSpec(
+            "throttled",
+            n_pages=30,
+            rate_per_day=1.0,
+            hostile=[(5 * DAY, 5 * DAY + 3 * 3600, "429"), (15 * DAY, 15 * DAY + 3 * 3600, "429")],
+            retry_after_s=3600,
         ),
     ]
 
@@ -248,15 +256,22 @@ def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
     shop = run.requests("shop")
     gaps = np.diff([r.t for r in shop])
     hostile = run.requests("hostile")
-    windows = [(r.t, r.retry_after_until) for r in hostile if r.retry_after_until is not None]
-    inside = sum(1 for r in hostile if any(t < r.t < u for t, u in windows if u is not None))
+    inside = 0
+    windows: list[tuple[float, float | None]] = []
+    for name in ("hostile", "throttled"):
+        seen = run.requests(name)
+        held = [(r.t, r.retry_after_until) for r in seen if r.retry_after_until is not None]
+        inside += sum(1 for r in seen if any(t < r.t < u for t, u in held if u is not None))
+        windows += held
+    throttled = run.requests("throttled")
     turn, wave = run.web.origin + HOSTILE[0][0], run.web.origin + HOSTILE[2][0]
     before = sum(1 for r in hostile if r.t < turn)
     after = sum(1 for r in hostile if r.t >= wave + DAY)
     days = (run.end - run.start) / DAY
     by_path = collections.Counter(r.path for r in shop)
     controls = run.engine.store.site_controls()
-    paused_at = run.stats.paused[0]["at"] if run.stats.paused else math.inf
+    paused = [p["at"] for p in run.stats.paused if p["site"] == run.sites["hostile"]]
+    paused_at = paused[0] if paused else math.inf
     return {
         "days": days,
         "requests": len(pages),
@@ -269,6 +284,7 @@ def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
         else None,
         "retry_after_windows": len(windows),
         "requests_inside_retry_after": inside,
+        "throttled_daily": len(throttled) / days,
         "hostile_daily_before": before / ((turn - run.start) / DAY),
         "hostile_daily_after_wave": after / ((run.end - wave - DAY) / DAY),
         "hostile_paused_days_after_turning": (paused_at - turn) / DAY,

@@ -1658,7 +1658,8 @@ def review(
             top = _view(moved, parser)[1]
         else:
             tops = [t for h in during if (t := _view(h, parser)[1]) is not None]
-            top = max(set(tops), key=tops.count) if tops else None
+            # the commonest; a tie goes to the one seen first (not to hash order)
+            top = max(dict.fromkeys(tops), key=tops.count) if tops else None
         reviews.append(
             IncidentReview(
                 incident=inc,

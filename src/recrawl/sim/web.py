@@ -61,6 +61,7 @@ import json
 import random
 import socket
 import socketserver
+import sys
 import threading
 import time
 import tomllib
@@ -463,6 +464,13 @@ def _html(title: str, inner: str) -> bytes:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a crawl stopped, a timeout) is not an error of
+        the web's: only anything else is printed, as the standard server does."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError):
+            super().handle_error(request, client_address)
 
     def __init__(self, address: tuple[str, int], web: SimWeb, site: _Site) -> None:
         self.web = web

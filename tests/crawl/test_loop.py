@@ -215,7 +215,9 @@ def test_ctrl_c_stops_the_crawl_and_nothing_fetched_is_lost(tmp_path: Path) -> N
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 30
-        while len(web.request_log) < 20 and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (
+            sum(r.path.startswith("/p/") for r in web.request_log.snapshot()) < 20
+        ):
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         out, errs = proc.communicate(timeout=30)

@@ -6,11 +6,9 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 import signal
 import socket
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -18,35 +16,12 @@ from rich.live import Live
 from rich.table import Table
 
 from recrawl.cli.common import ConfigOpt, DbOpt, JsonOpt, cli_store, err, print_json
-from recrawl.clock import Clock, ScaledClock, system_clock
 from recrawl.config import load_settings
 from recrawl.crawl.loop import Crawler, CrawlStats, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.crawl.simclock import parse_duration, simulation_clock
 from recrawl.observe.observation import parse_timestamp
 
-__all__ = ["crawl", "parse_clock_origin", "parse_duration"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``20d``, ``6h``, ``90m``, ``45s``, ``2w`` or a plain number of seconds.
-
-    >>> parse_duration("20d"), parse_duration("1.5h"), parse_duration("90")
-    (1728000.0, 5400.0, 90.0)
-    """
-    m = _DURATION.match(text)
-    if m is None:
-        raise ValueError("is not a duration like 20d, 6h, 90m or 45s")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
-
-
-def parse_clock_origin(text: str) -> tuple[float, float]:
-    """``REAL=VIRTUAL`` (each unix seconds or RFC 3339) as two unix seconds."""
-    real, sep, virtual = text.partition("=")
-    if not sep:
-        raise ValueError("must be REAL=VIRTUAL (unix seconds or RFC 3339 each)")
-    return parse_timestamp(real.strip()), parse_timestamp(virtual.strip())
+__all__ = ["crawl"]
 
 
 def _view(stats: CrawlStats) -> Table:
@@ -159,17 +134,10 @@ def crawl(
             "no budget: set budget_per_day in recrawl.toml or pass it",
             param_hint="--budget-per-day",
         )
-    if not time_scale > 0:
-        raise typer.BadParameter("must be positive", param_hint="--time-scale")
-    clock: Clock = system_clock
-    if clock_origin is not None or time_scale != 1.0:
-        try:
-            real, virtual = (
-                parse_clock_origin(clock_origin) if clock_origin else (time.time(), time.time())
-            )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--clock-origin") from None
-        clock = ScaledClock(time_scale, real_origin=real, virtual_origin=virtual)
+    try:
+        clock = simulation_clock(time_scale, clock_origin)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--time-scale/--clock-origin") from None
     now = clock()
     end = math.inf
     try:

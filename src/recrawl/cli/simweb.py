@@ -6,15 +6,14 @@ import json
 import math
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from recrawl.cli.common import err
-from recrawl.cli.crawl import parse_clock_origin, parse_duration
-from recrawl.clock import Clock, ScaledClock, system_clock
+from recrawl.clock import ScaledClock
+from recrawl.crawl.simclock import parse_duration, simulation_clock
 from recrawl.sim.web import SimWeb, load_scenario, write_ground_truth
 
 __all__ = ["simweb"]
@@ -63,16 +62,11 @@ def simweb(
     from recrawl.sim.crawl import politeness_web
 
     specs = load_scenario(scenario) if scenario is not None else politeness_web()
-    if not time_scale > 0 or not math.isfinite(time_scale):
-        raise typer.BadParameter("must be a positive number", param_hint="--time-scale")
-    clock: Clock = system_clock
-    origin = time.time()
-    if clock_origin is not None or time_scale != 1.0:
-        try:
-            real, origin = parse_clock_origin(clock_origin) if clock_origin else (origin, origin)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--clock-origin") from None
-        clock = ScaledClock(time_scale, real_origin=real, virtual_origin=origin)
+    try:
+        clock = simulation_clock(time_scale, clock_origin)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--time-scale/--clock-origin") from None
+    origin = clock.virtual_origin if isinstance(clock, ScaledClock) else clock()
     try:
         until = clock() + parse_duration(duration) if duration else math.inf
     except ValueError as exc:

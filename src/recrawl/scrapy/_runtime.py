@@ -16,17 +16,17 @@ import logging
 import math
 import os
 import socket
-import time
 import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from recrawl._exceptions import ConfigError, InvalidObservation
-from recrawl.clock import Clock, ScaledClock, system_clock
+from recrawl.clock import Clock
 from recrawl.config import Settings, load_settings
 from recrawl.crawl.loop import PAUSE_AFTER, CrawlTask, EmbeddedSource, ServiceSource, TaskSource
 from recrawl.crawl.politeness import SiteGate
+from recrawl.crawl.simclock import simulation_clock
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
@@ -84,17 +84,10 @@ class _Embedded(EmbeddedSource):
 
 
 def _clock(scale: float, origin: str | None) -> Clock:
-    from recrawl.cli.crawl import parse_clock_origin
-
-    if origin is None and scale == 1.0:
-        return system_clock
-    if not scale > 0:
-        raise ConfigError(f"RECRAWL_TIME_SCALE must be positive, got {scale}")
     try:
-        real, virtual = parse_clock_origin(origin) if origin else (time.time(), time.time())
+        return simulation_clock(scale, origin)
     except ValueError as exc:
-        raise ConfigError(f"RECRAWL_CLOCK_ORIGIN {exc}") from None
-    return ScaledClock(scale, real_origin=real, virtual_origin=virtual)
+        raise ConfigError(f"RECRAWL_TIME_SCALE / RECRAWL_CLOCK_ORIGIN: {exc}") from None
 
 
 class Recrawl:
@@ -111,7 +104,7 @@ class Recrawl:
         return found
 
     def __init__(self, crawler: Crawler) -> None:
-        from recrawl.cli.crawl import parse_duration
+        from recrawl.crawl.simclock import parse_duration
 
         s = crawler.settings
         self.crawler = crawler

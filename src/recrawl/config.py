@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from recrawl._exceptions import ConfigError
 from recrawl.observe.fingerprint import FieldRule
+from recrawl.observe.observation import TRACKING_PARAMS
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -75,10 +76,6 @@ class Reserves(BaseModel):
 
 DEFAULT_USER_AGENT: Final = "recrawl/{version} (+https://github.com/recrawl/recrawl)"
 """The user agent when ``crawl.user_agent`` is not set; ``{version}`` is replaced."""
-
-TRACKING_PARAMS: Final = (
-    "utm_*", "gclid", "fbclid", "msclkid", "mc_cid", "mc_eid", "_ga", "yclid", "igshid",
-)  # fmt: skip
 
 
 def _version() -> str:

@@ -48,7 +48,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from importlib.metadata import PackageNotFoundError, version
 from types import TracebackType
 from typing import Any, Final
 
@@ -56,20 +55,15 @@ import httpcore
 import httpx
 
 from recrawl.clock import Clock, system_clock
+from recrawl.config import CrawlSettings
 from recrawl.crawl.safety import ResolutionFailed, UnsafeTarget, resolve_and_check
 
 __all__ = ["DEFAULT_USER_AGENT", "FetchRequest", "FetchResult", "Fetcher"]
 
 
-def _version() -> str:
-    try:
-        return version("recrawl")
-    except PackageNotFoundError:
-        return "0"
-
-
-DEFAULT_USER_AGENT: Final = f"recrawl/{_version()} (+https://github.com/recrawl/recrawl)"
-"""The ``User-Agent`` sent unless another is configured."""
+DEFAULT_USER_AGENT: Final = CrawlSettings().agent()
+"""The ``User-Agent`` sent unless another is configured:
+:data:`recrawl.config.DEFAULT_USER_AGENT` with this version."""
 
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _PERMANENT: Final = frozenset({301, 308})

@@ -28,7 +28,6 @@ import orjson
 from w3lib.url import canonicalize_url
 
 from recrawl._exceptions import InvalidObservation
-from recrawl.config import TRACKING_PARAMS
 from recrawl.health.buckets import OUTCOMES
 from recrawl.observe.fingerprint import FieldRule, fingerprint
 
@@ -38,6 +37,7 @@ __all__ = [
     "MAX_NUMBER",
     "MAX_TIMESTAMP",
     "OUTCOMES",
+    "TRACKING_PARAMS",
     "Observation",
     "host_of",
     "line_key",
@@ -196,6 +196,13 @@ def _without_tracking(query: str, patterns: tuple[str, ...]) -> str:
     return "&".join(kept)
 
 
+TRACKING_PARAMS: Final = (
+    "utm_*", "gclid", "fbclid", "msclkid", "mc_cid", "mc_eid", "_ga", "yclid", "igshid",
+)  # fmt: skip
+"""Query parameters :func:`normalize_url` drops by default (``*`` matches any
+suffix): they name the campaign, not the page (``tracking_params`` in recrawl.toml)."""
+
+
 @lru_cache(maxsize=262144)
 def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) -> str:
     """The canonical form of an absolute http(s) URL: one page, one string.
@@ -206,7 +213,7 @@ def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) 
     percent-encoding of one case (``%7E`` → ``~``, ``%2f`` → ``%2F``), query
     arguments sorted, blank ones kept (``a=``), and the arguments named by
     ``tracking_params`` dropped (names, or prefixes ending in ``*``, compared
-    case-insensitively; default :data:`recrawl.config.TRACKING_PARAMS`:
+    case-insensitively; default :data:`TRACKING_PARAMS`:
     ``utm_*``, ``gclid``, ...), since they name the campaign, not the page.
 
     >>> normalize_url("HTTP://Example.COM:80/a/./b/../c?utm_source=x&b=1&a=2#frag")

@@ -84,28 +84,6 @@ p = CrawlerProcess({"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "WARNING", "ROB
                     "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": cfg["delay"], "ITEM_PIPELINES": {}})
 p.crawl(Plain); p.start()
 """
-PLAIN = """
-import asyncio, json, sys, time
-import scrapy
-from scrapy.crawler import CrawlerProcess
-cfg = json.loads(sys.argv[1])
-class Plain(scrapy.Spider):
-    name = "plain"
-    async def start(self):
-        urls, per_s, end = cfg["urls"], cfg["per_real_s"], time.time() + cfg["real_s"]
-        i, t0 = 0, time.time()
-        while time.time() < end:
-            due = t0 + i / per_s
-            if due > time.time():
-                await asyncio.sleep(due - time.time()); continue
-            yield scrapy.Request(urls[i % len(urls)], dont_filter=True, callback=self.parse)
-            i += 1
-    def parse(self, response):
-        yield {"price": response.css(".price::text").get()}
-p = CrawlerProcess({"TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "WARNING", "ROBOTSTXT_OBEY": True,
-                    "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": cfg["delay"], "ITEM_PIPELINES": {}})
-p.crawl(Plain); p.start()
-"""
 
 
 def specs() -> list[SiteSpec]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,3 +38,17 @@ def test_engine_plan_spends_the_score_pool_as_the_planner_does(store: SQLStore, 
     want = [(cols["url"][t["page"]], t["reason"], t["priority"]) for t in ref.to_tasks()]
     assert [(t["url"], t["reason"], t["priority"]) for t in got.tasks] == want
     assert got.spent == pytest.approx(ref.spent)
+
+
+def test_a_plan_can_leave_whole_sites_out(tmp_path: Path) -> None:
+    """What the crawl loop asks when some sites cannot take more this cycle."""
+    from recrawl.store import open_store
+
+    with open_store(str(tmp_path / "s.db")) as store:
+        engine = Engine(store, Settings(budget_per_day=240))
+        engine.add_urls(
+            [{"url": f"http://{h}.example/{i}", "site": h} for h in ("a", "b") for i in range(20)],
+            now=1e9,
+        )
+        plan = engine.plan(budget=10, now=1e9 + 3600, exclude_sites={"a"})
+    assert len(plan.tasks) == 10 and {t["site"] for t in plan.tasks} == {"b"}

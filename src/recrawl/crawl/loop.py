@@ -226,12 +226,12 @@ class EmbeddedSource:
         self, now: float, budget: float, exclude: set[str], sites: AbstractSet[str] = frozenset()
     ) -> list[CrawlTask]:
         def work() -> list[CrawlTask]:
-            skip = set(exclude)
-            if sites:
-                cols = self.engine.store.page_columns()
-                skip.update(u for u, s in zip(cols["url"], cols["site"], strict=True) if s in sites)
             plan = self.engine.plan(
-                budget=budget, now=now, exclude=skip or None, policy=self.policy
+                budget=budget,
+                now=now,
+                exclude=set(exclude) or None,
+                policy=self.policy,
+                exclude_sites=sites,
             )
             headers = self.engine.headers_for_tasks(plan.tasks)
             return [
@@ -507,11 +507,14 @@ class Crawler:
         slots, delay, holds, back-off and band, counting ``chosen``) and the rest,
         whose budget goes back to the plan for other sites."""
         load = Counter(origin_of(t.url) for t in chosen)
+        caps: dict[str, float] = {}
         kept: list[CrawlTask] = []
         dropped: list[CrawlTask] = []
         for t in tasks:
             origin = origin_of(t.url)
-            cap = self._capacity(origin, t.site, start, end)
+            cap = caps.get(origin)
+            if cap is None:
+                cap = caps[origin] = self._capacity(origin, t.site, start, end)
             if t.canary or load[origin] < cap:
                 load[origin] += 1
                 kept.append(t)

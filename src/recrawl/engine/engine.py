@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
@@ -393,7 +393,12 @@ class Engine:
         return COST_PRIOR[self.settings.billing_unit]
 
     def page_arrays(
-        self, now: float, exclude: set[str] | None = None, *, signals: bool = True
+        self,
+        now: float,
+        exclude: set[str] | None = None,
+        *,
+        signals: bool = True,
+        exclude_sites: Collection[str] = (),
     ) -> tuple[PageArrays, dict[str, Any]]:
         """The planner's arrays for every page, and the columns they came from.
 
@@ -402,7 +407,7 @@ class Engine:
         whose back-off after a failed fetch, or re-check wait when gone, is
         over at ``now`` (:func:`recrawl.plan.backoff.due`). ``active`` (what
         the plan may offer) is the due pages that are live or gone, minus
-        ``exclude``. The freshness math still counts from the last
+        ``exclude`` and the pages of ``exclude_sites``. The freshness math still counts from the last
         *successful* fetch (``last_fetch`` of the arrays).
         With ``signals``, ``checked_at`` and ``known_stale`` come from the
         latest hints of the sources trusted on each page's site
@@ -447,6 +452,9 @@ class Engine:
         active = page_kind & cols["due"]
         if exclude:
             active &= ~np.isin(np.asarray(cols["url"], dtype=object), list(exclude))
+        if exclude_sites and n:
+            skipped = np.isin(np.asarray(site_names, dtype=object), list(exclude_sites))
+            active &= ~skipped[site_code]
         pages = PageArrays(
             value=cols["value"].astype(np.float64),
             cost=cost,
@@ -781,10 +789,12 @@ class Engine:
         policy: str = "recrawl",
         exclude: set[str] | None = None,
         seed: int | None = None,
+        exclude_sites: Collection[str] = (),
     ) -> PlanResult:
         """The next cycle's tasks: canaries that are due (outside the budget, also
         on paused sites), then the planner's choice under ``budget`` (billing
-        units for one cycle; default ``budget_per_day`` × cycle length)."""
+        units for one cycle; default ``budget_per_day`` × cycle length), none of
+        the URLs in ``exclude`` nor of the pages of ``exclude_sites``."""
         t = self.clock() if now is None else now
         s = self.settings
         if budget is None:
@@ -796,7 +806,7 @@ class Engine:
         obj: Literal["freshness", "events"] = (
             "events" if (objective or s.objective) == "events" else "freshness"
         )
-        pages, cols = self.page_arrays(t, exclude)
+        pages, cols = self.page_arrays(t, exclude, exclude_sites=exclude_sites)
         tasks: list[dict[str, Any]] = []
         for c in self.store.canaries():
             due = c["last_fetch"] is None or t - c["last_fetch"] >= c["every_s"]

@@ -25,11 +25,17 @@ A listing page (a category or search page that shows a summary of many
 items) is a source too: report, for each item, the first time you saw its
 current summary as ``lastmod``.
 
+The documents themselves are read in :mod:`recrawl.observe.sitemaps`
+(sitemaps and sitemap indexes, gzipped or not) and :mod:`recrawl.observe.feeds`
+(RSS and Atom); :class:`Hint`, :func:`parse_lastmod` and :func:`read_sitemap`
+are imported here from there. ``recrawl crawl`` fetches them itself
+(:mod:`recrawl.crawl.signals`).
+
 Everything here is pure: no I/O, no clock.
 
 >>> h = parse_hint({"url": "https://shop.example/p/1", "seen_at": 1.7e9,
 ...                 "source": "sitemap", "lastmod": "2023-11-14"})
->>> h.lastmod == parse_timestamp("2023-11-14T23:59:59Z")  # a date: its last second
+>>> h.lastmod == parse_lastmod("2023-11-14T23:59:59Z")  # a date: its last second
 True
 """
 
@@ -37,17 +43,16 @@ from __future__ import annotations
 
 import json
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from recrawl._exceptions import InvalidHint
-from recrawl.observe.observation import normalize_url, parse_timestamp
+from recrawl.observe.observation import normalize_url
+from recrawl.observe.sitemaps import Hint, parse_lastmod, read_sitemap
 
 __all__ = [
     "HINT_LAG_DEFAULT_S",
@@ -119,46 +124,6 @@ HINT_LAG_QUANTILE = 90.0
 """Percentile of (first seen − ``lastmod``) taken as a source's reporting lag."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hint:
-    """What a source said of one page when it was read.
-
-    ``seen_at``: unix seconds the source was read; ``lastmod``: unix seconds
-    it gives as the page's last change (a date alone: its last second, so a
-    change later that day is never taken for one before a fetch that day).
-    """
-
-    url: str
-    seen_at: float
-    source: str
-    lastmod: float
-
-
-def parse_lastmod(value: Any) -> float:
-    """Unix seconds from a sitemap's W3C datetime, RFC 3339 or unix seconds.
-
-    A date alone (``2024-05-01``) is its last second, UTC; a time without an
-    offset is refused (its zone is unknown).
-
-    >>> parse_lastmod("2024-05-01") - parse_lastmod("2024-05-01T00:00:00Z")
-    86399.0
-    >>> parse_lastmod("2024-05-01T10:00+02:00")
-    1714550400.0
-    """
-    if isinstance(value, str):
-        s = value.strip()
-        if len(s) == 10 and s[4] == "-" and s[7] == "-":
-            try:
-                day = datetime.strptime(s, "%Y-%m-%d").replace(tzinfo=UTC)
-            except ValueError:
-                raise ValueError("is not a date (YYYY-MM-DD)") from None
-            return day.timestamp() + 86_399.0
-        if s.endswith(("z", "Z")):
-            s = s[:-1] + "+00:00"
-        return parse_timestamp(s)
-    return parse_timestamp(value)
-
-
 def parse_hint(
     raw: Mapping[str, Any],
     *,
@@ -219,72 +184,6 @@ def read_hints(
             yield n, parse_hint(raw, source=source, seen_at=seen_at, line=n)
         except InvalidHint as exc:
             yield n, exc
-
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
-
-def read_sitemap(
-    data: IO[bytes], *, seen_at: float, source: str = "sitemap"
-) -> Iterator[Hint | InvalidHint]:
-    """Hints from a sitemap (``<urlset>``, sitemaps.org 0.9), read as a stream.
-
-    Each ``<url>`` with a ``<loc>`` and a ``<lastmod>`` gives a hint seen at
-    ``seen_at``; one without ``<lastmod>`` says nothing and is skipped; a bad
-    one is an :class:`InvalidHint` naming its ``<loc>`` (``line`` is the
-    entry's number). A sitemap index (``<sitemapindex>``) raises ValueError:
-    give its sitemaps one by one.
-    """
-    if not (isinstance(seen_at, int | float) and math.isfinite(seen_at) and seen_at >= 0):
-        raise ValueError("seen_at must be unix seconds")
-    seen = float(seen_at)
-    src = source.strip()
-    if not src or len(src) > 100 or "\x00" in src:
-        raise ValueError("source must be a name of 1 to 100 characters")
-    events = ET.iterparse(data, events=("start", "end"))
-    root = None
-    for _, el in events:  # the first event opens the root element
-        root = el
-        break
-    if root is None:
-        return
-    name = _local(root.tag)
-    if name == "sitemapindex":
-        raise ValueError("a sitemap index: give the sitemaps it lists one by one")
-    if name != "urlset":
-        raise ValueError(f"not a sitemap: the root element is <{name}>, not <urlset>")
-    ns = root.tag[: -len("urlset")]  # "{http://www.sitemaps.org/schemas/sitemap/0.9}" or ""
-    url_tag, loc_tag, lastmod_tag = ns + "url", ns + "loc", ns + "lastmod"
-    when: dict[str, float] = {}  # a sitemap repeats its dates: parse each once
-    n = 0
-    for event, el in events:
-        if event != "end" or el.tag != url_tag:
-            continue
-        n += 1
-        loc = (el.findtext(loc_tag) or "").strip()
-        lastmod = (el.findtext(lastmod_tag) or "").strip()
-        root.clear()  # done with this entry (and with the ones before it)
-        if not lastmod:
-            continue
-        try:
-            url = normalize_url(loc) if loc else None
-        except ValueError as exc:
-            yield InvalidHint(f"{exc} (<loc>{loc}</loc>)", field="url", line=n)
-            continue
-        if url is None:
-            yield InvalidHint("<url> without <loc>", field="url", line=n)
-            continue
-        t = when.get(lastmod)
-        if t is None:
-            try:
-                t = parse_lastmod(lastmod)
-            except ValueError as exc:
-                yield InvalidHint(f"{exc} (<loc>{loc}</loc>)", field="lastmod", line=n)
-                continue
-            if len(when) < 100_000:
-                when[lastmod] = t
-        yield Hint(url=url, seen_at=seen, source=src, lastmod=t)
 
 
 def _text_lines(data: Iterable[bytes]) -> Iterator[str]:

@@ -39,6 +39,14 @@ A cycle's budget is split into reserves and the score pool:
        has passed; the interval grows ×1.4 after a fetch without change and
        shrinks ×0.8 after a change, within 60 s … 90 days, starting at 30
        days (see :func:`nutch_next_interval`). Due pages, most overdue first.
+   ``harmonic``
+       Kolobov et al.'s allocation for harmonic staleness (NeurIPS 2019,
+       :func:`harmonic_allocation`) on the estimated rates, most overdue first.
+
+Each policy is one row of :data:`POLICY_RULES` (a :class:`PolicyRule`): whether
+it needs estimated rates, how it allocates visits (an :class:`Allocator`),
+whether the learning floors and the reserves serve it, and how it ranks a
+cycle's pages (a :class:`Ranking`). A new policy is a new row.
 
 The greedy and recrawl priorities are computed in cache-sized chunks on every
 core (numpy releases the GIL), so a cycle over ten million pages takes a
@@ -60,11 +68,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from recrawl._exceptions import ConfigError
 from recrawl.estimate.rates import (
     DEFAULT_HALF_LIFE_DAYS,
     GroupPriors,
@@ -81,16 +90,25 @@ __all__ = [
     "NUTCH_MAX_INTERVAL_S",
     "NUTCH_MIN_INTERVAL_S",
     "POLICIES",
+    "POLICY_RULES",
     "PROBE_GAP",
     "REASONS",
+    "Allocator",
+    "Greedy",
     "Model",
+    "NutchDue",
+    "Overdue",
     "PageState",
     "Plan",
     "PlannerConfig",
     "Policy",
+    "PolicyRule",
+    "Ranking",
     "group_priors",
+    "harmonic_allocation",
     "nutch_next_interval",
     "plan_cycle",
+    "policy_rule",
     "reallocate",
 ]
 
@@ -98,8 +116,7 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
-Policy = Literal["recrawl", "greedy", "uniform", "proportional", "nutch"]
-POLICIES: tuple[str, ...] = ("recrawl", "greedy", "uniform", "proportional", "nutch")
+Policy = Literal["recrawl", "greedy", "uniform", "proportional", "nutch", "harmonic"]
 REASONS: tuple[str, ...] = ("score", "discovery", "reestimate", "verify")
 """Reason labels, indexed by :attr:`Plan.reason` codes."""
 SCORE, DISCOVERY, REESTIMATE, VERIFY = 0, 1, 2, 3
@@ -408,7 +425,7 @@ class PlannerConfig:
         ``greedy``) what the verify and re-estimate reserves leave, for the
         baselines the whole budget. Discovery is not subtracted: it spends only
         while pages wait for a first fetch, and gives back what it leaves."""
-        if policy in ("recrawl", "greedy"):
+        if policy_rule(policy).reserves:
             return 1.0 - (self.verify_share + self.reestimate_share)
         return 1.0
 
@@ -539,6 +556,279 @@ class Plan:
         ]
 
 
+# -- the policies: a table of rules ------------------------------------------------------
+
+
+class Allocator(Protocol):
+    """How a policy turns rates into target visits: the live pages' rates
+    (changes per day), values and effective costs in, visits per day out, the
+    ``budget_per_day`` spent (``Σ cost × visits``) where the rule can."""
+
+    def __call__(
+        self,
+        rate: FloatArray,
+        value: FloatArray,
+        cost: FloatArray,
+        budget_per_day: float,
+        objective: Objective,
+    ) -> FloatArray: ...
+
+
+def _optimal(
+    rate: FloatArray,
+    value: FloatArray,
+    cost: FloatArray,
+    budget_per_day: float,
+    objective: Objective,
+) -> FloatArray:
+    """The optimal allocation (:func:`~recrawl.plan.freshness.optimal_allocation`)."""
+    alloc = optimal_allocation(rate, budget_per_day, weight=value, cost=cost, objective=objective)
+    return alloc.visits_per_day
+
+
+def _proportional(
+    rate: FloatArray,
+    value: FloatArray,
+    cost: FloatArray,
+    budget_per_day: float,
+    objective: Objective,
+) -> FloatArray:
+    """Visits proportional to the rate (pages without a value: none)."""
+    share = rate * (value > 0)
+    total = float(np.dot(share, cost))
+    if total <= 0:
+        return np.zeros(rate.shape[0])
+    return share * (budget_per_day / total)
+
+
+def harmonic_allocation(
+    rate: FloatArray,
+    value: FloatArray,
+    cost: FloatArray,
+    budget_per_day: float,
+    objective: Objective,
+) -> FloatArray:
+    """Kolobov et al.'s allocation for harmonic staleness (NeurIPS 2019, LambdaCrawl).
+
+    Page *i* with change rate μ, value w and cost c is visited at
+    ρ = (−μ + √(μ² + 4wμ/(λc)))/2 per day, with the multiplier λ chosen so that
+    ``Σ c ρ`` spends the budget. The rule never starves a page (ρ > 0 whenever
+    μ, w > 0) and caps a fast page near ``w/(λc)``, so an over-estimated or
+    bursty rate costs little. ``objective`` is ignored: the rule has its own.
+
+    >>> v = harmonic_allocation(np.array([0.1, 1.0, 10.0]), np.ones(3), np.ones(3), 3.0, "freshness")
+    >>> bool(abs(v.sum() - 3.0) < 1e-9), bool(v[0] < v[1] < v[2])
+    (True, True)
+    """
+    n = rate.shape[0]
+    wm = np.where((rate > 0) & (value > 0) & (cost > 0), value * rate, 0.0)
+    if not wm.any() or budget_per_day <= 0:
+        return np.zeros(n)
+    c = np.where(cost > 0, cost, 1.0)
+
+    def visits(log_lam: float) -> FloatArray:
+        k = 4.0 * wm / (math.exp(log_lam) * c)
+        # 2k/(μ + √(μ² + k)) / 2: the root without cancellation for fast pages
+        return k / (2.0 * (rate + np.sqrt(rate * rate + k)))
+
+    def spend(log_lam: float) -> float:
+        return float(np.dot(c, visits(log_lam)))
+
+    # spend falls as λ grows; bracket the root in log λ, then bisect
+    lo = hi = math.log(float(wm.sum()) / budget_per_day)
+    while spend(lo) < budget_per_day:
+        lo -= 4.0
+    while spend(hi) > budget_per_day:
+        hi += 4.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if spend(mid) > budget_per_day:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    got = visits(hi)  # the side that does not overspend
+    return got * min(1.0, budget_per_day / max(float(np.dot(c, got)), 1e-300))
+
+
+class Ranking:
+    """How a policy ranks the pages in a cycle, chunk by chunk, in place.
+
+    ``score(q, sl, now, last)`` writes the priority of pages ``sl`` into ``q``
+    (positive: a candidate, larger first) from ``last``, when each was last
+    known unchanged; ``stale(q, sl, st)`` lifts the pages ``st`` of the chunk
+    known to be stale. The base class ranks longest-unvisited first.
+    """
+
+    dtype: type[np.floating[Any]] = np.float64
+
+    def __init__(
+        self,
+        pages: PageState,
+        model: Model | None,
+        interval_days: float,
+        cost: FloatArray,
+        objective: str,
+    ) -> None:
+        self.pages = pages
+        self.model = model
+
+    def score(self, q: NDArray[Any], sl: slice, now: float, last: FloatArray) -> None:
+        np.subtract(now, last, out=q)
+        q *= 1.0 / DAY_S
+        np.maximum(q, 0.0, out=q)  # days since the page was last known unchanged
+        q += 1e-9  # a page fetched this very instant is still a candidate
+
+    def stale(self, q: NDArray[Any], sl: slice, st: BoolArray) -> None:
+        q[st] += STALE_FIRST
+
+
+class Overdue(Ranking):
+    """Most overdue first against the allocation: ``days since × visits per day``;
+    a page known stale goes ahead of every page merely due, if the allocation
+    follows it at all."""
+
+    def __init__(
+        self,
+        pages: PageState,
+        model: Model | None,
+        interval_days: float,
+        cost: FloatArray,
+        objective: str,
+    ) -> None:
+        if model is None:
+            raise ValueError("this policy ranks by an allocation: pass a model")
+        super().__init__(pages, model, interval_days, cost, objective)
+        self.visits = model.visits_per_day
+
+    def score(self, q: NDArray[Any], sl: slice, now: float, last: FloatArray) -> None:
+        np.subtract(now, last, out=q)
+        q *= 1.0 / DAY_S
+        np.maximum(q, 0.0, out=q)
+        q *= self.visits[sl]
+
+    def stale(self, q: NDArray[Any], sl: slice, st: BoolArray) -> None:
+        q[st & (self.visits[sl] > 0)] += STALE_FIRST
+
+
+class Greedy(Ranking):
+    """The seed's ``value × P(stale) × fresh days after the visit ÷ cost``, in float32
+    (the ranking needs no more than a relative precision of 1e-6)."""
+
+    dtype = np.float32
+
+    def __init__(
+        self,
+        pages: PageState,
+        model: Model | None,
+        interval_days: float,
+        cost: FloatArray,
+        objective: str,
+    ) -> None:
+        if model is None:
+            raise ValueError("the greedy policy ranks by estimated rates: pass a model")
+        super().__init__(pages, model, interval_days, cost, objective)
+        self.factor = model.greedy_factor(interval_days, pages.value, cost, objective)
+        self.lam_neg = model.neg_rate32
+
+    def score(self, q: NDArray[Any], sl: slice, now: float, last: FloatArray) -> None:
+        # the subtraction is done in float64 and rounded on the way out
+        np.subtract(now, last, out=q, casting="same_kind")
+        q *= self.lam_neg[sl]  # −λ × seconds since the last fetch
+        # a fetch "after" now counts as now; below −20, 1 − e^q rounds to 1
+        # in float32 anyway, and expm1 is faster away from its underflow range
+        np.clip(q, np.float32(-20.0), np.float32(0.0), out=q)
+        # expm1, not 1 − exp: exact for a slow page (1 − e^q rounds to 0
+        # below |q| ≈ 3e-8 in float32), and no slower
+        np.expm1(q, out=q)
+        np.negative(q, out=q)  # P(stale)
+        q *= self.factor[sl]  # value × fresh days after the visit ÷ cost
+
+    def stale(self, q: NDArray[Any], sl: slice, st: BoolArray) -> None:
+        q[st] = self.factor[sl][st]  # P(stale) = 1
+
+
+class NutchDue(Ranking):
+    """Due pages only (their Nutch interval has passed), most overdue first."""
+
+    def score(self, q: NDArray[Any], sl: slice, now: float, last: FloatArray) -> None:
+        np.subtract(now, last, out=q)
+        q *= 1.0 / DAY_S
+        np.maximum(q, 0.0, out=q)
+        q *= DAY_S
+        q /= self.pages.nutch_interval[sl]
+        q[q < 1.0] = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRule:
+    """One row of :data:`POLICY_RULES`: what a policy does at each step of a cycle.
+
+    Attributes
+    ----------
+    name : str
+    summary : str
+        One line, for help texts.
+    estimates : bool
+        The policy needs :func:`reallocate`'s estimated rates (a :class:`Model`).
+    allocate : Allocator or None
+        How it turns rates into target visits per day (None: no allocation).
+    learns : bool
+        The learning floor and close revisits raise the allocation for new pages.
+    reserves : bool
+        The verify and re-estimate reserves serve it (its score pool gets what
+        they leave, :meth:`PlannerConfig.score_pool_share`).
+    ranking : type[Ranking]
+        How the score pool's pages are ranked in a cycle.
+    """
+
+    name: str
+    summary: str
+    estimates: bool = False
+    allocate: Allocator | None = None
+    learns: bool = False
+    reserves: bool = False
+    ranking: type[Ranking] = Ranking
+
+
+POLICY_RULES: dict[str, PolicyRule] = {
+    r.name: r
+    for r in (
+        PolicyRule(
+            "recrawl", "the optimal allocation on estimated rates, most overdue first",
+            estimates=True, allocate=_optimal, learns=True, reserves=True, ranking=Overdue,
+        ),
+        PolicyRule(
+            "greedy", "the seed's value × freshness gain ÷ cost, best first",
+            estimates=True, reserves=True, ranking=Greedy,
+        ),
+        PolicyRule("uniform", "longest-unvisited first: every page at the same interval"),
+        PolicyRule(
+            "proportional", "visits proportional to the estimated rate, most overdue first",
+            estimates=True, allocate=_proportional, ranking=Overdue,
+        ),
+        PolicyRule("nutch", "Apache Nutch's AdaptiveFetchSchedule", ranking=NutchDue),
+        PolicyRule(
+            "harmonic", "Kolobov et al.'s allocation for harmonic staleness, most overdue first",
+            estimates=True, allocate=harmonic_allocation, reserves=True, ranking=Overdue,
+        ),
+    )
+}  # fmt: skip
+"""Every policy the planner knows, by name: one :class:`PolicyRule` each."""
+
+POLICIES: tuple[str, ...] = tuple(POLICY_RULES)
+"""The policies' names."""
+
+
+def policy_rule(policy: str) -> PolicyRule:
+    """The rule of ``policy``; a :class:`~recrawl.ConfigError` naming the choices if unknown."""
+    try:
+        return POLICY_RULES[policy]
+    except KeyError:
+        raise ConfigError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}") from None
+
+
 def reallocate(
     pages: PageState,
     budget_per_day: float,
@@ -579,8 +869,7 @@ def reallocate(
     -------
     Model
     """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    rule = policy_rule(policy)
     cfg = config or PlannerConfig()
     fetched = ~pages.never_fetched
     if rates is not None:
@@ -597,36 +886,20 @@ def reallocate(
     live = pages.active & fetched
     if np.any(pages.site_paused):
         live &= ~pages.site_paused[pages.site]
-    visits = np.zeros(0)
-    if policy in ("recrawl", "proportional") and np.any(live) and budget_per_day > 0:
+    visits = np.zeros(len(pages))
+    if rule.allocate is not None and np.any(live) and budget_per_day > 0:
         every = bool(live.all())
         idx: slice | IntArray = slice(None) if every else np.flatnonzero(live)
-        if policy == "recrawl":
-            alloc = optimal_allocation(
-                rate[idx],
-                budget_per_day,
-                weight=pages.value[idx],
-                cost=eff_cost[idx],
-                objective=objective,
-            )
-            if every:
-                visits = alloc.visits_per_day
-            else:
-                visits = np.zeros(len(pages))
-                visits[idx] = alloc.visits_per_day
-            learning = rates is None  # known rates: no floor or close revisit to learn them
-            if learning and cfg.learning_boost > 0 and cfg.learning_revisits > 0:
-                _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
-            if learning and cfg.probe_days > 0 and cfg.probe_revisits > 0:
-                _probe_floor(pages, live, visits, now, cfg)
+        got = rule.allocate(rate[idx], pages.value[idx], eff_cost[idx], budget_per_day, objective)
+        if every:
+            visits = got
         else:
-            visits = np.zeros(len(pages))
-            share = rate[idx] * (pages.value[idx] > 0)
-            total = float(np.dot(share, eff_cost[idx]))
-            if total > 0:
-                visits[idx] = share * (budget_per_day / total)
-    if visits.shape[0] != len(pages):
-        visits = np.zeros(len(pages))
+            visits[idx] = got
+        learning = rates is None  # known rates: no floor or close revisit to learn them
+        if rule.learns and learning and cfg.learning_boost > 0 and cfg.learning_revisits > 0:
+            _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
+        if rule.learns and learning and cfg.probe_days > 0 and cfg.probe_revisits > 0:
+            _probe_floor(pages, live, visits, now, cfg)
     return Model(rate, sd, visits, float(budget_per_day), objective, policy)
 
 
@@ -973,22 +1246,11 @@ def _priorities(
     eff_cost: FloatArray,
     known: BoolArray,
 ) -> tuple[NDArray[np.floating[Any]], int]:
-    """Each page's policy priority (≤ 0: not a candidate), in cache-sized chunks.
-
-    float32 for ``greedy`` (its ranking needs no more), float64 otherwise.
-    Also returns how many priorities are positive.
-    """
+    """Each page's policy priority (≤ 0: not a candidate), in cache-sized chunks,
+    by the policy's :class:`Ranking`. Also returns how many priorities are positive."""
     n = len(pages)
-    out: NDArray[np.floating[Any]] = np.empty(
-        n, dtype=np.float32 if policy == "greedy" else np.float64
-    )
-    if policy in ("recrawl", "proportional", "greedy"):
-        assert model is not None
-
-    if policy == "greedy":
-        assert model is not None
-        factor = model.greedy_factor(interval, pages.value, eff_cost, objective)
-        lam_neg = model.neg_rate32
+    rank = policy_rule(policy).ranking(pages, model, interval, eff_cost, objective)
+    out: NDArray[np.floating[Any]] = np.empty(n, dtype=rank.dtype)
     positive: dict[int, int] = {}
     checked, stale = pages.checked_at, pages.known_stale
 
@@ -1000,41 +1262,9 @@ def _priorities(
         last = (
             pages.last_fetch[sl] if checked is None else np.fmax(pages.last_fetch[sl], checked[sl])
         )
-        if policy == "greedy":
-            # float32: several times faster, and the ranking needs no more
-            # than a relative precision of 1e-6; the subtraction is done in
-            # float64 and rounded on the way out
-            np.subtract(now, last, out=q, casting="same_kind")
-            q *= lam_neg[sl]  # −λ × seconds since the last fetch
-            # a fetch "after" now counts as now; below −20, 1 − e^q rounds to 1
-            # in float32 anyway, and expm1 is faster away from its underflow range
-            np.clip(q, np.float32(-20.0), np.float32(0.0), out=q)
-            # expm1, not 1 − exp: exact for a slow page (1 − e^q rounds to 0
-            # below |q| ≈ 3e-8 in float32), and no slower
-            np.expm1(q, out=q)
-            np.negative(q, out=q)  # P(stale)
-            q *= factor[sl]  # value × fresh days after the visit ÷ cost
-        else:
-            np.subtract(now, last, out=q)
-            q *= 1.0 / DAY_S
-            np.maximum(q, 0.0, out=q)  # days since the last fetch
-            if policy in ("recrawl", "proportional"):
-                q *= model.visits_per_day[sl]  # type: ignore[union-attr]
-            elif policy == "uniform":
-                q += 1e-9  # a page fetched this very instant is still a candidate
-            else:  # nutch: due pages only, most overdue first
-                q *= DAY_S
-                q /= pages.nutch_interval[sl]
-                q[q < 1.0] = 0.0
+        rank.score(q, sl, now, last)
         if stale is not None and (st := stale[sl]).any():
-            if policy == "greedy":
-                q[st] = factor[sl][st]  # P(stale) = 1
-            elif policy in ("recrawl", "proportional"):
-                # ahead of every page merely due, if the allocation follows it at all
-                follow = st & (model.visits_per_day[sl] > 0)  # type: ignore[union-attr]
-                q[follow] += STALE_FIRST
-            else:
-                q[st] += STALE_FIRST
+            rank.stale(q, sl, st)
         kn = known[sl]
         if not kn.all():
             q[~kn] = 0.0
@@ -1090,8 +1320,7 @@ def plan_cycle(
     >>> [t["reason"] for t in plan.to_tasks()]
     ['discovery', 'discovery']
     """
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    rule = policy_rule(policy)
     cfg = config or PlannerConfig()
     gen = rng if rng is not None else np.random.default_rng()
     n = len(pages)
@@ -1102,7 +1331,7 @@ def plan_cycle(
     scan = _scan(pages, eff_cost)
     known, n_known = scan.known, scan.n_known
     sel = _Selector(pages, eff_cost, cfg.max_per_host, gen, limit=budget)
-    model_driven = policy in ("recrawl", "greedy")
+    model_driven = rule.reserves
     cycles_per_day = 24.0 / cfg.cycle_hours
     min_cost = max(scan.min_cost, 1e-300)
 
@@ -1118,7 +1347,7 @@ def plan_cycle(
             share = max(share, 1.0 - kept)
         disc_used, disc_chosen = sel.take(new_idx, budget * share, round_up=True)
 
-    if model is None and policy in ("recrawl", "greedy", "proportional"):
+    if model is None and rule.estimates:
         model = reallocate(
             pages,
             budget * cycles_per_day * cfg.score_pool_share(policy),
@@ -1206,7 +1435,7 @@ def plan_cycle(
             pages.ev_nc[index], pages.ev_tc[index], pages.ev_nu[index], pages.ev_tu[index]
         )
     if objective == "freshness":
-        if model is not None and policy in ("recrawl", "proportional"):
+        if model is not None and rule.allocate is not None:
             f = model.visits_per_day[index]
             horizon = np.where(f > 0, 1.0 / np.where(f > 0, f, 1.0), 1.0)
         else:

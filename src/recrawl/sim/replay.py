@@ -77,6 +77,7 @@ from recrawl.plan.planner import (
     PlannerConfig,
     nutch_next_interval,
     plan_cycle,
+    policy_rule,
     reallocate,
 )
 
@@ -104,10 +105,10 @@ IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
 DAY_S = 86_400.0
-ALL_POLICIES: tuple[str, ...] = ("oracle", *POLICIES)
+ALL_POLICIES: tuple[str, ...] = ("oracle", *(p for p in POLICIES if p != "harmonic"))
 """Policies :func:`replay` runs by default."""
 
-EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates", "recrawl_known_rates")
+EXTRA_POLICIES: tuple[str, ...] = ("oracle_rates", "recrawl_known_rates", "harmonic")
 """Yardsticks :func:`replay` runs only when asked by name."""
 
 MAX_GENERATED_CHANGES = 20_000_000
@@ -678,7 +679,7 @@ def _run_policy(
     known_rates = p.hindsight_rates() if policy == "recrawl_known_rates" else None
     if known_rates is not None:
         policy = "recrawl"  # the planner's policy; ``name`` is the one reported
-    needs_model = policy in ("recrawl", "greedy", "proportional")
+    needs_model = policy_rule(policy).estimates
     pool_share = config.score_pool_share(policy)
     every = max(1, n_cycles // 200)
     n_live = 0

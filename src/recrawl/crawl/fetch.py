@@ -33,13 +33,18 @@ the absolute URL, as a forwarding proxy receives it; an ``https`` target through
 proxy is counted the same way (the ``CONNECT`` exchange is not).
 
 The target of every hop is checked, through a proxy too (the proxy itself, often
-on loopback, is trusted as configured): a target whose name does not resolve
-here is a ``dns`` error even when the proxy could resolve it.
+on loopback, is trusted as configured). Direct, the target's name is resolved
+here and refused when any address is not public. Through a proxy the proxy
+resolves the name, on its own network, so the fetcher asks no DNS of a name
+(``shop.example`` through a route need not resolve here): it checks only IP
+literals, and refuses ``localhost`` and ``*.localhost``, the names every
+resolver keeps on the machine itself, unless private networks are allowed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import select
 import socket
 import ssl
@@ -526,7 +531,14 @@ class Fetcher:
             self._clients[proxy] = client
         return client
 
-    async def _check(self, host: str, port: int) -> None:
+    async def _check(self, host: str, port: int, via_proxy: bool = False) -> None:
+        if via_proxy and not _is_ip_literal(host):
+            name = host.lower().rstrip(".")
+            if not self.allow_private_networks and (
+                name == "localhost" or name.endswith(".localhost")
+            ):
+                raise UnsafeTarget(host, "127.0.0.1")
+            return  # the proxy resolves it, on its network
         key = (host, port)
         now = time.monotonic()
         if self._checked.get(key, 0.0) > now:
@@ -568,7 +580,7 @@ class Fetcher:
             hop_deadline = time.perf_counter() + self.timeout_s
             try:
                 host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS wants it
-                await self._check(host, url.port or _DEFAULT_PORTS[url.scheme])
+                await self._check(host, url.port or _DEFAULT_PORTS[url.scheme], via_proxy)
                 request = client.build_request("GET", url, headers=headers)
                 response = await client.send(request, stream=True)
                 sent += _request_bytes(request, via_proxy)
@@ -692,6 +704,15 @@ class Fetcher:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _is_ip_literal(host: str) -> bool:
+    """Whether ``host`` (as in a URL: IPv6 in brackets, maybe with a zone) is an IP address."""
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _was_sent(exc: BaseException) -> bool:

@@ -35,7 +35,7 @@ from recrawl.crawl.loop import Crawler, CrawlStats, EmbeddedSource
 from recrawl.engine.engine import Engine
 from recrawl.observe.traces import Trace
 from recrawl.sim.replay import replay
-from recrawl.sim.web import RequestRecord, SimWeb, SiteSpec
+from recrawl.sim.web import RequestRecord, RouteSpec, SimWeb, SiteSpec
 from recrawl.store import open_store
 
 __all__ = [
@@ -151,30 +151,46 @@ def run_crawls(
     scale: float = DAY / 4.0,
     seed: int = 7,
     origin: float = 1_800_000_000.0,
+    routes: Sequence[RouteSpec] = (),
 ) -> dict[str, CrawlRun]:
     """Crawl an identical web per policy, all at once, for ``days`` simulated days
     from a cold start (every URL, private and faulty ones included, registered at
-    the start); ``scale`` simulated seconds per real second. Stores are SQLite
-    files under ``workdir``; close them with ``run.engine.store.close()``."""
+    the start, each normal page with its page type); ``scale`` simulated seconds
+    per real second. With ``routes`` each web opens its proxy front door and the
+    crawl goes through it, its ``crawl.routes`` set to the web's proxies. Stores
+    are SQLite files under ``workdir``; close them with ``run.engine.store.close()``."""
     clock = ScaledClock(scale, real_origin=time.time(), virtual_origin=origin)
     horizon = (days + 1) * DAY
     webs = [
-        SimWeb(specs, clock=clock, seed=seed, origin=origin, horizon_s=horizon).start()
+        SimWeb(
+            specs, clock=clock, seed=seed, origin=origin, horizon_s=horizon, routes=routes
+        ).start()
         for _ in policies
     ]
     try:
         crawls = []
         for policy, web in zip(policies, webs, strict=True):
             store = open_store(str(workdir / f"{policy}.db"))
-            engine = Engine(store, settings, clock=clock)
+            own = settings
+            if routes:
+                own = settings.model_copy(
+                    update={"crawl": settings.crawl.model_copy(update={"routes": web.proxies})}
+                )
+            engine = Engine(store, own, clock=clock)
             sites = {s.name: web.site(s.name) for s in specs}
-            rows = [
-                {"url": u, "site": host, "page_type": "product"}
-                for host in sites.values()
-                for u in web.urls(host, private=True, faults=True)
-            ]
+            rows = []
+            for host in sites.values():
+                pages = set(web.urls(host))
+                rows += [
+                    {
+                        "url": u,
+                        "site": host,
+                        "page_type": web.page_type(u) if u in pages else "product",
+                    }
+                    for u in web.urls(host, private=True, faults=True)
+                ]
             engine.add_urls(rows, now=clock())
-            crawler = Crawler(EmbeddedSource(engine, policy=policy), settings, clock=clock)
+            crawler = Crawler(EmbeddedSource(engine, policy=policy), own, clock=clock)
             crawls.append((policy, web, engine, sites, crawler))
         start = clock()
 
@@ -208,7 +224,8 @@ def _warm_traces(run: CrawlRun, first: dict[str, float]) -> list[Trace]:
         path = "/" + rest
         ch = run.web.change_times(host, path)
         ch = ch[(ch > t0) & (ch <= run.end)]
-        out.append(Trace(url, host, "product", t0, run.end, np.asarray(ch, float)))
+        kind = run.web.page_type(url)
+        out.append(Trace(url, host, kind, t0, run.end, np.asarray(ch, float)))
     return out
 
 

@@ -63,14 +63,25 @@ from recrawl.scrapy import RecrawlSpider
 
 class Shop(RecrawlSpider):
     name = "shop"
+    last = {}  # planned URL -> the page type's fields of the last item parsed
 
     def parse(self, response):
-        yield {
+        item = {
             "name": response.css("h1.name::text").get(),
             "price": response.css(".price::text").get(),
             "stock": response.css(".stock::text").get(),
             "ad": response.css(".ad::text").get(),  # changes on every load: not a field
         }
+        self.last[response.meta["recrawl"]["url"]] = {k: item[k] for k in ("name", "price", "stock")}
+        yield item
+
+    def parse_not_modified(self, response):
+        record = response.meta["recrawl_record"]
+        last = self.last.get(response.meta["recrawl"]["url"])
+        seen = "missing" if record is None else "same" if record == last else "other"
+        self.crawler.stats.inc_value(f"test/304_record_{seen}")
+        if record is not None:
+            yield dict(record)  # the unchanged page's item, passed on again
 
 
 process = CrawlerProcess(json.loads(sys.argv[1]))
@@ -242,6 +253,21 @@ def test_revisits_are_conditional_and_304s_counted(run: Run) -> None:
     not_modified = sum(r.status == 304 for r in _pages(run))
     assert not_modified > 10
     assert run.stats["recrawl/not_modified"] == not_modified
+
+
+def test_a_304_hands_the_callback_the_stored_record(run: Run) -> None:
+    """parse_not_modified gets, in response.meta["recrawl_record"], the record
+    of the fetch the 304 confirms (the page type's fields of the item parse
+    yielded then), without a body to parse; the records outlive the crawl in
+    the file beside the store."""
+    not_modified = run.stats["recrawl/not_modified"]
+    assert run.stats["test/304_record_same"] == not_modified > 10
+    assert "test/304_record_missing" not in run.stats
+    assert "test/304_record_other" not in run.stats
+    kept = [json.loads(x) for x in Path(f"{run.db}.records.jsonl").read_text().splitlines()]
+    assert len({k["url"] for k in kept}) == len(kept)  # rewritten: one line per URL
+    ok = {r.url for r in _pages(run) if r.status == 200 and r.version is not None}
+    assert {k["url"] for k in kept if k["record"]} >= ok - {f"http://{run.sites['b']}/p/2"}
 
 
 def test_changed_and_unchanged_match_the_servers_versions(run: Run) -> None:

@@ -38,7 +38,7 @@ class FakeRecrawl:
     def paused(self, site: str) -> bool:
         return site in self.stopped
 
-    async def enter(self, site: str, *, canary: bool = False) -> bool:
+    async def enter(self, site: str, *, netloc: str | None = None, canary: bool = False) -> bool:
         if site in self.stopped:
             return False
         self.entered += 1
@@ -169,3 +169,23 @@ def test_every_answer_goes_back_to_the_sites_gate() -> None:
     mw.process_exception(retry, TimeoutError())
     assert fake.entered == 0
     assert fake.answers == [(429, None, {"Retry-After": "3600"}), (None, "timeout", {})]
+
+
+def test_kept_records_outlive_the_crawl(tmp_path: Any) -> None:
+    """The next run of the spider still hands a 304 its record; a 304 to
+    validators the add-on never saw gets none."""
+    from recrawl.scrapy._records import Kept, RecordMemory
+
+    path = tmp_path / "recrawl.db.records.jsonl"
+    first = RecordMemory(path)
+    first.remember("http://shop.example/p/1", Kept({"price": "9"}, "h0", etag='"1-3"'))
+    first.remember("http://shop.example/p/1", Kept({"price": "7"}, "h1", etag='"1-4"'))
+    first.remember("http://shop.example/p/2", Kept({"price": "5"}, "h2", last_modified="Tue"))
+    first.close()
+    assert len(path.read_text().splitlines()) == 2
+    again = RecordMemory(path)
+    url = "http://shop.example/p/1"
+    assert again.confirmed(url, if_none_match='"1-4"', if_modified_since=None) == {"price": "7"}
+    assert again.confirmed(url, if_none_match='"1-3"', if_modified_since=None) is None
+    p2 = "http://shop.example/p/2"
+    assert again.confirmed(p2, if_none_match=None, if_modified_since="Tue") == {"price": "5"}

@@ -21,6 +21,8 @@ and a spider deriving from :class:`RecrawlSpider`.
   makes every download attempt of a planned URL an observation (responses of any status, timeouts, DNS errors,
   refused or reset connections; each retry too), reported to the store or
   service in batches.
+- :class:`RecrawlRobotParser` (``ROBOTSTXT_PARSER``) is Scrapy's Protego
+  parser that also gives each site's robots.txt ``Crawl-delay`` to its gate.
 
 **The record rule.** A 2xx page's record is what its callback yielded: one
 item is the record, several are ``{"items": [...]}``; when the page type
@@ -43,6 +45,7 @@ store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,
 
 from recrawl.scrapy._addon import RecrawlAddon
 from recrawl.scrapy._middleware import RecrawlDownloaderMiddleware
+from recrawl.scrapy._robots import RecrawlRobotParser
 from recrawl.scrapy._spider import RecrawlSpider
 
-__all__ = ["RecrawlAddon", "RecrawlDownloaderMiddleware", "RecrawlSpider"]
+__all__ = ["RecrawlAddon", "RecrawlDownloaderMiddleware", "RecrawlRobotParser", "RecrawlSpider"]

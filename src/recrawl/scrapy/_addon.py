@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Final
 
 from recrawl.config import load_settings
 from recrawl.scrapy._middleware import RecrawlDownloaderMiddleware
+from recrawl.scrapy._robots import RecrawlRobotParser
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -37,9 +38,16 @@ class RecrawlAddon:
 
     Defaults it sets at the add-on priority (a project's own setting wins):
     ``USER_AGENT`` from ``[crawl]``, ``ROBOTSTXT_OBEY = True``,
+    ``ROBOTSTXT_PARSER`` = :class:`~recrawl.scrapy.RecrawlRobotParser` (Scrapy's
+    Protego parser that also hands each site's ``Crawl-delay`` to recrawl),
     ``CONCURRENT_REQUESTS_PER_DOMAIN`` from ``site_concurrency``, and
     ``DOWNLOAD_DELAY`` from ``[crawl] min_delay_s`` (in real seconds: divided
-    by the time scale).
+    by the time scale); under a time scale, ``AUTOTHROTTLE_START_DELAY`` and
+    ``AUTOTHROTTLE_MAX_DELAY`` divided by it too (Scrapy's defaults, 5 and 60
+    s, would be hours of crawl time).
+
+    AutoThrottle may be on: it only adds to a slot's delay, and each request
+    still waits for its site's gate (Retry-After, back-off, band, Crawl-delay).
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
@@ -50,5 +58,13 @@ class RecrawlAddon:
         scale = settings.getfloat("RECRAWL_TIME_SCALE", 1.0) or 1.0
         settings.set("USER_AGENT", rc.crawl.agent(), priority="addon")
         settings.set("ROBOTSTXT_OBEY", True, priority="addon")
+        settings.set("ROBOTSTXT_PARSER", RecrawlRobotParser, priority="addon")
         settings.set("CONCURRENT_REQUESTS_PER_DOMAIN", rc.site_concurrency, priority="addon")
         settings.set("DOWNLOAD_DELAY", rc.crawl.min_delay_s / scale, priority="addon")
+        if scale != 1.0:  # AutoThrottle's delays are real seconds too
+            for name, default in (
+                ("AUTOTHROTTLE_START_DELAY", 5.0),
+                ("AUTOTHROTTLE_MAX_DELAY", 60.0),
+            ):
+                real = settings.getfloat(name, default)
+                settings.set(name, real / scale, priority="addon")

@@ -72,7 +72,12 @@ class RecrawlDownloaderMiddleware:
         task = request.meta.get(META_KEY)
         if task is not None:
             site = task["site"]
-            if not await self.recrawl.enter(site, canary=task.get("reason") == "canary"):
+            from scrapy.utils.httpobj import urlparse_cached
+
+            netloc = urlparse_cached(request).netloc.lower()
+            if not await self.recrawl.enter(
+                site, netloc=netloc, canary=task.get("reason") == "canary"
+            ):
                 from scrapy.exceptions import IgnoreRequest
 
                 raise IgnoreRequest(f"recrawl: site {site} paused")

@@ -20,17 +20,27 @@ import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.clock import Clock
 from recrawl.config import Settings, load_settings
-from recrawl.crawl.loop import PAUSE_AFTER, CrawlTask, EmbeddedSource, ServiceSource, TaskSource
+from recrawl.crawl.loop import (
+    PAUSE_AFTER,
+    TOP_UPS,
+    CrawlTask,
+    EmbeddedSource,
+    ServiceSource,
+    TaskSource,
+)
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.simclock import simulation_clock
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
+from recrawl.observe.fingerprint import fingerprint
 from recrawl.observe.observation import Observation, parse_observation
 from recrawl.scrapy._observation import record_of
+from recrawl.scrapy._records import Kept, RecordMemory
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -38,7 +48,7 @@ if TYPE_CHECKING:
 
     from recrawl.engine.engine import Engine
 
-__all__ = ["META_KEY", "Recrawl"]
+__all__ = ["META_KEY", "Recrawl", "site_capacity"]
 
 log = logging.getLogger("recrawl.scrapy")
 
@@ -83,11 +93,49 @@ class _Embedded(EmbeddedSource):
         return result
 
 
+class _Service(ServiceSource):
+    """:class:`ServiceSource` that also registers URLs (``POST /v1/urls``)."""
+
+    async def add_urls(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        r = await self._client.post("/v1/urls", json={"urls": list(rows)})
+        r.raise_for_status()
+        return int(r.json().get("added", 0))
+
+
 def _clock(scale: float, origin: str | None) -> Clock:
     try:
         return simulation_clock(scale, origin)
     except ValueError as exc:
         raise ConfigError(f"RECRAWL_TIME_SCALE / RECRAWL_CLOCK_ORIGIN: {exc}") from None
+
+
+def site_capacity(gate: SiteGate, start: float, end: float, scale: float = 1.0) -> float:
+    """Requests a site can start in ``[start, end)`` (crawl seconds), a little
+    under to be safe: after its Retry-After hold and back-off, at the pace its
+    delay (robots.txt Crawl-delay and band included) and its slots over its
+    median latency (real milliseconds, times the clock's ``scale``) allow;
+    0 when paused, infinity when nothing limits it. ``recrawl crawl``'s rule.
+
+    >>> gate = SiteGate(concurrency=1, min_delay_s=60.0)
+    >>> gate.set_crawl_delay(600.0)
+    >>> site_capacity(gate, 0.0, 3600.0)
+    6
+    """
+    if gate.band == "critical":
+        return 0.0
+    first = max(start, gate.hold_until, gate.backoff_until)
+    if first >= end:
+        return 0.0
+    per_s = math.inf
+    if gate.effective_delay_s > 0:
+        per_s = 1.0 / gate.effective_delay_s
+    latency = gate.median_latency_ms
+    if latency is not None and latency > 0:
+        busy_s = latency / 1000.0 * scale
+        per_s = min(per_s, max(gate.effective_concurrency, 1) / busy_s)
+    if math.isinf(per_s):
+        return math.inf
+    return math.floor(0.9 * (end - first) * per_s) + 1
 
 
 class Recrawl:
@@ -122,9 +170,7 @@ class Recrawl:
         if service:
             token = s.get("RECRAWL_TOKEN") or os.environ.get("RECRAWL_TOKEN")
             worker = f"scrapy-{socket.gethostname()}-{os.getpid()}"
-            self.source = ServiceSource(
-                service, token, worker=worker, unit=self.settings.billing_unit
-            )
+            self.source = _Service(service, token, worker=worker, unit=self.settings.billing_unit)
         else:
             from recrawl.engine.engine import Engine
             from recrawl.store import open_store
@@ -138,6 +184,17 @@ class Recrawl:
         if self.settings.budget_per_day is None and not service:
             raise ConfigError("no budget: set budget_per_day in the RECRAWL_CONFIG file")
         self.unit = self.source.unit
+        records = s.get("RECRAWL_RECORDS")
+        if records is None and not service and "://" not in str(s.get("RECRAWL_DB")):
+            records = f"{s.get('RECRAWL_DB')}.records.jsonl"
+        self.records = RecordMemory(records or None)
+        """Each page's last record, handed to the callback of a 304 that confirms it."""
+        self._judged: Counter[str] | None = None if self.engine is not None else Counter()
+        self._classifier = None
+        if self._judged is not None:
+            from recrawl.engine.ingest import ContentClassifier
+
+            self._classifier = ContentClassifier(self.settings.block_markers)
         self._extractors = {
             name: Extractor(dict(rule.fields))
             for name, rule in self.settings.page_types.items()
@@ -147,16 +204,18 @@ class Recrawl:
         self._reporting: set[asyncio.Task[None]] = set()
         self._held: dict[int, dict[str, Any]] = {}
         self._next_id = 0
-        self._in_flight: dict[str, float] = {}  # planned URL -> cost it is held to
+        self._in_flight: dict[str, tuple[float, str, str]] = {}  # URL -> (cost held, site, reason)
         self._disallowed: set[str] = set()
         self._streak: Counter[str] = Counter()  # hostile answers in a row, per site
         self._paused: set[str] = set()  # sites this crawl paused
         self._pausing: set[asyncio.Task[None]] = set()
         self._gates: dict[str, tuple[SiteGate, asyncio.Condition]] = {}
+        self._crawl_delays: dict[str, float | None] = {}  # netloc -> robots.txt delay (s)
         self._bands: dict[str, str] = {}
         self._waking: set[asyncio.Future[None]] = set()
         self._until = math.inf  # crawl time the run ends (RECRAWL_RUN_FOR)
         self._budget = 0.0
+        self._cycle_budget = 0.0
         self._spent = 0.0
         self._requests = 0
         self._closing = asyncio.Event()
@@ -206,16 +265,24 @@ class Recrawl:
                 break
             end = min(start + cycle_s, until)
             share = 1.0 if end - start >= 0.999 * cycle_s else (end - start) / cycle_s
-            self._budget += per_cycle * share
+            self._cycle_budget = per_cycle * share
+            self._budget += self._cycle_budget
             self._inc("cycles")
             self._set("budget", self._budget)
             await self.flush(wait=True)
-            for task in await self._tasks(start):
+            for task in await self._tasks(start, end):
                 yield task
             if not await self.sleep_until(end):
                 break
 
-    async def _tasks(self, now: float) -> list[CrawlTask]:
+    async def _tasks(self, now: float, end: float) -> list[CrawlTask]:
+        """The cycle's tasks (``now`` to ``end``, crawl time), fitted to the
+        sites: a site gets no more than its politeness lets it start before
+        ``end`` (:func:`site_capacity`, counting its tasks still queued from
+        earlier cycles); the budget of the rest goes back to the plan, asked
+        again up to :data:`~recrawl.crawl.loop.TOP_UPS` times without the
+        sites that are full, as ``recrawl crawl`` does. What a full site
+        could not take waits for a later cycle."""
         critical: set[str] = set(self._paused)
         try:
             bands = await self.source.bands(now)
@@ -223,17 +290,58 @@ class Recrawl:
             critical |= {site for site, band in bands.items() if band == "critical"}
         except Exception as exc:  # plan on without the bands
             log.warning("health bands unavailable: %s", exc)
-        left = self._budget - self._spent - sum(self._in_flight.values())
+        left = self._budget - self._spent - sum(v[0] for v in self._in_flight.values())
         if left <= 0 and self.engine is not None:
             return []
-        got = await self.source.tasks(
-            now, max(left, 0.0), self._disallowed | set(self._in_flight), critical
-        )
-        out = [t for t in got if t.canary or t.site not in critical]
-        for t in out:
-            self._in_flight[t.url] = self._expected_cost(t)
-        self._inc("tasks", len(out))
-        return out
+        floor = 0.02 * self._cycle_budget
+        chosen: list[CrawlTask] = []
+        planned: set[str] = set()
+        full: set[str] = set()
+        for _ in range(TOP_UPS + 1):
+            got = await self.source.tasks(
+                now, max(left, 0.0), self._disallowed | set(self._in_flight) | planned,
+                critical | full,
+            )  # fmt: skip
+            got = [t for t in got if t.canary or t.site not in critical]
+            if not got:
+                break
+            planned.update(t.url for t in got)
+            kept, dropped = self._fit(got, chosen, now, end)
+            chosen.extend(kept)
+            full.update(t.site for t in dropped)
+            left -= sum(self._expected_cost(t) for t in kept)
+            if dropped:
+                self._inc("fitted_out", len(dropped))
+            if not dropped or left < floor:
+                break
+        for t in chosen:
+            self._in_flight[t.url] = (self._expected_cost(t), t.site, t.reason)
+        self._inc("tasks", len(chosen))
+        return chosen
+
+    def _fit(
+        self, tasks: Sequence[CrawlTask], chosen: Sequence[CrawlTask], start: float, end: float
+    ) -> tuple[list[CrawlTask], list[CrawlTask]]:
+        """Split ``tasks`` into what each site can start before ``end`` (counting
+        ``chosen`` and its tasks still queued) and the rest; canaries always go."""
+        load = Counter(v[1] for v in self._in_flight.values())
+        load.update(t.site for t in chosen)
+        caps: dict[str, float] = {}
+        kept: list[CrawlTask] = []
+        dropped: list[CrawlTask] = []
+        for t in tasks:
+            cap = caps.get(t.site)
+            if cap is None:
+                gate, _ = self._gate(t.site, urlsplit(t.url).netloc.lower())
+                band = self._bands.get(t.site, "unknown")
+                gate.set_band(band if band in _GATE_BANDS else "unknown")  # type: ignore[arg-type]
+                cap = caps[t.site] = site_capacity(gate, start, end, self.scale)
+            if t.canary or load[t.site] < cap:
+                load[t.site] += 1
+                kept.append(t)
+            else:
+                dropped.append(t)
+        return kept, dropped
 
     def _expected_cost(self, task: CrawlTask) -> float:
         if task.canary:
@@ -245,19 +353,34 @@ class Recrawl:
         return self._spent / self._requests
 
     async def register(self, urls: Iterable[str], page_type: str) -> int:
-        """Register ``urls`` for discovery (embedded store only); returns how many were new."""
+        """Register ``urls`` for discovery, in the store or through the service
+        (``POST /v1/urls``); returns how many were new."""
         rows = [{"url": u, "page_type": page_type} for u in urls]
         if not rows:
             return 0
         if self.engine is None:
-            log.warning("start_urls are not registered through a service: add them there")
-            return 0
-        engine = self.engine
-        added = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: engine.add_urls(rows, now=self.clock())
-        )
+            assert isinstance(self.source, _Service)
+            added = await self.source.add_urls(rows)
+        else:
+            engine = self.engine
+            added = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: engine.add_urls(rows, now=self.clock())
+            )
         self._inc("registered", added)
         return added
+
+    def confirmed_record(self, url: str, headers: Mapping[bytes, Any]) -> dict[str, Any] | None:
+        """The record a 304 to a request for ``url`` (with these request
+        headers) confirms: the one kept from the response whose validators the
+        request carried; None when this add-on never kept it."""
+
+        def one(name: bytes) -> str | None:
+            v = headers.get(name)
+            return None if not v else bytes(v).decode("latin-1")
+
+        return self.records.confirmed(
+            url, if_none_match=one(b"If-None-Match"), if_modified_since=one(b"If-Modified-Since")
+        )
 
     @staticmethod
     def meta_for(task: CrawlTask) -> dict[str, Any]:
@@ -308,8 +431,35 @@ class Recrawl:
             self._next_id += 1
             self._held[self._next_id] = raw
             return self._next_id
+        self._judge(raw, None)
         self._queue(raw)
         return None
+
+    def _judge(self, raw: Mapping[str, Any], record_hash: str | None) -> None:
+        """Through a service (whose answer carries no outcomes), the outcome of
+        one observation as the store's rules give it: the content classifier
+        (blocks, challenges, gone, errors), then for a good page its record's
+        fingerprint against the last one this add-on kept for the URL
+        (``new`` when the plan sent it for discovery and none is kept; a page
+        whose last record this add-on never saw is counted in neither)."""
+        if self._judged is None or self._classifier is None:
+            return
+        try:
+            obs = parse_observation(raw, rules=self.settings.page_types)
+        except InvalidObservation:
+            return
+        found = self._classifier(obs, None)
+        status = raw.get("status")
+        if found is None and status is not None and 200 <= status < 300:
+            url = str(raw["url"])
+            kept = self.records.get(url)
+            if kept is None:
+                reason = self._in_flight.get(url, (0.0, "", ""))[2]
+                found = "new" if reason == "discovery" else None
+            else:
+                found = "unchanged" if kept.record_hash == record_hash else "changed"
+        if found is not None:
+            self._judged[found] += 1
 
     def complete(
         self, held: int, response: Response | None, items: list[Mapping[str, Any]]
@@ -336,28 +486,45 @@ class Recrawl:
             record = extracted
         if record is not None:
             raw["record"] = record
+            record_hash = fingerprint(record, rule)
         else:  # no item, no fields configured: the body itself is the record
-            raw["record_hash"] = hashlib.blake2b(body, digest_size=16).hexdigest()
+            raw["record_hash"] = record_hash = hashlib.blake2b(body, digest_size=16).hexdigest()
         if items:
             self._inc("items", len(items))
+        self._judge(raw, record_hash)
+        self.records.remember(
+            str(raw["url"]),
+            Kept(record, record_hash, raw.get("etag"), raw.get("last_modified")),
+        )
         self._queue(raw)
 
-    def _gate(self, site: str) -> tuple[SiteGate, asyncio.Condition]:
+    def _gate(self, site: str, netloc: str | None = None) -> tuple[SiteGate, asyncio.Condition]:
         found = self._gates.get(site)
         if found is None:
             gate = SiteGate(self.settings.site_concurrency, self.settings.crawl.min_delay_s)
             found = self._gates[site] = (gate, asyncio.Condition())
+        if netloc is not None and netloc in self._crawl_delays:
+            found[0].set_crawl_delay(self._crawl_delays[netloc])
         return found
 
-    async def enter(self, site: str, *, canary: bool = False) -> bool:
+    def crawl_delay(self, netloc: str, seconds: float | None) -> None:
+        """The robots.txt ``Crawl-delay`` of ``netloc`` (``host:port``), in the
+        crawl clock's seconds (None: none set), read by
+        :class:`~recrawl.scrapy.RecrawlRobotParser`: the site's gate spaces its
+        requests at least that far apart, from the end of one to the start of
+        the next, and the cycle plans no more than that pace allows."""
+        self._crawl_delays[netloc.lower()] = seconds
+
+    async def enter(self, site: str, *, netloc: str | None = None, canary: bool = False) -> bool:
         """Wait until ``site``'s :class:`~recrawl.crawl.politeness.SiteGate`
         lets one more request start (slots, spacing, Retry-After hold,
         back-off, latency throttle and health band: ``recrawl crawl``'s rules)
         and take its place; False when the site is paused (only a canary still
         goes), held past the end of the run, or the spider closes. At most ``site_concurrency`` requests of a
         site are past the middleware at once, so the next one waits for an
-        answer and sees the hold or back-off that answer set."""
-        gate, changed = self._gate(site)
+        answer and sees the hold or back-off that answer set. ``netloc``
+        (the request's ``host:port``) brings in its robots.txt Crawl-delay."""
+        gate, changed = self._gate(site, netloc)
         while not self._closing.is_set():
             band = "critical" if site in self._paused else self._bands.get(site, "unknown")
             gate.set_band(band if band in _GATE_BANDS else "unknown")  # type: ignore[arg-type]
@@ -486,7 +653,7 @@ class Recrawl:
                 await asyncio.sleep(0.5 * 2**attempt)
         self._inc("stored", stored)
         self._inc("rejected", rejected)
-        outcomes: Counter[str] | None = getattr(self.source, "outcomes", None)
+        outcomes = self.source.outcomes if isinstance(self.source, _Embedded) else self._judged
         if outcomes is not None:
             for name in _OUTCOME_STATS:
                 self._set(name, outcomes[name])
@@ -506,6 +673,7 @@ class Recrawl:
         if self._pausing:
             await asyncio.gather(*list(self._pausing))
         await self.source.close()
+        self.records.close()
         if self.engine is not None:
             self.engine.store.close()
 

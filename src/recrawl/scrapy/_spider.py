@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import scrapy
 from itemadapter import ItemAdapter, is_item
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
-__all__ = ["RecrawlSpider"]
+__all__ = ["RECORD_KEY", "RecrawlSpider"]
+
+RECORD_KEY: Final = "recrawl_record"
+"""Response meta key of a 304: the record it confirms (a dict), or None."""
 
 
 class RecrawlSpider(scrapy.Spider):
@@ -31,7 +34,8 @@ class RecrawlSpider(scrapy.Spider):
 
     Write :meth:`parse` as usual: the items it yields for a response are the
     page's record. A 304 goes to :meth:`parse_not_modified` instead (nothing
-    to parse). Requests the callbacks yield are ordinary Scrapy requests,
+    to parse), with the record it confirms in ``response.meta["recrawl_record"]``.
+    Requests the callbacks yield are ordinary Scrapy requests,
     outside the plan and not observed.
     """
 
@@ -61,8 +65,13 @@ class RecrawlSpider(scrapy.Spider):
         return None
 
     def parse_not_modified(self, response: Response) -> Any:
-        """Called for a 304: the page has not changed since recrawl's last fetch
-        (nothing by default)."""
+        """Called for a 304 instead of :meth:`parse`: the page has not changed
+        since recrawl's last fetch, and there is no body to parse.
+        ``response.meta["recrawl_record"]`` (:data:`RECORD_KEY`) is the record
+        that fetch gave (what its callback yielded, as :mod:`recrawl.scrapy`
+        makes records), or None when this add-on did not keep it (the
+        validators came from a fetch it did not see). Nothing by default:
+        yield items from the record to pass them on again."""
         return None
 
     async def _recrawl_parse(self, response: Response) -> AsyncIterator[Any]:
@@ -70,11 +79,12 @@ class RecrawlSpider(scrapy.Spider):
         meta = response.meta
         items: list[Mapping[str, Any]] = []
         try:
-            result = (
-                self.parse_not_modified(response)
-                if response.status == 304
-                else self.parse(response)
-            )
+            if response.status == 304:
+                sent = response.request.headers if response.request is not None else {}
+                meta[RECORD_KEY] = recrawl.confirmed_record(meta[META_KEY]["url"], sent)
+                result = self.parse_not_modified(response)
+            else:
+                result = self.parse(response)
             async for out in _each(result):
                 if is_item(out):
                     items.append(ItemAdapter(out).asdict())

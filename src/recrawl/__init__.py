@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 from recrawl._exceptions import (
     ConfigError,
     Error,
+    InvalidDocument,
     InvalidHint,
     InvalidObservation,
     InvalidTrace,
@@ -82,6 +83,7 @@ __all__ = [
     "HealthConfig",
     "Hint",
     "IngestReport",
+    "InvalidDocument",
     "InvalidHint",
     "InvalidObservation",
     "InvalidTrace",

@@ -7,6 +7,7 @@ whose meaning it shares, so callers may catch either::
     ├── InvalidObservation (ValueError)   a fetch observation failed validation
     │   └── InvalidHint                   a hint line or sitemap entry failed validation
     ├── InvalidTrace (ValueError)         a change-trace line failed validation
+    ├── InvalidDocument (ValueError)      a whole input is not of a format read (not JSON, not a sitemap)
     ├── ConfigError (ValueError)          configuration is missing or malformed
     ├── StoreError (RuntimeError)         the store could not be opened or written
     └── NotFound (LookupError)            a page, site or lease does not exist
@@ -17,6 +18,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "Error",
+    "InvalidDocument",
     "InvalidHint",
     "InvalidObservation",
     "InvalidTrace",
@@ -57,6 +59,12 @@ class InvalidTrace(Error, ValueError):
     def __init__(self, message: str, *, line: int | None = None):
         self.line = line
         super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class InvalidDocument(Error, ValueError):
+    """A whole input is not of a format recrawl reads: a body that is not a JSON
+    array, a document that is not well-formed XML or not a sitemap. Unlike
+    :class:`InvalidObservation`, nothing in it could be taken (HTTP 400)."""
 
 
 class ConfigError(Error, ValueError):

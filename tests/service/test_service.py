@@ -544,6 +544,166 @@ def test_pages_plan_stats_and_metrics(serve: Serve, db_path: str) -> None:
         assert engine.store.observation_count() == 24
 
 
+def _cli_json(*args: str) -> Any:
+    res = CliRunner().invoke(cli_app, list(args))
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_the_cli_and_the_service_give_the_same_documents(serve: Serve, tmp_path: Path) -> None:
+    """``recrawl X --json`` and ``GET /v1/X`` print one document for plan,
+    budget, health (every site, one site), stats, calibration and hints, on
+    the same store at the same clock; each is what its OpenAPI schema says."""
+    from estimate.test_calibration import T0, validator_crawl
+
+    from recrawl.service import schemas
+
+    at = (T0 + 201 * 86400) // 900 * 900  # a 15-minute boundary: health --at reads it as is
+    db = str(tmp_path / "crawl.db")
+    clock = ManualClock(at)
+    with serve(clock=clock, db=db) as (client, engine):
+        crawl = validator_crawl(13)
+        # the last 80 minutes: enough requests for a health score, liar.example blocking
+        for k in range(160):
+            for j, site in enumerate(("honest.example", "liar.example", "ignorer.example")):
+                blocked = site == "liar.example" and k % 3 == 0
+                crawl.append(obs(f"https://{site}/p{3 * (k % 7) + j}", at - 4800 + k * 30,
+                                 status=403 if blocked else 200, record={"k": k // 40}))  # fmt: skip
+        r = client.post("/v1/observations", content=ndjson(crawl))
+        assert r.status_code == 200 and r.json()["rejected"] == [], r.text
+        sitemap = (
+            b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + b"".join(
+                f"<url><loc>https://honest.example/p{i}</loc><lastmod>2023-11-20</lastmod></url>".encode()
+                for i in range(0, 30, 3)
+            )
+            + b"</urlset>"
+        )
+        r = client.post("/v1/hints", content=sitemap, params={"seen_at": str(at - 86400)})
+        assert r.status_code == 200 and r.json()["stored"] == 10, r.text
+        r = client.post("/v1/sites/liar.example/pause", json={"reason": "owner asked", "by": "ana"})
+        assert r.status_code == 200 and r.json()["recorded"] is True
+        budget = engine.settings.daily_budget(0) * engine.settings.cycle_hours / 24
+
+        pairs: list[tuple[str, Any, Any, type[schemas.BaseModel]]] = [
+            ("plan", client.get("/v1/plan", params={"limit": 100_000}),
+             ("plan", "--at", str(at), "--budget", repr(budget)), schemas.PlanDoc),
+            ("budget", client.get("/v1/budget", params={"per_day": 500}),
+             ("budget", "--at", str(at), "--per-day", "500"), schemas.BudgetDoc),
+            ("health", client.get("/v1/sites"),
+             ("health", "--at", str(at), "--no-record"), schemas.SitesDoc),
+            ("one site", client.get("/v1/sites/liar.example"),
+             ("site", "show", "liar.example", "--at", str(at), "--no-record"), schemas.SiteDetailDoc),
+            ("stats", client.get("/v1/stats"), ("stats",), schemas.StatsDoc),
+            ("calibration", client.get("/v1/calibration", params={"days": 60}),
+             ("calibration", "--days", "60"), schemas.CalibrationDoc),
+            ("hints", client.get("/v1/hints"), ("hints",), schemas.HintReportDoc),
+        ]  # fmt: skip
+        for what, served, args, model in pairs:
+            assert served.status_code == 200, (what, served.text)
+            cli = _cli_json(*args, "--db", db, "--json")
+            assert served.json() == cli, what
+            model.model_validate(served.json())  # every key named, every type right
+        docs = {what: served.json() for what, served, _, _ in pairs}
+        # the documents say something: a crawl of three sites, one paused by hand
+        # the paused site's 80 pages are not counted
+        assert docs["plan"]["tasks_total"] > 0 and docs["budget"]["pages"] == 160
+        assert {s["site"] for s in docs["health"]["sites"]} == {
+            "honest.example", "liar.example", "ignorer.example",
+        }  # fmt: skip
+        assert docs["health"]["paused"] == ["liar.example"] and docs["health"]["at"] == at
+        assert [e["kind"] for e in docs["one site"]["events"]] == ["pause", "band"]
+        assert docs["one site"]["controls"]["paused"] is True
+        assert docs["calibration"]["turned_off"] == []
+        assert "liar.example" in [v["name"] for v in docs["calibration"]["validators"]]
+        assert [s["source"] for s in docs["hints"]["sources"]] == ["sitemap"]
+        assert docs["stats"]["total"]["observations"] == len(crawl)
+        rows = {s["site"]: s for s in docs["health"]["sites"]}
+        assert rows["liar.example"]["score"] < rows["honest.example"]["score"]
+        assert "hard_block" in rows["liar.example"]["reasons"]
+        assert docs["one site"]["history"][-1]["at"] == at
+
+        # the other answers are what their schemas say too
+        page = client.get("/v1/pages/https://honest.example/p0")
+        schemas.PageInfo.model_validate(page.json())
+        schemas.ResumeAnswer.model_validate(client.post("/v1/sites/liar.example/resume").json())
+        schemas.ValidatorsAnswer.model_validate(
+            client.post("/v1/sites/liar.example/validators", json={"on": False}).json()
+        )
+        schemas.UrlsAdded.model_validate(
+            client.post("/v1/urls", json=[{"url": "https://new.example/"}]).json()
+        )
+        schemas.UrlsRemoved.model_validate(
+            client.post("/v1/urls/remove", json={"urls": ["https://new.example/"]}).json()
+        )
+        leased = client.post("/v1/leases", json={"worker": "w", "max": 5}).json()
+        schemas.Leases.model_validate(leased)
+        report = [obs(t["url"], clock(), lease_id=t["lease_id"]) for t in leased["tasks"]]
+        schemas.IngestAnswer.model_validate(client.post("/v1/observations", json=report).json())
+        schemas.Healthz.model_validate(client.get("/healthz").json())
+        for path in ("/v1/sites/nowhere.example", "/v1/pages/https://nowhere.example/"):
+            r = client.get(path)
+            assert r.status_code == 404
+            schemas.ErrorBody.model_validate(r.json())
+        r = client.get("/v1/calibration", params={"by": "page"})
+        assert r.status_code == 422
+        schemas.ValidationErrorBody.model_validate(r.json())
+
+
+def test_openapi_types_every_answer_and_lists_the_refusals(serve: Serve) -> None:
+    """``/openapi.json`` gives a schema for every 2xx answer of every route (a
+    ``$ref`` or a typed schema, never ``{}``), and lists the refusals a client
+    may get: 401 where a token is checked, 413 and 415 where a body is read,
+    404 for a site or page, 422 with the validation body, each typed."""
+    with serve(read_token="read-secret") as (client, _):
+        spec = client.get("/openapi.json").json()
+        components = spec["components"]["schemas"]
+
+        def typed(schema: dict[str, Any]) -> bool:
+            if "$ref" in schema:
+                return schema["$ref"].removeprefix("#/components/schemas/") in components
+            return "type" in schema or any(
+                all(typed(s) for s in schema[k]) for k in ("anyOf", "oneOf") if k in schema
+            )
+
+        routes = 0
+        for path, ops in spec["paths"].items():
+            for method, op in ops.items():
+                routes += 1
+                where = f"{method.upper()} {path}"
+                answers = op["responses"]
+                ok = [code for code in answers if code.startswith("2")]
+                assert ok, where
+                for code in ok:
+                    content = answers[code].get("content")
+                    assert content, (where, code)
+                    for media, body in content.items():
+                        assert typed(body.get("schema", {})), (where, code, media)
+                for code, answer in answers.items():
+                    if not code.startswith("2"):
+                        (media,) = answer["content"]
+                        assert typed(answer["content"][media]["schema"]), (where, code)
+                want = set()
+                if path != "/healthz":
+                    want.add("401")
+                if method == "post":
+                    want |= {"413", "415", "422"}
+                if "{site}" in path or "{url}" in path:
+                    want.add("404")
+                if path in ("/v1/observations", "/v1/hints") and method == "post":
+                    want.add("400")
+                assert want <= set(answers), (where, sorted(answers))
+        assert routes >= 19
+        refusal = "#/components/schemas/ErrorBody"
+        for code in ("401", "413", "415"):
+            got = spec["paths"]["/v1/observations"]["post"]["responses"][code]
+            assert got["content"]["application/json"]["schema"]["$ref"] == refusal, code
+        invalid = spec["paths"]["/v1/leases"]["post"]["responses"]["422"]
+        assert invalid["content"]["application/json"]["schema"]["$ref"].endswith(
+            "ValidationErrorBody"
+        )
+
+
 # -- compressed bodies, the docs offline -------------------------------------------------------
 
 GZ = {"Content-Encoding": "gzip"}
@@ -1102,7 +1262,7 @@ def test_a_page_is_found_by_its_url_appended_raw_or_percent_encoded_once(serve: 
 
 
 def test_page_target_without_a_raw_path_takes_the_decoded_one() -> None:
-    from recrawl.service.app import page_target
+    from recrawl.service.routes.sites import page_target
 
     scope: dict[str, Any] = {"query_string": b"a=1"}
     assert page_target(scope, "https://x.example/p") == "https://x.example/p?a=1"

@@ -18,7 +18,7 @@ from fastapi import HTTPException
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recrawl.service.app import DecodeBody
+from recrawl.service.body import DecodeBody
 
 LIMIT = 1 << 20
 

@@ -22,7 +22,7 @@ from recrawl.estimate.pagestate import Classifier
 from recrawl.observe.batch import ObservationColumns
 from recrawl.observe.observation import Observation
 from recrawl.service import create_app
-from recrawl.service.app import pick_candidates
+from recrawl.service.leases import pick_candidates
 from recrawl.service.writer import Writer, split_result
 from recrawl.store import BatchResult, SQLiteStore
 from recrawl.testing.server import serve_in_thread

@@ -44,7 +44,8 @@ from recrawl.cli.simweb import simweb
 from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
 from recrawl.engine.ingest import IngestReport, fewer_collections
-from recrawl.engine.stats import compute_stats
+from recrawl.engine.results import CalibrationReport, health_overview, site_detail
+from recrawl.engine.stats import Stats
 from recrawl.estimate.calibration import Calibration
 from recrawl.observe.compression import is_gzip
 from recrawl.observe.observation import not_utf8, parse_timestamp
@@ -248,7 +249,7 @@ def stats(
     if u not in ("fetches", "bytes", "credits"):
         raise typer.BadParameter("must be fetches, bytes or credits", param_hint="--unit")
     with cli_store(db, existing=True) as store:
-        data = compute_stats(store.group_totals(), u)  # type: ignore[arg-type]
+        data = Stats.of(store.group_totals(), u).as_dict()  # type: ignore[arg-type]
     if as_json:
         print_json(data)
     else:
@@ -605,7 +606,7 @@ def calibration(
         cal = engine.calibration(days=days, by="site" if by == "site" else "group", until=until)
         turned = engine.apply_calibration(cal) if apply else []
     if as_json:
-        print_json({**cal.as_dict(), "turned_off": turned})
+        print_json(CalibrationReport(cal, turned).as_dict())
         return
     _print_calibration(cal, by)
     if turned:
@@ -940,12 +941,11 @@ def health(
         engine = Engine(store, settings)
         now = engine.clock() if t is None else t
         reports = engine.health(now, site=site, record=keep)
-        paused = sorted(
-            s for s, c in store.site_controls().items() if c.get("paused") and site in (None, s)
-        )
+        overview = health_overview(store, reports, at=now, now=now, site=site)
     if as_json:
-        print_json({"at": now, "sites": reports, "paused": paused})
+        print_json(overview.as_dict())
         return
+    paused = overview.paused
     _print_health(reports, now)
     if paused:
         out.print(
@@ -1149,6 +1149,67 @@ def site_history(
         out.print(f"{iso(e['at'])}  {e['kind']:<7} {escape(str(e['detail'] or ''))}")
 
 
+@site_app.command("show")
+def site_show(
+    site: Annotated[str, typer.Argument(help="The site.")],
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Evaluate as of this time (RFC 3339 or unix seconds; rounded down to a 15-minute boundary).",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="History from this time (RFC 3339 or unix seconds)."),
+    ] = None,
+    record: Annotated[
+        bool | None,
+        typer.Option(
+            "--record/--no-record",
+            help="Keep the evaluation in the history and apply band actions (default: only when evaluating now).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One site: its health, controls and leases, its recorded health and its events.
+
+    The document of ``GET /v1/sites/{site}``.
+    """
+    from recrawl._exceptions import NotFound
+    from recrawl.health.buckets import bucket_start
+
+    settings = load_settings(config)
+    t = None if not at else float(bucket_start(at_required(at)))
+    keep = (t is None) if record is None else record
+    first = 0.0 if not since else at_required(since, "--since")
+    with cli_store(db, settings, existing=True) as store:
+        engine = Engine(store, settings)
+        now = engine.clock() if t is None else t
+        reports = engine.health(now, site=site, record=keep)
+        overview = health_overview(store, reports, at=now, now=now, site=site)
+        detail = site_detail(store, overview, site, since=first)
+    if detail is None:
+        raise NotFound(f"no site {site!r} in the store")
+    if as_json:
+        print_json(detail.as_dict())
+        return
+    if reports:
+        _print_health(reports, now)
+    else:
+        out.print(f"{escape(site)}: no observations in the window")
+    row = detail.row
+    out.print(f"controls: {row['controls']}; leases outstanding: {row['leases_outstanding']}")
+    for h in detail.history[-10:]:
+        out.print(
+            f"{iso(h['at'])}  {h['band'] or '–':<9} {'–' if h['score'] is None else h['score']}"
+        )
+    for e in detail.events:
+        out.print(f"{iso(e['at'])}  {e['kind']:<7} {escape(str(e['detail'] or ''))}")
+
+
 canary_app = typer.Typer(
     help="Canaries: stable pages whose right answer is known.", no_args_is_help=True
 )
@@ -1230,7 +1291,7 @@ def demo(
     ):
         rep = Engine(store, settings).ingest_lines(f)
         out.print(f"{rep.stored:,} observations stored in {db} ({rep.rejected} rejected)")
-        data = compute_stats(store.group_totals(), "fetches")
+        data = Stats.of(store.group_totals(), "fetches").as_dict()
     _print_stats(data)
     out.rule("[b]recrawl demo[/]: what to fetch in the next hour")
     with cli_store(db, settings) as store:

@@ -6,11 +6,12 @@ Pure functions over the store's per-(site, page_type) bucket sums.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from recrawl.store import GroupTotals
 
-__all__ = ["BillingUnit", "compute_stats"]
+__all__ = ["BillingUnit", "Stats", "compute_stats"]
 
 BillingUnit = Literal["fetches", "bytes", "credits"]
 
@@ -42,6 +43,26 @@ def _row(
         "cost": cost,
         "cost_per_change": (cost / changed) if changed else None,
     }
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Where the money goes (``recrawl stats --json``, ``GET /v1/stats``): one
+    row per site and page type (``groups``) and a ``total``, costs in ``unit``.
+    Built by :meth:`of`; see :func:`compute_stats` for what each figure counts."""
+
+    unit: BillingUnit
+    groups: list[dict[str, Any]]
+    total: dict[str, Any]
+
+    @classmethod
+    def of(cls, groups: Sequence[GroupTotals], unit: BillingUnit = "fetches") -> Stats:
+        """The stats of the store's per-(site, page_type) bucket sums."""
+        d = compute_stats(groups, unit)
+        return cls(unit=unit, groups=d["groups"], total=d["total"])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, "groups": self.groups, "total": self.total}
 
 
 def compute_stats(groups: Sequence[GroupTotals], unit: BillingUnit = "fetches") -> dict[str, Any]:

@@ -9,6 +9,7 @@ uvicorn; ``recrawl report`` writes the dashboard to one self-contained file.
 
 from __future__ import annotations
 
-from recrawl.service.app import Service, create_app
+from recrawl.service.app import create_app
+from recrawl.service.state import Service
 
 __all__ = ["Service", "create_app"]

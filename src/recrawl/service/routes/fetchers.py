@@ -1,0 +1,156 @@
+"""What fetchers write: URLs to discover or forget, leases, observations, hints."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import AfterValidator
+
+from recrawl.engine.engine import HINT_FUTURE_S
+from recrawl.estimate.hints import parse_lastmod
+from recrawl.observe.compression import is_gzip
+from recrawl.service.auth import Guards, JSONBodyRoute
+from recrawl.service.body import inflate
+from recrawl.service.responses import JSONResponse
+from recrawl.service.schemas import (
+    ERROR_RESPONSES,
+    OBSERVATIONS_BODY,
+    HintsAnswer,
+    IngestAnswer,
+    LeaseRequest,
+    Leases,
+    UrlBatch,
+    UrlIn,
+    UrlList,
+    UrlsAdded,
+    UrlsRemoved,
+)
+from recrawl.service.state import MAX_REJECTED, Service
+
+__all__ = ["router"]
+
+
+def _lastmod(value: str | None) -> str | None:
+    """``value`` if it reads as a time (:func:`~recrawl.estimate.hints.parse_lastmod`);
+    a ValueError is a 422 naming the parameter."""
+    if value is not None:
+        parse_lastmod(value)
+    return value
+
+
+def router(svc: Service, guards: Guards) -> APIRouter:
+    """The write routes of fetchers."""
+    errors = ERROR_RESPONSES
+    common: dict[str, Any] = {
+        "dependencies": [guards.write],
+        "tags": ["write"],
+        "responses": {**errors["write"]},
+    }
+    writes = APIRouter(**common)
+    # bodies read as JSON whatever the Content-Type (``curl -d`` sends a form's);
+    # its routes carry the token check themselves (JSONBodyRoute runs it first)
+    json_writes = APIRouter(route_class=JSONBodyRoute, **common)
+
+    @json_writes.post("/v1/urls", response_model=UrlsAdded)
+    def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
+        """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
+        rows = body.urls if isinstance(body, UrlBatch) else body
+        updated = 0
+        added = svc.engine.add_urls([r.model_dump() for r in rows], now=svc.now())
+        if isinstance(body, UrlBatch) and body.update:
+            given = [r.model_dump(exclude_unset=True) for r in rows]
+            updated = svc.engine.update_values([r for r in given if "value" in r])
+        if added or updated:
+            svc.invalidate()
+        return JSONResponse({"received": len(rows), "added": added, "updated": updated})
+
+    @json_writes.post("/v1/urls/remove", response_model=UrlsRemoved)
+    def remove_urls(body: UrlList) -> Any:
+        """Forget URLs: their pages, fetch logs, leases and canaries leave the
+        store (stats and health keep their counts); one reported again later
+        starts over as a new page."""
+        removed = svc.engine.remove_urls(body.urls)
+        if removed:
+            svc.invalidate()
+        return JSONResponse({"received": len(body.urls), "removed": removed})
+
+    @json_writes.post("/v1/leases", response_model=Leases)
+    async def post_leases(body: LeaseRequest) -> Any:
+        """Lease up to ``max`` fetch tasks from the current plan to ``worker``.
+
+        A URL is leased to one worker at a time; a lease not reported before
+        ``expires_at`` returns its URL to the plan; each site's concurrency cap
+        and pause (from its health band) are respected.
+        """
+        tasks = await asyncio.wrap_future(
+            svc.writer.submit(lambda: svc.lease(body.worker, body.max))
+        )
+        return JSONResponse({"tasks": tasks})
+
+    @writes.post(
+        "/v1/observations",
+        response_model=IngestAnswer,
+        openapi_extra=OBSERVATIONS_BODY,
+        responses={**errors["body"]},
+    )
+    async def post_observations(request: Request) -> Any:
+        """Report fetch observations (NDJSON or a JSON array). Good items are stored
+        even when others are rejected; the answer comes once they are on disk."""
+        body = await request.body()
+        good, where, rejected = await run_in_threadpool(svc.parse_and_count, body)
+        share = await asyncio.wrap_future(svc.submit_observations(good))
+        return JSONResponse(svc.answer(good, where, rejected, share))
+
+    @writes.post("/v1/hints", response_model=HintsAnswer, responses={**errors["body"]})
+    async def post_hints(
+        request: Request,
+        source: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+        seen_at: Annotated[str | None, AfterValidator(_lastmod), Query()] = None,
+        add_urls: bool = False,
+    ) -> Any:
+        """Report what a sitemap, feed or listing says of pages' last changes: a
+        sitemap (``<urlset>``, read now unless ``seen_at``) or hint lines (JSON
+        objects with ``url``, ``lastmod``, ``seen_at``, ``source``; the query's
+        ``source`` and ``seen_at`` are their defaults). Good hints are stored even
+        when others are rejected; hints for unknown URLs are counted and skipped
+        unless ``add_urls``. As ``recrawl hints add``; ``GET /v1/hints`` tells
+        which sources the plan trusts."""
+        when = parse_lastmod(seen_at) if seen_at is not None else None
+        body = await request.body()
+        if is_gzip(body):  # gzipped, without a Content-Encoding saying so
+            # bounded decompressed as DecodeBody bounds a body that says so
+            body = await run_in_threadpool(inflate, body, "gzip", svc.settings.max_body_bytes)
+        good, bad, count = await run_in_threadpool(
+            lambda: svc.parse_hints(body, source=source, seen_at=when)
+        )
+        result = await asyncio.wrap_future(svc.ingest_hints(good, add_urls=add_urls))
+        if result.future:
+            count += result.future
+            if len(bad) < MAX_REJECTED:
+                bad.append(
+                    {
+                        "line": None,
+                        "field": "seen_at",
+                        "error": f"{result.future} hints seen after now (seen_at more than "
+                        f"{HINT_FUTURE_S / 60:g} minutes after the service's clock): not stored",
+                    }
+                )
+        return JSONResponse(
+            {
+                "received": len(good) + count - result.future,
+                "stored": result.stored,
+                "unchanged": result.unchanged,
+                "unknown": result.unknown,
+                "added_urls": result.added_urls,
+                "rejected": count,
+                "errors": bad,
+            }
+        )
+
+    out = APIRouter()
+    out.include_router(json_writes)
+    out.include_router(writes)
+    return out

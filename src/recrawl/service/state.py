@@ -1,0 +1,637 @@
+"""What the HTTP edge keeps between requests: :class:`Service`.
+
+The cached plan of the current cycle, the last health evaluation, the lease
+pool and ingest counters, over one :class:`~recrawl.engine.Engine`; see
+:mod:`recrawl.service.app` for when the plan and health are recomputed.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from recrawl._exceptions import ConfigError, InvalidDocument, InvalidObservation
+from recrawl.config import Settings
+from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.results import HealthOverview, SiteDetail, health_overview, site_detail
+from recrawl.estimate.calibration import Calibration
+from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
+from recrawl.observe.observation import Observation, line_key, parse_observation
+from recrawl.service.leases import Candidate, LeasePool, pick_candidates
+from recrawl.service.writer import Committed, Writer
+from recrawl.store import BatchResult, SQLStore, open_store
+
+__all__ = ["MAX_REJECTED", "Service", "open_engine", "validate_settings"]
+
+_log = logging.getLogger("recrawl.service")
+_INGEST_RATE_WINDOW_S = 60.0
+MAX_REJECTED = 100
+"""Rejected hints described in an answer (all are counted)."""
+
+
+def open_engine(engine_or_db: Engine | SQLStore | str | Path, settings: Settings) -> Engine:
+    if isinstance(engine_or_db, Engine):
+        return engine_or_db
+    if isinstance(engine_or_db, SQLStore):
+        return Engine(engine_or_db, settings)
+    return Engine(open_store(str(engine_or_db), half_life_days=settings.half_life_days), settings)
+
+
+def validate_settings(settings: Settings) -> None:
+    """Start-up checks the service needs beyond :class:`~recrawl.config.Settings`.
+
+    Raises :class:`~recrawl.ConfigError` with one clear sentence.
+    """
+    if not settings.token:
+        raise ConfigError(
+            "no write token: run `recrawl init` to create one in recrawl.toml, or set RECRAWL_TOKEN"
+        )
+    if settings.read_token is not None and settings.read_token == "":
+        raise ConfigError("read_token is empty; remove it or give a value")
+    if settings.budget_per_day is None and settings.billing_unit != "fetches":
+        raise ConfigError(
+            f"budget_per_day is required when billing_unit is {settings.billing_unit!r}"
+        )
+
+
+class Service:
+    """What the HTTP edge keeps between requests, over one :class:`Engine`.
+
+    Parameters
+    ----------
+    engine
+        The engine (its ``clock`` is the service's clock, unix seconds).
+    replan_after
+        New observations after which the plan is recomputed.
+    replan_min_s
+        Shortest time between two recomputations triggered by observations, seconds.
+    health_every_s
+        Shortest time between two health evaluations, seconds.
+    group_s
+        Target duration, seconds, of one transaction in which the writer
+        coalesces concurrent observation requests (:mod:`recrawl.service.writer`);
+        a lease waits for at most one such transaction.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        replan_after: int = 1000,
+        replan_min_s: float = 5.0,
+        health_every_s: float = 60.0,
+        group_s: float = 0.05,
+    ) -> None:
+        self.engine = engine
+        self.store: SQLStore = engine.store
+        self.settings = engine.settings
+        # the engine's content checks, as `recrawl ingest` and Engine.ingest run them
+        self.classifier = engine.classifier
+        self.replan_after = replan_after
+        self.replan_min_s = replan_min_s
+        self.health_every_s = health_every_s
+        self.started_at = time.time()
+        self._lock = threading.RLock()
+        self._plan: PlanResult | None = None
+        self._plan_cycle = -1
+        self._lease_pool: LeasePool | None = None
+        self._plan_at = -math.inf
+        self._dirty = True
+        self._outside: int | None = None
+        self._outside_changed = False
+        self._obs_since_plan = 0
+        self._done: set[str] = set()
+        self._done_pending: set[str] | None = None
+        self._replanning = False
+        self._generation = 0
+        self._spent = 0.0
+        # lease id → (plan cycle, cost charged at lease time), until its report
+        # comes back and the cycle is charged what the fetch really cost
+        self._charged: dict[str, tuple[int, float]] = {}
+        self._health: list[dict[str, Any]] = []
+        self._health_at = -math.inf
+        self._obs_since_health = 1  # evaluate at the first chance
+        self.accepted_total = 0
+        self.stored_total = 0
+        self.rejected_total = 0
+        self.ingest_requests = 0
+        self.leased_total = 0
+        self._ingest_log: deque[tuple[float, int]] = deque()
+        self._calibrations: dict[tuple[float, str, int], Calibration] = {}
+        self._calibration_lock = threading.Lock()
+        self._hint_reports: dict[tuple[float, int, int], dict[str, Any]] = {}
+        self.writer = Writer(self._store_observations, group_s=group_s, on_commit=self._committed)
+
+    # -- the model's calibration -----------------------------------------------------------
+
+    def calibration(self, days: float, by: Literal["site", "group"]) -> Calibration:
+        """:meth:`Engine.calibration`, computed at most once an hour for each
+        ``days`` and ``by`` and a validators change: it reads and replays a
+        whole window of the log (seconds on a large store; on the store's
+        separate read connection, so leases and reports go on meanwhile)."""
+        key = (days, by, int(self.now() // 3600))
+        with self._calibration_lock:  # one computation at a time; the others wait for it
+            cal = self._calibrations.get(key)
+            off = sorted(self.store.sites_without_validators())
+            if cal is None or cal.validators_off != off:
+                cal = self.engine.calibration(days=days, by=by)
+                self._calibrations = {
+                    k: v for k, v in self._calibrations.items() if k[2] == key[2]
+                } | {key: cal}
+            return cal
+
+    # -- clock and budget ------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Unix seconds from the engine's clock."""
+        return float(self.engine.clock())
+
+    @property
+    def cycle_s(self) -> float:
+        """Length of one planning cycle, seconds."""
+        return self.settings.cycle_hours * 3600.0
+
+    def cycle_budget(self) -> float:
+        """One cycle's budget in the billing unit: :meth:`Settings.daily_budget
+        <recrawl.config.Settings.daily_budget>` × cycle length."""
+        s = self.settings
+        pages = 0 if s.budget_per_day is not None else len(self.store.page_columns()["url"])
+        return s.daily_budget(pages) * s.cycle_hours / 24.0
+
+    # -- health ----------------------------------------------------------------------------
+
+    def refresh_health(self, now: float, *, force: bool = False) -> list[dict[str, Any]]:
+        """Evaluate every site's health when due and apply the band actions.
+
+        Due when ``health_every_s`` has passed since the last evaluation and new
+        observations arrived since. A change of any site's controls invalidates
+        the plan. Returns the last evaluation (``recrawl health --json`` shape).
+        """
+        with self._lock:
+            due = force or (
+                now - self._health_at >= self.health_every_s and self._obs_since_health > 0
+            )
+            if not due:
+                return self._health
+            health = getattr(self.engine, "health", None)
+            if health is None:  # the engine predates health evaluation
+                self._health = self._health_from_history()
+            else:
+                before = self.store.site_controls()
+                self._health = list(health(at=now, record=True))
+                if self.store.site_controls() != before:
+                    self._dirty = True
+            self._health_at = now
+            self._obs_since_health = 0
+            return self._health
+
+    def _health_from_history(self) -> list[dict[str, Any]]:
+        last: dict[str, dict[str, Any]] = {}
+        for _, report in self.store.health_history():
+            last[report["site"]] = report
+        return [last[s] for s in sorted(last)]
+
+    def health(self) -> list[dict[str, Any]]:
+        """The last health evaluation, refreshed first when due."""
+        return self.refresh_health(self.now())
+
+    def site_caps(self) -> dict[str, int]:
+        """Outstanding leases allowed per site (0 when paused); absent means no cap."""
+        caps = getattr(self.engine, "site_caps", None)
+        if caps is not None:
+            return dict(caps())
+        out: dict[str, int] = {}
+        for site, c in self.store.site_controls().items():
+            if c["paused"]:
+                out[site] = 0
+            elif c["concurrency_cap"] is not None:
+                out[site] = int(c["concurrency_cap"])
+        return out
+
+    # -- plan ------------------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Recompute the plan at the next request (site controls or URLs changed)."""
+        with self._lock:
+            self._dirty = True
+
+    def plan(self, now: float | None = None) -> PlanResult:
+        """The current cycle's plan, recomputed when stale (see the module docstring).
+
+        With no plan yet, or when site controls or URLs changed, the plan is
+        recomputed before answering. When a new cycle begins or enough
+        observations arrived, it is recomputed in a background thread and the
+        previous plan keeps serving meanwhile (site caps and pauses are still
+        enforced at lease time), so leases never wait for the planner.
+        """
+        t = self.now() if now is None else now
+        # another process's writes matter only once a replan may start: poll then
+        may_replan = t - self._plan_at >= self.replan_min_s
+        outside = self.engine.store.outside_writes() if may_replan else self._outside
+        with self._lock:
+            if outside != self._outside:
+                # another process wrote to the store (recrawl ingest, urls add, site
+                # resume): its observations, URLs and controls count like ours
+                self._outside_changed = self._outside is not None
+                self._outside = outside
+            cycle = int(t // self.cycle_s)
+            if self._plan is None or self._dirty:
+                self._install(self._compute(t, cycle), t, cycle, set())
+            elif not self._replanning and (
+                cycle != self._plan_cycle
+                or (
+                    (self._obs_since_plan >= self.replan_after or self._outside_changed)
+                    and t - self._plan_at >= self.replan_min_s
+                )
+            ):
+                self._outside_changed = False
+                self._replanning = True
+                self._generation += 1
+                self._done_pending = set()
+                threading.Thread(
+                    target=self._replan_in_background,
+                    args=(t, cycle, self._generation, self._obs_since_plan),
+                    name="recrawl-replan",
+                    daemon=True,
+                ).start()
+            assert self._plan is not None
+            return self._plan
+
+    def _compute(self, t: float, cycle: int) -> PlanResult:
+        """Plan what the cycle has left to spend (the whole budget in a new cycle)."""
+        spent = 0.0 if cycle != self._plan_cycle else self._spent
+        return self.engine.plan(budget=max(self.cycle_budget() - spent, 0.0), now=t)
+
+    def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str]) -> None:
+        if cycle != self._plan_cycle:
+            self._spent = 0.0
+            self._charged = {k: v for k, v in self._charged.items() if v[0] == cycle}
+        self._plan = plan
+        self._plan_cycle = cycle
+        self._plan_at = t
+        self._dirty = False
+        self._outside_changed = False
+        self._obs_since_plan = 0
+        self._done = done
+        self._generation += 1
+        self._done_pending = None
+
+    def _replan_in_background(self, t: float, cycle: int, generation: int, seen: int) -> None:
+        try:
+            plan = self._compute(t, cycle)
+            with self._lock:
+                if self._generation == generation:  # no recomputation overtook this one
+                    pending = self._done_pending or set()
+                    left = self._obs_since_plan - seen
+                    # a write by another process noticed while ``plan`` was computed
+                    # may be missing from it: it still asks for a recomputation
+                    outside_changed = self._outside_changed
+                    self._install(plan, t, cycle, pending)
+                    self._obs_since_plan = max(left, 0)
+                    self._outside_changed = outside_changed
+        except Exception:  # the previous plan keeps serving; the next trigger retries
+            _log.exception("recomputing the plan failed")
+        finally:
+            with self._lock:
+                self._replanning = False
+
+    def _pool(self, plan: PlanResult) -> LeasePool:
+        """The lease candidates of ``plan`` (the service lock held): built once per
+        plan, then kept free of reported URLs by :meth:`_committed`."""
+        pool = self._lease_pool
+        if pool is not None and pool.plan is plan:
+            return pool
+        done = self._done
+        canaries: list[Candidate] = []
+        rest: dict[str, Candidate] = {}
+        info: dict[str, dict[str, Any]] = {}
+        for task in plan.tasks:
+            url = task["url"]
+            info[url] = task
+            if task["reason"] == "canary":
+                canaries.append((url, task["site"], task["reason"]))
+            elif url not in done:
+                rest.setdefault(url, (url, task["site"], task["reason"]))
+        pool = LeasePool(plan, canaries, rest, info, frozenset(c[1] for c in rest.values()))
+        self._lease_pool = pool
+        return pool
+
+    def lease(self, worker: str, limit: int) -> list[dict[str, Any]]:
+        """Lease up to ``limit`` tasks of the current plan to ``worker``.
+
+        Canaries first and outside the site caps (a paused site keeps only its
+        canaries); then the plan's tasks best first, each site held to its cap.
+        URLs reported since the plan was computed are not handed out again.
+        """
+        now = self.now()
+        self.refresh_health(now)
+        ttl = self.settings.lease_seconds
+        with self._lock:
+            pool = self._pool(self.plan(now))
+            done = self._done
+            canaries = [c for c in pool.canaries if c[0] not in done]
+            got = (
+                self.store.claim(canaries, worker=worker, limit=limit, now=now, ttl_s=ttl)
+                if canaries
+                else []
+            )
+            caps = self.site_caps() if len(got) < limit and pool.rest else {}
+            for _ in range(3):  # again only when another process claimed some meanwhile
+                want = limit - len(got)
+                if want <= 0 or not pool.rest:
+                    break
+                per_site = self.store.outstanding_leases(now)
+                rest, whole = pick_candidates(pool.rest.values(), pool.sites, per_site, caps, want)
+                if rest:
+                    got += self.store.claim(
+                        rest, worker=worker, limit=want, now=now, ttl_s=ttl, site_caps=caps
+                    )
+                if whole:
+                    break
+            info = pool.info
+            for g in got:
+                cost = float(info[g["url"]].get("cost") or 0.0)
+                self._spent += cost
+                self._charged[g["lease_id"]] = (self._plan_cycle, cost)
+            self.leased_total += len(got)
+        headers = self.engine.headers_for_tasks(got)
+        return [
+            {
+                "lease_id": g["lease_id"],
+                "url": g["url"],
+                "site": g["site"],
+                "page_type": info[g["url"]]["page_type"],
+                "reason": g["reason"],
+                "headers": headers.get(g["url"], {}),
+                "expires_at": g["expires_at"],
+            }
+            for g in got
+        ]
+
+    # -- observations ----------------------------------------------------------------------
+
+    def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
+        return self.store.ingest(observations, classifier=self.classifier)
+
+    def parse_body(self, body: bytes) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
+        """Parse NDJSON or a JSON array of observations: ``(good, where, rejected)``,
+        ``where`` the index of each good one.
+
+        A rejection (``{"index", "field", "error"}``) counts ``index`` from 0:
+        the line of an NDJSON body (blank lines count), or the position in a
+        JSON array.
+
+        An observation without ``id`` is keyed by its NDJSON line as ``recrawl
+        ingest`` keys the same line (a log both posted and ingested from a file
+        is stored once); an array item by its compact JSON.
+
+        Raises :class:`~recrawl.InvalidDocument` when a JSON array body is not JSON at all.
+        """
+        rules = self.settings.page_types
+        loads = orjson.loads
+        good: list[Observation] = []
+        where: list[int] = []
+        rejected: list[dict[str, Any]] = []
+        stripped = body.lstrip()
+        if stripped[:1] == b"[":
+            try:
+                items = loads(body)
+            except orjson.JSONDecodeError as exc:
+                raise InvalidDocument(f"body is not a JSON array ({exc.msg})") from None
+            for i, raw in enumerate(items):
+                key = line_key(orjson.dumps(raw)) if isinstance(raw, dict) else None
+                try:
+                    good.append(parse_observation(raw, rules=rules, key=key))
+                    where.append(i)
+                except InvalidObservation as exc:
+                    rejected.append({"index": i, "field": exc.field, "error": exc.reason})
+        else:
+            for i, line in enumerate(body.split(b"\n")):
+                if not line.strip():
+                    continue
+                try:
+                    raw = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    rejected.append({"index": i, "field": None, "error": f"not JSON ({exc.msg})"})
+                    continue
+                try:
+                    good.append(parse_observation(raw, rules=rules, key=line_key(line)))
+                    where.append(i)
+                except InvalidObservation as exc:
+                    rejected.append({"index": i, "field": exc.field, "error": exc.reason})
+        return good, where, rejected
+
+    def submit_observations(self, good: list[Observation]) -> Future[Committed]:
+        """Queue parsed observations for the writer's next group commit; the future
+        resolves once they are on disk (see :mod:`recrawl.service.writer`)."""
+        if not good:
+            done: Future[Committed] = Future()
+            done.set_result(Committed(0, 0))
+            return done
+        return self.writer.submit_batch(good)
+
+    def count_rejected(self, good: list[Observation], rejected: list[dict[str, Any]]) -> None:
+        """Count a request's rejected items, and the request when none was good
+        (the writer counts the others once committed)."""
+        with self._lock:
+            self.rejected_total += len(rejected)
+            if not good:
+                self.ingest_requests += 1
+
+    def _reconcile(self, good: Sequence[Observation]) -> None:
+        """Charge the cycle what the leased fetches reported cost (wire bytes,
+        or credits) instead of the plan's estimate (the service lock held). A
+        lease of an earlier cycle charged that cycle: nothing to correct now."""
+        charged = self._charged
+        if not charged:
+            return
+        unit = self.settings.billing_unit
+        for o in good:
+            if o.lease_id is None:
+                continue
+            entry = charged.pop(o.lease_id, None)
+            if entry is None or entry[0] != self._plan_cycle or unit == "fetches":
+                continue
+            real = o.bytes_sent + o.bytes_received if unit == "bytes" else o.billed_credits()
+            self._spent = max(self._spent + real - entry[1], 0.0)
+
+    def _committed(self, good: Sequence[Observation], share: Committed) -> None:
+        """After a request's observations committed (in the writer thread)."""
+        now = time.time()
+        with self._lock:
+            self.ingest_requests += 1
+            self.accepted_total += len(good)
+            self.stored_total += share.stored
+            self._obs_since_plan += share.stored
+            self._obs_since_health += share.stored
+            self._done.update(o.url for o in good)
+            self._reconcile(good)
+            pool = self._lease_pool
+            if pool is not None:
+                for o in good:
+                    pool.rest.pop(o.url, None)
+            if self._done_pending is not None:
+                self._done_pending.update(o.url for o in good)
+            log = self._ingest_log
+            log.append((now, len(good)))
+            while log and log[0][0] < now - _INGEST_RATE_WINDOW_S:
+                log.popleft()
+
+    @staticmethod
+    def answer(
+        good: list[Observation],
+        where: list[int],
+        rejected: list[dict[str, Any]],
+        share: Committed,
+    ) -> dict[str, Any]:
+        """The answer to one observations request (``where``: each good
+        observation's index in the body). A report the store refused (older
+        than its page's pruned log) is a rejection of field ``fetched_at``."""
+        if share.refused:
+            rejected = sorted(
+                rejected
+                + [
+                    {"index": where[i], "field": "fetched_at", "error": why}
+                    for i, why in share.refused
+                ],
+                key=lambda r: int(r["index"]),
+            )
+        return {
+            "accepted": len(good) - len(share.refused),
+            "stored": share.stored,
+            "duplicates": share.duplicates,
+            "rejected": rejected,
+        }
+
+    def parse_and_count(
+        self, body: bytes
+    ) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
+        """:meth:`parse_body`, then :meth:`count_rejected` (off the event loop: the
+        service lock may be held by a lease)."""
+        good, where, rejected = self.parse_body(body)
+        self.count_rejected(good, rejected)
+        return good, where, rejected
+
+    def ingest_body(self, body: bytes) -> dict[str, Any]:
+        """Parse NDJSON or a JSON array of observations, store the good ones and
+        answer ``{"accepted", "stored", "duplicates", "rejected"}`` once they are
+        on disk (blocking; the HTTP route does the same without blocking).
+
+        Raises :class:`~recrawl.InvalidDocument` when a JSON array body is not JSON at all.
+        """
+        good, where, rejected = self.parse_and_count(body)
+        return self.answer(good, where, rejected, self.submit_observations(good).result())
+
+    def ingest_rate(self) -> float:
+        """Observations accepted per second over the last minute."""
+        now = time.time()
+        with self._lock:
+            n = sum(k for t, k in self._ingest_log if t >= now - _INGEST_RATE_WINDOW_S)
+        span = min(_INGEST_RATE_WINDOW_S, max(now - self.started_at, 1.0))
+        return n / span
+
+    # -- cheap signals (recrawl.hints) -----------------------------------------------------
+
+    def parse_hints(
+        self, body: bytes, *, source: str | None, seen_at: float | None
+    ) -> tuple[list[Hint], list[dict[str, Any]], int]:
+        """A sitemap (``<urlset>``, found by its content) or hint lines: the good
+        hints, the first :data:`MAX_REJECTED` rejections and how many there were.
+        A sitemap without ``seen_at`` was read now. Raises :class:`~recrawl.InvalidDocument` for
+        a document that is not a sitemap or not well-formed XML."""
+        good: list[Hint] = []
+        bad: list[dict[str, Any]] = []
+        count = 0
+
+        def reject(e: InvalidHint) -> None:
+            nonlocal count
+            count += 1
+            if len(bad) < MAX_REJECTED:
+                bad.append({"line": e.line, "field": e.field, "error": str(e)})
+
+        _, entries = read_hint_document(
+            io.BufferedReader(io.BytesIO(body)), source=source, seen_at=seen_at, read_at=self.now()
+        )
+        try:
+            for h in entries:
+                if isinstance(h, InvalidHint):
+                    reject(h)
+                else:
+                    good.append(h)
+        except ET.ParseError as exc:
+            raise InvalidDocument(f"not well-formed XML ({exc})") from None
+        except ValueError as exc:  # a sitemap index, or another document
+            raise InvalidDocument(str(exc)) from None
+        return good, bad, count
+
+    def ingest_hints(self, hints: list[Hint], *, add_urls: bool) -> Future[Any]:
+        """Store hints through the writer; a stored hint or a registered URL asks
+        for a new plan in the background (as another process's writes do: a
+        replan may judge the sources again, seconds the leases must not wait)."""
+
+        def work() -> Any:
+            result = self.engine.ingest_hints(hints, add_urls=add_urls)
+            if result.stored or result.added_urls:
+                with self._lock:
+                    self._outside_changed = True
+            return result
+
+        return self.writer.submit(work)
+
+    def hint_report(self, days: float) -> dict[str, Any]:
+        """As ``recrawl hints --json``, judged again at most once an hour for each
+        ``days`` or when hints were written (it replays the fetch log)."""
+        key = (days, int(self.now() // 3600), self.store.hints_version())
+        with self._calibration_lock:
+            got = self._hint_reports.get(key)
+            if got is None:
+                got = self.engine.hint_report(days=days).as_dict()
+                self._hint_reports = {
+                    k: v for k, v in self._hint_reports.items() if k[1:] == key[1:]
+                } | {key: got}
+            return got
+
+    # -- sites -----------------------------------------------------------------------------
+
+    def overview(self) -> HealthOverview:
+        """Every known site: its last health evaluation (refreshed first when
+        due), controls and outstanding leases, worst first (as ``recrawl health
+        --json``); ``at`` is when it was evaluated."""
+        now = self.now()
+        reports = self.refresh_health(now)
+        at = self._health_at if math.isfinite(self._health_at) else now
+        return health_overview(self.store, reports, at=at, now=now)
+
+    def site(self, site: str, since: float = 0.0) -> SiteDetail | None:
+        """One site: its row of :meth:`overview`, history (``since`` unix seconds)
+        and events; None for a site the store does not know."""
+        return site_detail(self.store, self.overview(), site, since=since)
+
+    def pause(self, site: str, by: str, reason: str) -> dict[str, Any]:
+        """Pause a site by hand (a human decision) and recompute the plan."""
+        done = self.engine.pause(site, by=by, reason=reason, now=self.now())
+        if done:
+            self.invalidate()
+        return {
+            "site": site,
+            "paused": True,
+            "recorded": done,
+            "controls": self.store.site_controls().get(site),
+        }
+
+    def resume(self, site: str, by: str) -> dict[str, Any]:
+        """Lift a site's pause (a human decision) and recompute the plan."""
+        self.engine.resume(site, by=by, now=self.now())
+        self.invalidate()
+        return {"site": site, "resumed": True, "controls": self.store.site_controls().get(site)}

@@ -86,7 +86,7 @@ class Shop(RecrawlSpider):
 
 process = CrawlerProcess(json.loads(sys.argv[1]))
 crawler = process.create_crawler(Shop)
-process.crawl(crawler)
+process.crawl(crawler, **(json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}))
 process.start()
 print(json.dumps(crawler.stats.get_stats(), default=str))
 """
@@ -415,18 +415,35 @@ def test_the_docs_example_with_scrapy_runspider(tmp_path: Path) -> None:
     assert "'recrawl/not_modified'" in got.stderr  # Scrapy's stats dump
 
 
+def _outcomes_from_versions(log: list[RequestRecord]) -> collections.Counter[str]:
+    """new / changed / unchanged of each 200 as the server's versions tell them."""
+    last: dict[str, int] = {}
+    out: collections.Counter[str] = collections.Counter()
+    for r in sorted(log, key=lambda r: r.t):
+        if r.version is None:
+            continue
+        if r.status == 200:
+            was = last.get(r.url)
+            out["new" if was is None else "changed" if r.version != was else "unchanged"] += 1
+        last[r.url] = r.version
+    return out
+
+
 def test_leases_from_a_running_service(tmp_path: Path) -> None:
-    """RECRAWL_SERVICE_URL: the spider leases its tasks from `recrawl serve`
-    and reports every attempt to it, lease ids and all."""
+    """RECRAWL_SERVICE_URL: the spider registers its start_urls with `recrawl
+    serve` (POST /v1/urls), leases its tasks from it and reports every attempt
+    to it, lease ids and all; its outcome stats (new, changed, unchanged) are
+    the ones the server's versions give, as with an embedded store."""
     pytest.importorskip("fastapi")
     from recrawl.service.app import create_app
     from recrawl.testing.server import serve_in_thread
 
     real0 = time.time()
-    scale = DAY / 20.0
+    scale = DAY / 10.0
     clock = ScaledClock(scale, real_origin=real0, virtual_origin=ORIGIN)
-    with SimWeb([SiteSpec("s", n_pages=20)], clock=clock, seed=5, origin=ORIGIN) as web:
-        host = web.sites[0]
+    specs = [SiteSpec("s", n_pages=20, rate_per_day=4.0), SiteSpec("t", n_pages=8)]
+    with SimWeb(specs, clock=clock, seed=5, origin=ORIGIN) as web:
+        host, fresh = web.site("s"), web.site("t")
         (tmp_path / "recrawl.toml").write_text(
             CONFIG.replace("min_delay_s = 60", "min_delay_s = 1")
         )
@@ -444,21 +461,32 @@ def test_leases_from_a_running_service(tmp_path: Path) -> None:
                     "RECRAWL_SERVICE_URL": base,
                     "RECRAWL_TOKEN": "t0k",
                     "RECRAWL_CONFIG": str(tmp_path / "recrawl.toml"),
-                    "RECRAWL_RUN_FOR": "3h",
+                    "RECRAWL_RUN_FOR": "12h",
                     "RECRAWL_TIME_SCALE": scale,
                     "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
                     "TELNETCONSOLE_ENABLED": False,
                     "LOG_LEVEL": "INFO",
                 }
+                spider = {"start_urls": web.urls(fresh), "page_type": "product"}
                 got = subprocess.run(
-                    [sys.executable, "crawl.py", json.dumps(scrapy_settings)],
+                    [sys.executable, "crawl.py", json.dumps(scrapy_settings), json.dumps(spider)],
                     cwd=tmp_path, capture_output=True, text=True, timeout=60,
                 )  # fmt: skip
             assert got.returncode == 0, got.stderr[-4000:]
             stats = json.loads(got.stdout.strip().splitlines()[-1])
-            pages = [r for r in web.request_log.snapshot() if r.path.startswith("/p/")]
+            log = web.request_log.snapshot()
+            pages = [r for r in log if r.path.startswith("/p/")]
             assert "Warning" not in got.stderr, got.stderr[-4000:]
             assert stats["recrawl/observations"] == len(pages) >= 20
             assert stats["recrawl/stored"] == len(pages)
             assert stats.get("recrawl/rejected", 0) == 0
             assert engine.stats()["total"]["fetches"] == len(pages)
+            # start_urls: registered with the service, then fetched by the plan
+            assert stats["recrawl/registered"] == len(web.urls(fresh))
+            assert {r.url for r in pages if r.site == fresh} == set(web.urls(fresh))
+            assert engine.page_info(web.urls(fresh)[0]) is not None
+            expected = _outcomes_from_versions(pages)
+            assert expected["new"] == len(web.urls(host)) + len(web.urls(fresh))
+            assert expected["changed"] > 3, expected
+            for name in ("new", "changed", "unchanged"):
+                assert stats.get(f"recrawl/{name}", 0) == expected[name], name

@@ -29,5 +29,8 @@ class ShopSpider(RecrawlSpider):
         }
 
     def parse_not_modified(self, response):
-        # a 304: unchanged since the last fetch, nothing to parse
-        return None
+        # a 304: unchanged since the last fetch, nothing to parse; the record
+        # that fetch gave (None when this add-on did not keep it)
+        record = response.meta["recrawl_record"]
+        if record is not None:
+            yield dict(record)

@@ -30,7 +30,7 @@ BANDS = ("healthy", "degrading", "critical", "unknown")
 
 
 class MeteredService(Protocol):
-    """What the metrics read of a running service (:class:`recrawl.service.app.Service`
+    """What the metrics read of a running service (:class:`recrawl.service.state.Service`
     is one): its engine, store, settings and writer, its counters since start
     (observations accepted, stored, rejected; ingest requests; leases handed
     out), the ingest rate over the last minute (observations per second), the
@@ -161,14 +161,11 @@ class ServiceCollector(Collector):
         tasks = GaugeMetricFamily(
             "recrawl_plan_tasks", "Tasks of the current plan by reason.", labels=["reason"]
         )
-        try:
-            plan = svc.plan(now)
-        except ValueError:
-            plan = None
-        for reason, n in sorted((plan.split() if plan else {}).items()):
+        plan = svc.plan(now)  # the service's settings always give a budget
+        for reason, n in sorted(plan.split().items()):
             tasks.add_metric([reason], float(n))
         yield tasks
-        if plan is not None and plan.resolution is not None and plan.resolution.revisited:
+        if plan.resolution is not None and plan.resolution.revisited:
             yield GaugeMetricFamily(
                 "recrawl_rates_bounded_below_share",
                 "Share of revisited live pages that changed at every revisit they remember: "

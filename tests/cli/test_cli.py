@@ -504,3 +504,26 @@ def test_an_operator_re_tiers_known_urls_and_removes_others(tmp_path: Path):
     assert runner.invoke(app, ["ingest", str(again), "--db", db]).exit_code == 0
     with open_store(db) as store:
         assert [o for _, o in store.outcomes("https://shop.example/p/1")] == ["new"]
+
+
+def test_site_show_gives_one_site_its_controls_and_events(tmp_path: Path):
+    db = str(tmp_path / "one.db")
+    assert runner.invoke(app, ["ingest", str(_log(tmp_path)), "--db", db, "-q"]).exit_code == 0
+    args = ["site", "pause", "shop.example", "--db", db, "--reason", "owner asked", "--by", "ana"]
+    assert runner.invoke(app, args).exit_code == 0
+    res = runner.invoke(app, ["site", "show", "shop.example", "--db", db, "--no-record"])
+    assert res.exit_code == 0, res.output
+    assert "'paused': True" in res.output and "by ana: owner asked" in res.output
+    doc = json.loads(
+        runner.invoke(app, ["site", "show", "shop.example", "--db", db, "--json"]).output
+    )
+    assert doc["site"] == "shop.example" and doc["controls"]["paused"] is True
+    assert [e["kind"] for e in doc["events"]] == ["pause"]
+    # fetched in 1970: nothing in the scorer's window now, so nothing scored or kept
+    assert (doc["score"], doc["band"], doc["history"]) == (None, "unknown", [])
+    # every site's row carries the same controls
+    rows = json.loads(runner.invoke(app, ["health", "--db", db, "--json"]).output)["sites"]
+    assert next(r for r in rows if r["site"] == "shop.example")["controls"] == doc["controls"]
+    typo = recrawl("site", "show", "shop.exmaple", "--db", db)
+    assert typo.returncode == 2 and "no site 'shop.exmaple'" in typo.stderr
+    assert "Traceback" not in typo.stderr

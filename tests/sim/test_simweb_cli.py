@@ -76,3 +76,35 @@ def test_a_bad_scenario_is_one_sentence_naming_the_site(tmp_path: Path) -> None:
     bad.write_text('[[sites]]\nname = "shop"\nhostile = [[2, 1, "403"]]\n')
     with pytest.raises(ConfigError, match="empty"):
         load_scenario(bad)
+
+
+def test_the_shipped_example_opens_the_proxy_front_door(tmp_path: Path) -> None:
+    import signal
+
+    import httpx
+
+    web = subprocess.Popen(
+        [*CLI, "simweb", "--scenario", "example", "--truth", "truth"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert web.stdout is not None
+        ready = json.loads(web.stdout.readline())
+        assert set(ready["routes"]) == {"pool-a/us", "pool-b/de", "pool-c/fr"}
+        assert ready["sites"]["shop"] == "http://shop.example"
+        with httpx.Client(proxy=ready["routes"]["pool-a/us"], timeout=10.0) as c:
+            page = c.get("http://shop.example/p/5")
+            robots = c.get("http://shop.example/robots.txt").text
+        assert page.status_code == 200 and "Sitemap: http://shop.example/sitemap.xml" in robots
+        with httpx.Client(timeout=10.0) as c:
+            assert (
+                c.get(ready["admin"] + "/billing.json").json()["by_route"]["pool-a/us"]["requests"]
+                == 2
+            )
+        web.send_signal(signal.SIGTERM)
+        web.communicate(timeout=30)
+    finally:
+        web.kill()
+        web.communicate()
+    requests = (tmp_path / "truth/requests.jsonl").read_text().splitlines()
+    assert [json.loads(r)["route"] for r in requests] == ["pool-a/us", "pool-a/us"]

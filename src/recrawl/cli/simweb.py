@@ -14,7 +14,7 @@ import typer
 from recrawl.cli.common import err
 from recrawl.clock import ScaledClock
 from recrawl.crawl.simclock import parse_duration, simulation_clock
-from recrawl.sim.web import SimWeb, load_scenario, write_ground_truth
+from recrawl.sim.web import Scenario, SimWeb, read_scenario, write_ground_truth
 
 __all__ = ["simweb"]
 
@@ -23,8 +23,10 @@ def simweb(
     scenario: Annotated[
         Path | None,
         typer.Option(
-            help="Sites as TOML or JSON (see recrawl.sim.web.load_scenario); "
-            "default: the crawl loop's politeness scenario."
+            help="Sites and routes as TOML or JSON (see recrawl.sim.web.read_scenario); "
+            "'example' is the shipped scenario (three routes, page types, sitemaps, feeds, "
+            "listings, validators, hostile phases); default: the crawl loop's politeness "
+            "scenario, direct."
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Everything but the ad slots follows from it.")] = 0,
@@ -48,20 +50,27 @@ def simweb(
         Path | None,
         typer.Option(
             help="At the end, write the ground truth here: changes.jsonl (traces), "
-            "requests.jsonl, sites.json."
+            "requests.jsonl, sites.json, billing.json."
         ),
     ] = None,
 ) -> None:
     """Serve synthetic sites on 127.0.0.1 whose pages change at known times.
 
-    Each site gets its own port; robots.txt, validators (ETag, 304), faulty
-    pages and hostile windows as the scenario says. Prints each site's base URL
-    as JSON once serving. A simulation feature: give `recrawl crawl` the same
-    --time-scale and --clock-origin and both run on one clock.
+    Each site gets its own port; robots.txt, validators, sitemaps, feeds,
+    listings, faulty pages and hostile windows as the scenario says. With
+    routes, each route is a proxy port and sites are reached through them by
+    name (shop.example): put the printed "routes" in recrawl.toml's [crawl]
+    routes. Prints the sites' base URLs, the routes and the admin URL (the
+    ground truth, live) as JSON once serving. A simulation feature: give
+    `recrawl crawl` the same --time-scale and --clock-origin and both run on
+    one clock.
     """  # fmt: skip
     from recrawl.sim.crawl import politeness_web
+    from recrawl.testing import data_file
 
-    specs = load_scenario(scenario) if scenario is not None else politeness_web()
+    if scenario is not None and str(scenario) == "example" and not scenario.exists():
+        scenario = data_file("simweb.toml")
+    loaded = read_scenario(scenario) if scenario is not None else Scenario(politeness_web())
     try:
         clock = simulation_clock(time_scale, clock_origin)
     except ValueError as exc:
@@ -74,11 +83,19 @@ def simweb(
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    with SimWeb(specs, clock=clock, seed=seed, origin=origin, horizon_s=days * 86400.0) as web:
+    web = SimWeb(
+        loaded.sites, clock=clock, seed=seed, origin=origin, horizon_s=days * 86400.0,
+        routes=loaded.routes,
+    )  # fmt: skip
+    with web:
         sites = {web.spec(s).name: web.base_url(s) for s in web.sites}
         if urls_out is not None:
             urls_out.write_text("".join(u + "\n" for u in web.urls(private=True, faults=True)))
-        print(json.dumps({"sites": sites, "origin": origin, "time_scale": time_scale}), flush=True)
+        ready = {
+            "sites": sites, "origin": origin, "time_scale": time_scale,
+            "routes": web.proxies, "admin": web.admin_url,
+        }  # fmt: skip
+        print(json.dumps(ready), flush=True)
         err.print(f"serving {len(sites)} sites; Ctrl-C stops")
         while not done.is_set() and clock() < until:
             done.wait(min(1.0, max((until - clock()) / time_scale, 0.01)))

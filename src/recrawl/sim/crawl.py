@@ -35,7 +35,7 @@ from recrawl.crawl.loop import Crawler, CrawlStats, EmbeddedSource
 from recrawl.engine.engine import Engine
 from recrawl.observe.traces import Trace
 from recrawl.sim.replay import replay
-from recrawl.sim.web import RequestRecord, RouteSpec, SimWeb, SiteSpec
+from recrawl.sim.web import PageGroup, RequestRecord, RouteSpec, SimWeb, SiteSpec
 from recrawl.store import open_store
 
 __all__ = [
@@ -43,8 +43,10 @@ __all__ = [
     "HOSTILE",
     "CrawlRun",
     "closed_loop",
+    "closed_loop_web",
     "crawl_figures",
     "crawl_settings",
+    "page_types",
     "policy_figures",
     "politeness_web",
     "run_crawls",
@@ -118,24 +120,49 @@ def politeness_web() -> list[SiteSpec]:
     ]
 
 
-def crawl_settings(budget_per_day: float = 300.0, **crawl: Any) -> Settings:
-    """Settings for a crawl of a :class:`SimWeb`: product fields extracted, loopback
-    allowed, one request at a time per site (so that no request already in flight
-    lands inside a Retry-After window), 30 s between requests."""
+def closed_loop_web() -> list[SiteSpec]:
+    """:func:`politeness_web` with the four sites that behave made of page types
+    that change at very different rates, as real sites are: on the shop,
+    products about daily, the home and category pages several times a day and
+    policy pages (terms, shipping, about) almost never; on the news site
+    articles, section fronts and policies; listing and item pages on the
+    listings site; slow docs, a changelog and policies on the docs site. Same
+    names, sizes, faults, hostile and throttled sites as :func:`politeness_web`
+    (40 pages on each site that behaves)."""
+    groups = {
+        "shop": [("product", 24, 1.0, 1.0), ("home", 4, 6.0, 0.5), ("policy", 12, 0.02, 0.5)],
+        "news": [("article", 20, 0.5, 1.0), ("section", 6, 8.0, 0.5), ("policy", 14, 0.02, 0.5)],
+        "listings": [("listing", 10, 4.0, 0.5), ("item", 20, 1.0, 1.0), ("policy", 10, 0.02, 0.5)],
+        "docs": [("doc", 28, 0.1, 1.0), ("changelog", 4, 1.0, 0.5), ("policy", 8, 0.01, 0.5)],
+    }
+    out = []
+    for spec in politeness_web():
+        if spec.name in groups:
+            spec.groups = [PageGroup(*g) for g in groups[spec.name]]
+            spec.__post_init__()
+        out.append(spec)
+    return out
+
+
+def page_types(specs: Sequence[SiteSpec]) -> list[str]:
+    """Every page type of ``specs``, in order of first appearance."""
+    return list(dict.fromkeys(g.page_type for s in specs for g in s.page_groups()))
+
+
+def crawl_settings(
+    budget_per_day: float = 300.0, *, types: Sequence[str] = ("product",), **crawl: Any
+) -> Settings:
+    """Settings for a crawl of a :class:`SimWeb`: the record fields (name, price,
+    stock) extracted for each page type of ``types``, loopback allowed, one request
+    at a time per site (so that no request already in flight lands inside a
+    Retry-After window), 30 s between requests."""
+    fields = {"name": "h1.name::text", "price": ".price::text", "stock": ".stock::text"}
     return Settings.model_validate(
         {
             "budget_per_day": budget_per_day,
             "cycle_hours": 1,
             "site_concurrency": 1,
-            "page_types": {
-                "product": {
-                    "fields": {
-                        "name": "h1.name::text",
-                        "price": ".price::text",
-                        "stock": ".stock::text",
-                    }
-                }
-            },
+            "page_types": {t: {"fields": dict(fields)} for t in types},
             "crawl": {"allow_private_networks": True, "min_delay_s": 30, **crawl},
         }
     )
@@ -368,13 +395,17 @@ def closed_loop(
     budget_per_day: float = 300.0,
     seed: int = 7,
     day_seconds: float = 4.0,
+    specs: Sequence[SiteSpec] | None = None,
 ) -> dict[str, Any]:
-    """Crawl :func:`politeness_web` with each policy from a cold start, each on
-    an identical web at the same budget, and compare them by the servers' logs
-    (:func:`policy_figures`), with the first policy's freshness from each
-    page's first fetch against the hindsight optimum (:func:`freshness`)."""
+    """Crawl ``specs`` (default :func:`closed_loop_web`) with each policy from a
+    cold start, each on an identical web at the same budget, and compare them
+    by the servers' logs (:func:`policy_figures`), with the first policy's
+    freshness from each page's first fetch against the hindsight optimum
+    (:func:`freshness`)."""
+    specs = closed_loop_web() if specs is None else list(specs)
+    settings = crawl_settings(budget_per_day, types=page_types(specs))
     runs = run_crawls(
-        politeness_web(), crawl_settings(budget_per_day), workdir, policies=policies,
+        specs, settings, workdir, policies=policies,
         days=days, scale=DAY / day_seconds, seed=seed,
     )  # fmt: skip
     try:

@@ -105,6 +105,7 @@ __all__ = [
     "Action",
     "Baselines",
     "BucketArrays",
+    "Evidence",
     "HealthConfig",
     "HealthState",
     "Incident",
@@ -112,6 +113,7 @@ __all__ = [
     "ParserHealth",
     "ReviewReport",
     "SiteHealth",
+    "Throttle",
     "Window",
     "action_for",
     "aggregate_buckets",
@@ -119,8 +121,10 @@ __all__ = [
     "compute_baselines",
     "evaluate_reference",
     "evaluate_sites",
+    "fold_evidence",
     "reference_health_score",
     "review",
+    "throttle_for",
 ]
 
 # ---------------------------------------------------------------------------
@@ -310,6 +314,10 @@ class BucketArrays:
         ``(N,)`` counts of rendered fetches and canary results.
     latency
         ``(N, LATENCY_BINS)`` latency histogram counts.
+    throttled
+        ``(N,)`` answers asking to slow down (429 or 503, or any answer
+        carrying a ``retry_after``), or None when the source does not count
+        them (read as zeros, see :meth:`throttled_counts`).
     """
 
     sites: tuple[str, ...]
@@ -328,6 +336,7 @@ class BucketArrays:
     canary_ok: IntArray
     canary_mismatch: IntArray
     latency: IntArray
+    throttled: IntArray | None = None
 
     def __len__(self) -> int:
         return int(self.n.shape[0])
@@ -335,6 +344,12 @@ class BucketArrays:
     def outcome(self, name: str) -> IntArray:
         """The ``(N,)`` count column of one outcome."""
         return self.outcomes[:, _O[name]]
+
+    def throttled_counts(self) -> IntArray:
+        """The ``(N,)`` slow-down answers; zeros when the source does not count them."""
+        if self.throttled is None:
+            return np.zeros(len(self), np.int64)
+        return self.throttled
 
     @classmethod
     def from_labels(
@@ -353,10 +368,12 @@ class BucketArrays:
         rendered: npt.ArrayLike | None = None,
         canary_ok: npt.ArrayLike | None = None,
         canary_mismatch: npt.ArrayLike | None = None,
+        throttled: npt.ArrayLike | None = None,
     ) -> BucketArrays:
         """Build from per-row string labels (as a store query returns them).
 
-        Missing money and canary columns are zeros.
+        Missing money and canary columns are zeros; a missing ``throttled``
+        column stays None (not counted).
         """
         sites, site_codes = np.unique(np.asarray(site, dtype=str), return_inverse=True)
         pts, pt_codes = np.unique(np.asarray(page_type, dtype=str), return_inverse=True)
@@ -386,14 +403,15 @@ class BucketArrays:
             canary_ok=ints(canary_ok),
             canary_mismatch=ints(canary_mismatch),
             latency=np.asarray(latency, dtype=np.int64).reshape(rows, LATENCY_BINS),
+            throttled=None if throttled is None else ints(throttled),
         )
 
     def select(self, mask: npt.NDArray[np.bool_]) -> BucketArrays:
         """The rows where ``mask`` is true (label tables unchanged)."""
-        return replace(
-            self,
-            **{name: getattr(self, name)[mask] for name in _ROW_FIELDS},
-        )
+        cols = {name: getattr(self, name)[mask] for name in _ROW_FIELDS}
+        if self.throttled is not None:
+            cols["throttled"] = self.throttled[mask]
+        return replace(self, **cols)
 
 
 def _unix_seconds(value: object, line: int) -> float:
@@ -438,8 +456,9 @@ def aggregate_buckets(
     A repeated ``id`` is counted once.
 
     Beyond SPEC §5 this reads ``title`` and ``body_excerpt`` (for block-page
-    markers) and ``canary`` (``"ok"`` or ``"mismatch"``, set by whatever checks
-    a canary's known value).
+    markers), ``canary`` (``"ok"`` or ``"mismatch"``, set by whatever checks
+    a canary's known value) and ``retry_after`` (seconds the answer asked to
+    wait; with a 429 or 503 status it counts in ``throttled``).
 
     Parameters
     ----------
@@ -472,6 +491,7 @@ def aggregate_buckets(
     credit: list[float] = []
     rendered: list[int] = []
     canary: list[int] = []
+    throttled: list[int] = []
     seen_ids: set[object] = set()
     last_record: dict[str, object] = {}
     for line, obs in enumerate(observations, start=1):
@@ -528,6 +548,10 @@ def aggregate_buckets(
         received.append(float(obs.get("bytes_received") or 0))
         credit.append(float(obs.get("credits") or 0))
         rendered.append(1 if obs.get("rendered") else 0)
+        status_code = obs.get("status")
+        throttled.append(
+            1 if status_code in (429, 503) or obs.get("retry_after") is not None else 0
+        )
         c = obs.get("canary")
         canary.append(0 if c is None or c is False else (1 if c == "ok" or c is True else 2))
     rows = len(keys)
@@ -560,6 +584,7 @@ def aggregate_buckets(
         rendered=np.bincount(r, weights=np.asarray(rendered, np.float64), minlength=rows),
         canary_ok=np.bincount(r, weights=(can == 1).astype(np.float64), minlength=rows),
         canary_mismatch=np.bincount(r, weights=(can == 2).astype(np.float64), minlength=rows),
+        throttled=np.bincount(r, weights=np.asarray(throttled, np.float64), minlength=rows),
     )
 
 
@@ -625,6 +650,35 @@ class HealthConfig:
         95 % Wilson interval, so a small window running high does not qualify. The seed's caps alone never go below 65 on
         refusals (35 points for hard blocks), so a site refusing most requests
         would otherwise only ever be "degrading".
+    evidence_shift
+        Excess over the site's normal rate (fraction) that the sequential
+        test of each rate signal looks for (:func:`fold_evidence`).
+    evidence_alarm, evidence_release, evidence_cap
+        The test's log-likelihood ratio (nats): at ``evidence_alarm`` the
+        excess is established, below ``evidence_release`` it is over; the
+        statistic is kept under ``evidence_cap``, so once an incident ends the
+        release comes within a bounded number of normal buckets.
+    evidence_bucket_cap
+        Most evidence one bucket can add (nats): a third of the alarm, so it
+        takes three buckets (45 minutes) of evidence to establish an excess,
+        never one or two bursts however dense; bursts are not independent
+        draws, which is what the ratio assumes.
+    evidence_floor
+        Smallest normal rate the test assumes (a site that never challenged
+        is tested against this, not against 0).
+    evidence_memory_requests
+        Half-life of the stretch's counts, in requests: the rate of an
+        established excess is read over about this many recent requests
+        (÷ ln 2), so it follows a level that changes again without
+        forgetting faster on a quiet site than its traffic can tell.
+    throttle_free_share, throttle_gain, throttle_floor
+        The slow-down share (429/503/Retry-After answers, or hard blocks above
+        the site's normal) costs nothing up to ``throttle_free_share``; beyond
+        it the concurrency factor is ``1 − throttle_gain × (share − free)``,
+        never below ``throttle_floor``.
+    throttle_recover_half_life_s
+        Half-life at which the slow-down share decays once the site stops
+        asking (it rises with ``half_life_s``).
     """
 
     min_requests: int = MIN_REQUESTS
@@ -648,6 +702,17 @@ class HealthConfig:
     degrading_cost_multiplier: float = 2.0
     critical_refusal_excess: float = 0.5
     confidence_z: float = 1.645
+    evidence_shift: float = 0.10
+    evidence_alarm: float = 12.0
+    evidence_release: float = 6.0
+    evidence_cap: float = 18.0
+    evidence_bucket_cap: float = 4.0
+    evidence_floor: float = 0.001
+    evidence_memory_requests: float = 150.0
+    throttle_free_share: float = 0.02
+    throttle_gain: float = 2.0
+    throttle_floor: float = 0.25
+    throttle_recover_half_life_s: float = 3600.0
 
 
 def band_for(score: float | None, config: HealthConfig = HealthConfig()) -> Band:
@@ -810,7 +875,18 @@ def _hist_sums(keys: IntArray, groups: int, latency: IntArray) -> npt.NDArray[np
 
 
 # Columns read from buckets for every window: name → how to compute from BucketArrays.
-_COLS = ("n", "hard", "challenge", "soft", "extract", "valid", "error", "bytes", "credits")
+_COLS = (
+    "n",
+    "hard",
+    "challenge",
+    "soft",
+    "extract",
+    "valid",
+    "error",
+    "bytes",
+    "credits",
+    "throttled",
+)
 
 
 def _columns(b: BucketArrays) -> list[npt.NDArray[Any]]:
@@ -824,6 +900,7 @@ def _columns(b: BucketArrays) -> list[npt.NDArray[Any]]:
         b.outcome("error"),
         b.bytes_sent + b.bytes_received,
         b.credits,
+        b.throttled_counts(),
     ]
 
 
@@ -952,9 +1029,18 @@ def compute_baselines(
 # ---------------------------------------------------------------------------
 
 
+def _three() -> list[float]:
+    return [0.0, 0.0, 0.0]
+
+
 @dataclass
 class SiteState:
-    """Smoothing memory of one site (times unix seconds, penalties points)."""
+    """Smoothing memory of one site (times unix seconds, penalties points).
+
+    ``evidence`` to ``alarm`` are the sequential test of the three rate
+    signals (hard block, challenge, soft block; see :func:`fold_evidence`),
+    ``folded_through`` the start of the last bucket folded into it.
+    """
 
     at: float
     penalties: list[float]
@@ -962,6 +1048,15 @@ class SiteState:
     parser_at: float | None = None
     parser_penalty: float = 0.0
     parser_band: str = "unknown"
+    evidence: list[float] = field(default_factory=_three)
+    run_n: list[float] = field(default_factory=_three)
+    run_x: list[float] = field(default_factory=_three)
+    run_pos: list[float] = field(default_factory=_three)
+    run_start: list[float] = field(default_factory=_three)
+    alarm: list[float] = field(default_factory=_three)
+    folded_through: float | None = None
+    throttle_share: float = 0.0
+    throttle_at: float | None = None
 
 
 @dataclass
@@ -986,6 +1081,142 @@ class HealthState:
     def from_dict(cls, data: Mapping[str, Mapping[str, Any]]) -> HealthState:
         """Inverse of :meth:`to_dict`."""
         return cls({s: SiteState(**dict(v)) for s, v in data.items()})
+
+
+@dataclass
+class Evidence:
+    """The sequential test of the rate signals for ``S`` sites, as ``(S, 3)`` arrays.
+
+    Columns are hard block, challenge, soft block. A one-sided CUSUM of the
+    Bernoulli log-likelihood ratio, per 15-minute bucket: "the rate is the
+    site's normal ``p0``" against "it is ``p0 + evidence_shift``".
+
+    Attributes
+    ----------
+    stat
+        The CUSUM statistic, nats, in ``[0, evidence_cap]``.
+    run_n, run_x
+        Requests and events since the statistic last left 0 (the stretch the
+        test attributes to the shift, from the maximum-likelihood change
+        point), older buckets weighted down with a half-life of
+        ``evidence_memory_requests`` requests.
+    run_pos
+        Buckets of that stretch with evidence for the shift (ratio above 0).
+    run_start
+        Start of that stretch, unix seconds.
+    alarm
+        1.0 while the shift is established (set at ``evidence_alarm``, cleared
+        below ``evidence_release``), else 0.0.
+    """
+
+    stat: FloatArray
+    run_n: FloatArray
+    run_x: FloatArray
+    run_pos: FloatArray
+    run_start: FloatArray
+    alarm: FloatArray
+
+    @classmethod
+    def zeros(cls, sites: int) -> Evidence:
+        """No evidence for ``sites`` sites."""
+        return cls(*(np.zeros((sites, 3)) for _ in range(6)))
+
+    def sustained(self, min_requests: int) -> npt.NDArray[np.bool_]:
+        """Where the shift is established over at least two buckets of evidence
+        and ``min_requests`` requests: one burst followed by normal buckets is
+        not sustained, however large."""
+        return (self.alarm > 0) & (self.run_pos >= 2) & (self.run_n >= min_requests)
+
+    def run_rates(self) -> FloatArray:
+        """Event rate of each stretch (fraction; NaN where empty)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.run_n > 0, self.run_x / self.run_n, np.nan)
+
+
+def fold_evidence(
+    ev: Evidence,
+    n: npt.ArrayLike,
+    x: npt.ArrayLike,
+    base_rates: npt.ArrayLike,
+    bucket_at: npt.ArrayLike,
+    fold: npt.ArrayLike,
+    config: HealthConfig = HealthConfig(),
+) -> Evidence:
+    """Fold one bucket per site into the sequential test (pure).
+
+    Parameters
+    ----------
+    ev
+        The test so far.
+    n
+        ``(S,)`` requests in the bucket.
+    x
+        ``(S, 3)`` hard blocks, challenges and soft blocks in it.
+    base_rates
+        ``(S, 3)`` the site's normal rates (fractions); NaN counts as 0. The
+        test assumes at least ``evidence_floor``.
+    bucket_at
+        ``(S,)`` start of the bucket, unix seconds.
+    fold
+        ``(S,)`` which sites take this bucket (others keep their state).
+    config
+        ``evidence_shift``, ``evidence_alarm``, ``evidence_release``,
+        ``evidence_cap``, ``evidence_bucket_cap``, ``evidence_floor``,
+        ``evidence_memory_requests``.
+
+    Returns
+    -------
+    Evidence
+        The updated test.
+
+    Examples
+    --------
+    A site that never challenged starts challenging a quarter of 40 requests
+    a bucket: the shift is established, and sustained, from the third bucket.
+
+    >>> ev = Evidence.zeros(1)
+    >>> for k in range(3):
+    ...     ev = fold_evidence(ev, [40], [[0, 10, 0]], [[0.0, 0.0, 0.0]], [900 * k], [True])
+    >>> bool(ev.alarm[0, 1]), bool(ev.sustained(50)[0, 1]), float(ev.run_rates()[0, 1])
+    (True, True, 0.25)
+    """
+    nn = np.asarray(n, dtype=np.float64)[:, None]
+    xx = np.asarray(x, dtype=np.float64)
+    p0 = np.clip(
+        np.nan_to_num(np.asarray(base_rates, dtype=np.float64)), config.evidence_floor, 0.5
+    )
+    p1 = p0 + config.evidence_shift
+    llr = xx * np.log(p1 / p0) + (nn - xx) * np.log((1.0 - p1) / (1.0 - p0))
+    llr = np.minimum(llr, config.evidence_bucket_cap)
+    fresh = ev.stat <= 0.0
+    stat = np.clip(ev.stat + llr, 0.0, config.evidence_cap)
+    start = np.broadcast_to(np.asarray(bucket_at, dtype=np.float64)[:, None], stat.shape)
+    keep = 0.5 ** (nn / config.evidence_memory_requests)
+    run_n = np.where(fresh, nn, keep * ev.run_n + nn)
+    run_x = np.where(fresh, xx, keep * ev.run_x + xx)
+    run_pos = np.where(fresh, 0.0, ev.run_pos) + (llr > 0.0)
+    run_start = np.where(fresh, start, ev.run_start)
+    empty = stat <= 0.0
+    run_n, run_x, run_pos = (np.where(empty, 0.0, a) for a in (run_n, run_x, run_pos))
+    alarm = np.where(
+        stat >= config.evidence_alarm,
+        1.0,
+        np.where(stat < config.evidence_release, 0.0, ev.alarm),
+    )
+    take = np.asarray(fold, dtype=bool)[:, None]
+    return Evidence(
+        *(
+            np.where(take, new, old)
+            for new, old in (
+                (stat, ev.stat),
+                (run_n, ev.run_n),
+                (run_x, ev.run_x),
+                (run_pos, ev.run_pos),
+                (run_start, ev.run_start),
+                (alarm, ev.alarm),
+            )
+        )
+    )
 
 
 def _alpha(dt: float, config: HealthConfig) -> float:
@@ -1031,6 +1262,54 @@ class ParserHealth:
 
 
 @dataclass(frozen=True)
+class Throttle:
+    """How much a site asks to slow down, whatever its band (for the politeness layer).
+
+    Attributes
+    ----------
+    share
+        Fraction of requests asking to slow down: answers 429 or 503 or
+        carrying a Retry-After, or hard blocks above the site's normal,
+        whichever is larger, over the current window; smoothed, rising with
+        ``half_life_s`` and falling with ``throttle_recover_half_life_s``.
+    concurrency_factor
+        Multiply the site's concurrency by this (1.0: as configured), in
+        steps of 0.05, at least ``throttle_floor``. Applies on top of the
+        band's :class:`Action`.
+    cost_multiplier
+        ``1 / concurrency_factor``: what each visit to the site effectively
+        costs, so the planner moves budget to sites that still answer.
+    """
+
+    share: float = 0.0
+    concurrency_factor: float = 1.0
+    cost_multiplier: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "share": self.share,
+            "concurrency_factor": self.concurrency_factor,
+            "cost_multiplier": self.cost_multiplier,
+        }
+
+
+def throttle_for(share: float, config: HealthConfig = HealthConfig()) -> Throttle:
+    """The :class:`Throttle` of a slow-down share (fraction of requests).
+
+    Examples
+    --------
+    >>> throttle_for(0.01).concurrency_factor, throttle_for(0.10).concurrency_factor
+    (1.0, 0.85)
+    >>> throttle_for(0.9).concurrency_factor, throttle_for(0.9).cost_multiplier
+    (0.25, 4.0)
+    """
+    raw = 1.0 - config.throttle_gain * max(0.0, share - config.throttle_free_share)
+    factor = max(config.throttle_floor, min(1.0, round(raw * 20.0) / 20.0))
+    return Throttle(round(share, 4), factor, round(1.0 / factor, 4))
+
+
+@dataclass(frozen=True)
 class SiteHealth:
     """The health of one site at one time.
 
@@ -1067,6 +1346,13 @@ class SiteHealth:
         ``extract_rate``, ``bytes_per_valid`` (bytes), ``credits_per_valid``.
     baseline
         The same names for the site's normal.
+    sustained
+        Rate signals whose excess over the normal is established by the
+        sequential test (:func:`fold_evidence`) and so counted at the rate of
+        the whole stretch since it began.
+    throttle
+        How much the site asks to slow down, read by the politeness layer
+        even while the band is healthy.
     """
 
     site: str
@@ -1082,6 +1368,8 @@ class SiteHealth:
     window_s: int = 0
     signals: dict[str, float | None] = field(default_factory=dict)
     baseline: dict[str, float | None] = field(default_factory=dict)
+    sustained: list[str] = field(default_factory=list)
+    throttle: Throttle = field(default_factory=Throttle)
 
     def to_dict(self, *, detail: bool = False) -> dict[str, Any]:
         """The CLI's ``--json`` shape; ``detail`` adds signals and baseline."""
@@ -1095,8 +1383,10 @@ class SiteHealth:
             "failing_routes": list(self.failing_routes),
             "parser": self.parser.to_dict(),
             "action": self.action.to_dict(),
+            "throttle": self.throttle.to_dict(),
         }
         if detail:
+            out["sustained"] = list(self.sustained)
             out["at"] = self.at
             out["window_s"] = self.window_s
             out["signals"] = dict(self.signals)
@@ -1228,6 +1518,37 @@ def _wilson_lower(p: npt.ArrayLike, n: npt.ArrayLike, z: float) -> FloatArray:
     return np.asarray(np.where(np.isnan(p), np.nan, np.maximum(lo, 0.0)), dtype=np.float64)
 
 
+def _gather_evidence(
+    state: HealthState, sites: Sequence[str], at: float, config: HealthConfig
+) -> tuple[Evidence, FloatArray]:
+    """The sequential test of each site from its memory, and the last bucket folded.
+
+    A site without memory, or whose memory is older than ``stale_after_s``,
+    starts from no evidence (last bucket −inf).
+    """
+    ev = Evidence.zeros(len(sites))
+    through = np.full(len(sites), -np.inf)
+    for i, name in enumerate(sites):
+        st = state.sites.get(name)
+        if st is None or st.folded_through is None or at - st.folded_through > config.stale_after_s:
+            continue
+        ev.stat[i], ev.run_n[i], ev.run_x[i] = st.evidence, st.run_n, st.run_x
+        ev.run_pos[i], ev.run_start[i], ev.alarm[i] = st.run_pos, st.run_start, st.alarm
+        through[i] = st.folded_through
+    return ev, through
+
+
+def _keep_evidence(st: SiteState, ev: Evidence, i: int, through: float) -> None:
+    st.evidence, st.run_n, st.run_x = (
+        ev.stat[i].tolist(),
+        ev.run_n[i].tolist(),
+        ev.run_x[i].tolist(),
+    )
+    st.run_pos, st.run_start = ev.run_pos[i].tolist(), ev.run_start[i].tolist()
+    st.alarm = ev.alarm[i].tolist()
+    st.folded_through = float(through) if math.isfinite(through) else None
+
+
 def _fmt(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -1309,6 +1630,47 @@ def evaluate_sites(
     refusal_excess = lower - np.nansum(np.nan_to_num(base_rates), axis=1)
     scored = n_now >= config.min_requests
 
+    # Sequential evidence: every complete bucket on healthy routes, folded
+    # once, oldest first. A rate whose excess it establishes counts at the
+    # rate of the whole stretch since the excess began (many requests, so
+    # no small-window discount), until the evidence is gone.
+    per_slot = _group_sums(
+        b.site[healthy] * slots + slot[healthy],
+        n_sites * slots,
+        [cols[_C[k]][healthy] for k in ("n", "hard", "challenge", "soft")],
+    ).reshape(n_sites, slots, 4)
+    ev, through = _gather_evidence(state, sites, at, config)
+    for k in range(slots - 1, -1, -1):
+        t_k = float(top - k * BUCKET_SECONDS)
+        take = t_k > through
+        if t_k + BUCKET_SECONDS > at or not take.any():
+            continue  # the newest bucket is folded once it is complete
+        ev = fold_evidence(
+            ev,
+            per_slot[:, k, 0],
+            per_slot[:, k, 1:],
+            base_rates,
+            np.full(n_sites, t_k),
+            take,
+            config,
+        )
+        through = np.where(take, t_k, through)
+    sustained = ev.sustained(config.min_requests)
+    no_lat = np.full(n_sites, np.nan)
+    sustained_pen = penalty_matrix(
+        np.where(sustained, ev.run_rates(), np.nan_to_num(base_rates)), base_rates, no_lat, no_lat
+    )
+    # Asking to slow down: 429/503/Retry-After answers, or hard blocks above normal.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slow_share = np.clip(
+            np.fmax(
+                cur[:, _C["throttled"]] / np.maximum(n_now, 1),
+                rates[:, 0] - np.nan_to_num(base_rates[:, 0]),
+            ),
+            0.0,
+            1.0,
+        )
+
     # Parser health reads every route, over its own adaptive window of parsed responses.
     parsed_rows = cols[_C["valid"]] + cols[_C["extract"]]
     pwidth = _widths(b.site, slot, parsed_rows, n_sites, slots, config)
@@ -1346,10 +1708,13 @@ def evaluate_sites(
             else:
                 a = _alpha(at - st.at, config)
                 sm = [(1 - a) * old + a * new for old, new in zip(st.penalties, p, strict=True)]
-            score_f = 100 - (((sm[0] + sm[1]) + sm[2]) + sm[3])
+            # Fast to fall: a sustained excess counts in full at once; slow to
+            # recover: it keeps counting until the test releases it.
+            final = [max(a, float(b_)) for a, b_ in zip(sm, sustained_pen[i], strict=True)]
+            score_f = 100 - (((final[0] + final[1]) + final[2]) + final[3])
             band: Band = _hysteresis(st.band if st else "unknown", score_f, config)
             score: int | None = round(score_f)
-            reasons = _reasons(sm)
+            reasons = _reasons(final)
             if st is None:
                 st = state.sites[name] = SiteState(at=at, penalties=sm, band=band)
             else:
@@ -1396,6 +1761,25 @@ def evaluate_sites(
             if score is not None:
                 score = min(score, math.ceil(config.healthy_min) - 1)
             reasons = ["canary_mismatch", *(r for r in reasons if r != NOT_ENOUGH)]
+        # Sequential evidence and the slow-down share, kept in the site's memory.
+        st = state.sites.get(name)
+        share = 0.0
+        if st is not None:
+            _keep_evidence(st, ev, i, float(through[i]))
+            if scored[i]:
+                new = float(slow_share[i])
+                if st.throttle_at is None or at - st.throttle_at > config.stale_after_s:
+                    st.throttle_share = new
+                else:
+                    hl = (
+                        config.half_life_s
+                        if new > st.throttle_share
+                        else config.throttle_recover_half_life_s
+                    )
+                    a = 1.0 - 0.5 ** (max(at - st.throttle_at, 0.0) / hl)
+                    st.throttle_share = (1 - a) * st.throttle_share + a * new
+                st.throttle_at = at
+            share = st.throttle_share
         failing = named[i]
         diagnosis: Diagnosis = (
             "route" if failing else ("site" if _RANK[band] >= _RANK["degrading"] else "none")
@@ -1433,6 +1817,8 @@ def evaluate_sites(
                     "bytes_per_valid": _fmt(base_bpv[i]),
                     "credits_per_valid": _fmt(base_cpv[i]),
                 },
+                sustained=[SIGNALS[j] for j in range(3) if sustained[i, j]],
+                throttle=throttle_for(share, config),
             )
         )
     return results

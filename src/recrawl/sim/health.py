@@ -8,11 +8,15 @@ hard-block wave with slow responses, a dead proxy pool, latency drift, a parser
 break, unlabelled soft blocks (200s with tiny bodies and empty records, no
 ``outcome``) and canaries carrying the wrong value.
 
+:func:`moderate_scenario` holds the moderate, sustained incidents of issue 29
+(a 20–30 % challenge or soft-block rate, a 2× latency drift, 10 % 429s with
+Retry-After) beside noisy but normal sites that must never alarm.
+
 :meth:`HealthScenario.observations` yields SPEC §5 observation dicts in time
 order (``url``, ``fetched_at`` in unix seconds, ``site``, ``page_type``,
 ``status`` or ``error``, ``bytes_sent``, ``bytes_received``, ``latency_ms``,
 ``route``, ``record``, ``id``, and where the reporter sends them ``outcome``,
-``title``, ``body_excerpt``, ``credits``, ``canary``). Everything is drawn from
+``title``, ``body_excerpt``, ``credits``, ``canary``, ``retry_after``). Everything is drawn from
 one seeded generator, so a scenario is reproducible.
 """
 
@@ -26,7 +30,7 @@ import numpy as np
 
 from recrawl.health.score import Incident
 
-__all__ = ["Effect", "HealthScenario", "SiteProfile", "default_scenario"]
+__all__ = ["Effect", "HealthScenario", "SiteProfile", "default_scenario", "moderate_scenario"]
 
 HOUR: Final = 3600
 DAY: Final = 86_400
@@ -101,6 +105,9 @@ class Effect:
 
     Attributes
     ----------
+    throttle
+        Fraction of requests answered 429 with ``Retry-After: 60`` (the
+        observation's ``retry_after``, seconds).
     dead_route
         Route prefix whose every request fails (resets and timeouts).
     extract_page_type
@@ -117,6 +124,7 @@ class Effect:
     soft: float = 0.0
     latency_factor: float = 1.0
     ramp_s: float = 0.0
+    throttle: float = 0.0
     dead_route: str | None = None
     extract_page_type: str | None = None
     canary_mismatch: bool = False
@@ -214,6 +222,7 @@ class HealthScenario:
         chal = np.full(k, p.challenge_rate)
         hard = np.full(k, p.hard_rate)
         soft = np.full(k, p.soft_rate)
+        thr = np.zeros(k)
         lat_f = np.ones(k)
         dead = np.zeros(k, bool)
         broken = np.zeros(k, bool)
@@ -225,6 +234,7 @@ class HealthScenario:
             chal += e.challenge * w
             hard += e.hard * w
             soft += e.soft * w
+            thr += e.throttle * w
             lat_f *= 1.0 + (e.latency_factor - 1.0) * w
             on = w > 0
             if e.dead_route is not None:
@@ -242,7 +252,8 @@ class HealthScenario:
         c1 = hard
         c2 = c1 + chal
         c3 = c2 + soft
-        kind = np.where(u < c1, 1, np.where(u < c2, 2, np.where(u < c3, 3, 0)))
+        c4 = c3 + thr
+        kind = np.where(u < c1, 1, np.where(u < c2, 2, np.where(u < c3, 3, np.where(u < c4, 4, 0))))
         kind[canary & (kind != 0)] = 0
         latency = p.latency_ms * np.exp(p.latency_sigma * rng.standard_normal(k)) * lat_f
         size_noise = rng.normal(1.0, 0.08, k)
@@ -287,6 +298,12 @@ class HealthScenario:
                 obs["body_excerpt"] = body
                 if p.reports_outcome:
                     obs["outcome"] = "challenge"
+            elif kind[i] == 4:
+                obs["status"] = 429
+                obs["bytes_received"] = 1_200
+                obs["retry_after"] = 60
+                if p.reports_outcome:
+                    obs["outcome"] = "hard_block"
             elif kind[i] == 3:
                 obs["status"] = 200
                 obs["bytes_received"] = int(2_400 * size_noise[i])
@@ -414,4 +431,89 @@ def default_scenario(
         profiles = [p for p in profiles if p.site in keep]
         effects = [e for e in effects if e.site in keep]
         incidents = [i for i in incidents if i.site in keep]
+    return HealthScenario(profiles, effects, incidents, start=start, days=days, seed=seed)
+
+
+def moderate_scenario(
+    seed: int = 0,
+    *,
+    start: int = DEFAULT_START,
+    days: int = 18,
+    sites: Collection[str] | None = None,
+) -> HealthScenario:
+    """Moderate, sustained incidents beside noisy but normal sites (issue 29).
+
+    Five sites never have an incident and must never alarm: a plain shop, one
+    that challenges 4 % of requests every day, a slow one, one with 2 % 429s
+    and four 2-minute bursts of 50 % 429s a day, one with three one-minute
+    blips of 429s a day. Eight sites each get one incident on day 16
+    (0-based), ramping up over 10 minutes (the latency drift over an hour)
+    and lasting five to eight hours:
+
+    * 25 % challenges from 10:00, and again on another site from 01:00 (low
+      traffic): degrading, ``challenge``;
+    * 20 % challenges from 14:00: degrading, ``challenge``;
+    * a site that challenges 4 % every day going to 29 % from 11:00:
+      degrading, ``challenge`` (at 24 %, exactly the seed's full penalty,
+      the score sits on the 79/80 edge whenever the draws run low);
+    * 25 % unlabelled soft blocks (200 with a tiny body and an empty record)
+      from 11:00, and 30 % reported soft blocks from 15:00: degrading,
+      ``soft_block``;
+    * a 2× latency drift from 09:00: healthy (the seed's 15 points at 3×
+      leave 7.5 at 2×), ``latency``;
+    * 10 % 429s with Retry-After from 12:00: the seed's arithmetic gives
+      82.5, on the healthy side of 80, so the label accepts any band but
+      the site must be asked to slow down (its :class:`~recrawl.health.score.Throttle`).
+
+    ``sites`` keeps only those sites, as in :func:`default_scenario`.
+    """
+    if days < 18:
+        raise ValueError("the moderate scenario needs at least 18 days")
+    item = {"item": (0.7, 80_000, ("title", "price")), "list": (0.3, 140_000, ("title", "count"))}
+    article = {"article": (1.0, 60_000, ("headline", "body"))}
+    profiles = [
+        SiteProfile("steady-a.example", 140, item),
+        SiteProfile("captcha-c.example", 150, item, challenge_rate=0.04),
+        SiteProfile("slow-d.example", 120, article, latency_ms=2_600, latency_sigma=0.55),
+        SiteProfile("noisy-e.example", 180, item, hard_rate=0.02, burst_per_day=4.0),
+        SiteProfile("blog-k.example", 130, article, blips_per_day=3.0),
+        SiteProfile("wave-m.example", 140, item),
+        SiteProfile("night-n.example", 140, item),
+        SiteProfile("wave-o.example", 150, item),
+        SiteProfile("captcha-p.example", 150, item, challenge_rate=0.04),
+        SiteProfile("soft-q.example", 140, item),
+        SiteProfile("soft-r.example", 140, article, reports_outcome=True),
+        SiteProfile("drift-s.example", 130, article),
+        SiteProfile("limit-t.example", 160, item),
+    ]
+    d0 = start + 16 * DAY
+    h = HOUR
+    ramp = 600.0
+    plan: list[tuple[Effect, str, str | None]] = [
+        (Effect("wave-m.example", d0 + 10 * h, d0 + 16 * h, challenge=0.25, ramp_s=ramp),
+         "challenge", "degrading"),
+        (Effect("night-n.example", d0 + 1 * h, d0 + 7 * h, challenge=0.25, ramp_s=ramp),
+         "challenge", "degrading"),
+        (Effect("wave-o.example", d0 + 14 * h, d0 + 19 * h, challenge=0.20, ramp_s=ramp),
+         "challenge", "degrading"),
+        (Effect("captcha-p.example", d0 + 11 * h, d0 + 17 * h, challenge=0.25, ramp_s=ramp),
+         "challenge", "degrading"),
+        (Effect("soft-q.example", d0 + 11 * h, d0 + 16 * h, soft=0.25, ramp_s=ramp),
+         "soft_block", "degrading"),
+        (Effect("soft-r.example", d0 + 15 * h, d0 + 20 * h, soft=0.30, ramp_s=ramp),
+         "soft_block", "degrading"),
+        (Effect("drift-s.example", d0 + 9 * h, d0 + 17 * h, latency_factor=2.0, ramp_s=h),
+         "latency", "healthy"),
+        (Effect("limit-t.example", d0 + 12 * h, d0 + 18 * h, throttle=0.10, ramp_s=ramp),
+         "hard_block", None),
+    ]  # fmt: skip
+    if sites is not None:
+        keep = set(sites)
+        unknown = keep - {p.site for p in profiles}
+        if unknown:
+            raise ValueError(f"no such site in the moderate scenario: {sorted(unknown)}")
+        profiles = [p for p in profiles if p.site in keep]
+        plan = [x for x in plan if x[0].site in keep]
+    effects = [e for e, _, _ in plan]
+    incidents = [Incident(e.site, e.start, e.end, cause=c, band=b) for e, c, b in plan]
     return HealthScenario(profiles, effects, incidents, start=start, days=days, seed=seed)

@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,18 @@ from recrawl.cli.main import app as cli_app
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine, PlanResult
 from recrawl.estimate.rates import RateResolution
-from recrawl.report.dashboard import freshness_series, render_dashboard
+from recrawl.report.assets import PLOTLY_PATH
+from recrawl.report.dashboard import (
+    FIGURES,
+    REASON_COLOURS,
+    dashboard_figures,
+    freshness_series,
+    read_dashboard,
+    render_dashboard,
+)
+from recrawl.report.window import TimeWindow
 from recrawl.service import create_app
+from recrawl.service import static as static_assets
 from recrawl.store import SQLiteStore
 from recrawl.testing.server import ManualClock, serve_in_thread
 
@@ -70,6 +81,14 @@ def populated(db_path: str) -> Iterator[Engine]:
     store.close()
 
 
+def _app(engine: Engine) -> Any:
+    """The service with the static assets' router mounted."""
+    app = create_app(engine, engine.settings)
+    if not any(getattr(r, "path", "") == PLOTLY_PATH for r in app.routes):
+        app.include_router(static_assets.router())
+    return app
+
+
 def _load(engine: Engine, base: str) -> None:
     t0 = engine.clock()
     body = b"\n".join(orjson.dumps(o) for o in _observations(t0))
@@ -107,15 +126,16 @@ def _assert_plots_drawn(dom: str) -> None:
 
 
 def test_the_dashboard_escapes_what_users_supplied(populated: Engine) -> None:
-    app = create_app(populated, populated.settings)
-    with serve_in_thread(app) as base:
+    with serve_in_thread(_app(populated)) as base:
         _load(populated, base)
         r = httpx.get(f"{base}/")
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
         page = r.text
     assert EVIL_SITE not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(&#x27;site&#x27;)&lt;/script&gt;" in page
-    assert not re.search(r"<(script|link)[^>]+(src|href)=", page)  # plotly.js is inline
+    # plotly.js by URL, not inline: one <script src>, and the page a small fraction of it
+    assert re.findall(r"<script src='([^']+)'>", page) == [PLOTLY_PATH]
+    assert len(page.encode()) < 1_000_000
     assert "Where the money goes" in page and "Freshness estimate over time" in page
 
 
@@ -151,8 +171,7 @@ def test_freshness_estimate_is_a_fraction_that_drops_between_fetches(populated: 
 def test_the_served_dashboard_draws_its_plots_in_a_headless_browser(
     populated: Engine, tmp_path: Path
 ) -> None:
-    app = create_app(populated, populated.settings)
-    with serve_in_thread(app) as base:
+    with serve_in_thread(_app(populated)) as base:
         _load(populated, base)
         dom = _chromium(["--dump-dom", f"{base}/"], tmp_path)
         assert dom.returncode == 0, dom.stderr[-2000:]
@@ -213,3 +232,233 @@ def test_the_freshness_chart_reads_the_same_after_a_prune(tmp_path: Path) -> Non
         store.prune(now - 10 * day)
         _, after = freshness_series(engine, now, points=8)
     assert after == pytest.approx(before, abs=1e-9)
+
+
+# -- the fixes: each shows what a user saw before --------------------------------------------
+
+
+def _figures(engine: Engine, now: float, **kw: Any) -> dict[str, Any]:
+    window = TimeWindow.choose(now, _data_end(engine), **kw)
+    return {
+        k: f.to_plotly_json()
+        for k, f in dashboard_figures(
+            read_dashboard(engine, window, plan=kw_plan(engine, now))
+        ).items()
+    }
+
+
+def kw_plan(engine: Engine, now: float) -> PlanResult | None:
+    try:
+        return engine.plan(now=now)
+    except ValueError:
+        return None
+
+
+def _data_end(engine: Engine) -> float | None:
+    import numpy as np
+
+    last = np.asarray(engine.store.page_columns()["last_fetch"], dtype=float)
+    return float(np.nanmax(last)) if (~np.isnan(last)).any() else None
+
+
+def _loaded(engine: Engine) -> Engine:
+    with serve_in_thread(_app(engine)) as base:
+        _load(engine, base)
+    return engine
+
+
+def test_the_plan_panel_has_one_colour_per_reason_and_no_stray_legend(populated: Engine) -> None:
+    figs = _figures(_loaded(populated), populated.clock())
+    pie, bar = figs["fig-plan"]["data"]
+    reasons = list(pie["labels"])
+    assert len(reasons) >= 2
+    assert list(bar["x"]) == reasons
+    assert list(pie["marker"]["colors"]) == list(bar["marker"]["color"])  # same reason, same colour
+    assert len(set(pie["marker"]["colors"])) == len(reasons)
+    assert [r for r in reasons if r in REASON_COLOURS] == [
+        r for r in REASON_COLOURS if r in reasons
+    ]
+    # the legend lists the reasons (the pie's labels), and nothing else
+    assert bar.get("showlegend") is False and "name" not in bar
+
+
+def test_the_pie_labels_stay_inside_the_pie_below_its_title(populated: Engine) -> None:
+    fig = _figures(_loaded(populated), populated.clock())["fig-plan"]
+    pie = fig["data"][0]
+    title = next(a for a in fig["layout"]["annotations"] if a["text"] == "Tasks by reason")
+    assert pie["textposition"] == "inside"
+    assert pie["domain"]["y"][1] < title["y"]
+
+
+def test_an_empty_health_chart_shows_the_ranges_dates_and_says_why(db_path: str) -> None:
+    now = 1_770_000_000.0
+    with SQLiteStore(db_path) as store:
+        store.ingest([])
+        fig = _figures(Engine(store, clock=lambda: now), now)["fig-health"]
+    assert not fig["data"]
+    axis = fig["layout"]["xaxis"]
+    assert axis["type"] == "date"  # not a numeric −1…6 axis
+    assert [a.timestamp() for a in axis["range"]] == [now - 7 * 86400, now]
+    texts = " ".join(a["text"] for a in fig["layout"]["annotations"])
+    assert "no health score in this range" in texts
+
+
+def test_old_data_is_called_stale_and_freshness_shown_at_its_end(populated: Engine) -> None:
+    _loaded(populated)
+    end = _data_end(populated)
+    assert end is not None
+    now = end + 400 * 86400  # a year later, nothing fetched since
+    live = render_dashboard(populated, now=end)
+    old = render_dashboard(populated, now=now)
+    assert "The data is stale" not in live and "freshness now (est.)" in live
+    assert "The data is stale: the newest fetch is from" in old and "400 days before now" in old
+    assert "freshness now" not in old and "freshness at the data&#x27;s end (est.)" in old
+
+    def kpi(page: str) -> float:
+        m = re.search(r"<b>([\d.]+)%</b>freshness", page)
+        assert m, "freshness KPI"
+        return float(m.group(1))
+
+    assert kpi(old) == kpi(live) > 20  # as of the data's end, not 1.3 % decayed to now
+    # and the charts cover the days before the data's end
+    assert f"to {datetime.fromtimestamp(end, UTC):%Y-%m-%d %H:%M} UTC" in old
+
+
+def test_an_empty_store_says_so_on_every_chart(db_path: str) -> None:
+    with SQLiteStore(db_path) as store:
+        store.ingest([])
+        engine = Engine(store, clock=lambda: 1_770_000_000.0)
+        page = render_dashboard(engine)
+        figs = _figures(engine, 1_770_000_000.0)
+    assert "The store holds no fetch yet" in page
+    for name, fig in figs.items():
+        texts = " ".join(a.get("text", "") for a in fig["layout"].get("annotations", []))
+        assert re.search(r"\bno\b", texts), name
+
+
+# -- the time view ---------------------------------------------------------------------------
+
+
+def test_the_range_follows_the_query(populated: Engine) -> None:
+    _loaded(populated)
+    now = populated.clock()
+    day = datetime.fromtimestamp(now - 2 * 86400, UTC).strftime("%Y-%m-%d")
+    week = render_dashboard(populated, now=now)
+    two = render_dashboard(populated, now=now, query={"days": "2"})
+    span = render_dashboard(populated, now=now, query={"from": day})
+    bad = render_dashboard(populated, now=now, query={"days": "soon"})
+    assert "(7 days)" in week and "(2 days)" in two
+    assert f"{day} 00:00 UTC to" in span
+    assert "The time range asked for was not used: days must be a number." in bad
+    assert "(7 days)" in bad
+    assert "name='from'" in week  # the picker, on the served page
+
+
+def test_the_time_view_has_a_series_per_site_and_page_type(populated: Engine) -> None:
+    figs = _figures(_loaded(populated), populated.clock())
+    spend = figs["fig-spend"]["data"]
+    bars = [t for t in spend if t["type"] == "bar"]
+    assert {t["name"] for t in bars} >= {"shop.example", "news.example"}
+    budget = next(t for t in spend if t["type"] == "scatter")
+    assert budget["name"].startswith("budget") and set(budget["y"]) == {500.0}  # per day
+    waste = {t["name"] for t in figs["fig-waste"]["data"]}
+    assert {"shop.example · product", "news.example · article"} <= waste
+    signals = figs["fig-signals"]["data"]
+    news_hard = next(t for t in signals if t["name"] == "news.example" and t["yaxis"] == "y")
+    # news.example answers 403 to a third of its requests in the last hours
+    assert max(v for v in news_hard["y"] if v is not None) > 0.1
+
+
+# -- in a headless browser, on a demo store --------------------------------------------------
+
+DEMO_START = 1_767_225_600
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, PlanResult]]:
+    """The demo's data, smaller: the shipped sample log, then six days of two
+    sites of which one pushes back for four hours, scored every two hours on the last day."""
+    import numpy as np
+
+    from recrawl.config import load_settings
+    from recrawl.observe.observation import parse_observation
+    from recrawl.sim.health import DAY, HOUR, Effect, HealthScenario, SiteProfile
+    from recrawl.testing import data_file
+
+    settings = load_settings(data_file("demo.toml")).model_copy(update={"token": TOKEN})
+    store = SQLiteStore(tmp_path_factory.mktemp("demo") / "demo.db")
+    engine = Engine(store, settings)
+    with data_file("sample-fetches.jsonl").open(encoding="utf-8") as f:
+        engine.ingest_lines(f)
+    item = {"item": (1.0, 80_000, ("title", "price"))}
+    start = DEMO_START + 21 * DAY
+    wave = (start + 5 * DAY + 3 * HOUR, start + 5 * DAY + 7 * HOUR)
+    sc = HealthScenario(
+        sites=[
+            SiteProfile("calm.example", 40, item, challenge_rate=0.04),
+            SiteProfile("hostile.example", 60, item, hard_rate=0.01),
+        ],
+        effects=[Effect("hostile.example", *wave, hard=0.7, challenge=0.2, latency_factor=3.0)],
+        incidents=[],
+        start=start,
+        days=6,
+        pages_per_type=60,
+    )
+    engine.ingest(parse_observation(o) for o in sc.observations())
+    for t in np.arange(sc.end - DAY, sc.end, 2 * HOUR):
+        engine.health(float(t), record=True)
+    end = float(sc.end)
+    engine = Engine(store, settings, clock=lambda: end)
+    yield engine, engine.plan(now=end)
+    store.close()
+
+
+def _figure_doms(dom: str) -> dict[str, str]:
+    """Each figure's part of the drawn DOM, by element id."""
+    cuts = sorted((dom.index(f'id="{k}"'), k) for k in FIGURES)
+    return {
+        k: dom[i : (cuts[j + 1][0] if j + 1 < len(cuts) else len(dom))]
+        for j, (i, k) in enumerate(cuts)
+    }
+
+
+@needs_chromium
+def test_every_chart_has_data_on_the_demo_store_in_a_headless_browser(
+    demo: tuple[Engine, PlanResult], tmp_path: Path
+) -> None:
+    engine, plan = demo
+    app = _app(engine)
+    with serve_in_thread(app) as base:
+        page = httpx.get(f"{base}/").text
+        assert f"<script src='{PLOTLY_PATH}'>" in page
+        # the page as the service renders it with the plan and a 30-day range
+        html_path = tmp_path / "demo.html"
+        html_path.write_text(
+            render_dashboard(engine, plan=plan, query={"days": "30"}).replace(
+                f"src='{PLOTLY_PATH}'", f"src='{base}{PLOTLY_PATH}'"
+            ),
+            encoding="utf-8",
+        )
+        png = tmp_path / "demo.png"
+        run = _chromium(
+            ["--enable-logging=stderr", "--v=0", "--window-size=1280,6000",
+             f"--screenshot={png}", "--dump-dom", html_path.as_uri()],
+            tmp_path,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    console = [ln for ln in run.stderr.splitlines() if ":CONSOLE" in ln]
+    assert not console, console
+    parts = _figure_doms(run.stdout)
+    assert list(parts) == list(FIGURES)
+    for name, part in parts.items():
+        assert '<svg class="main-svg"' in part, name
+        assert re.search(r'class="trace (scatter|bars)|class="slice', part), name
+        assert not re.search(r">no [a-z ]+(yet|in this range|between)", part), name
+    assert parts["fig-plan"].count('class="slice') >= 2
+    assert (
+        parts["fig-signals"].count('class="js-line"') >= 12
+    )  # 2 sites × 3 signals × (value, normal)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1280, 6000)
+    assert len(data) > 300_000  # plots, not a blank page

@@ -1,56 +1,113 @@
 """The dashboard: one server-rendered HTML page with plotly figures, no build step.
 
-plotly.js is embedded inline from the installed ``plotly`` package, so the page
-(and ``recrawl report``'s file) works offline. Everything user-supplied (URLs,
-site names, page types, reasons) is HTML-escaped before it reaches the page or
-a figure.
+plotly.js is not inlined: the page loads it by URL (:mod:`recrawl.report.assets`),
+so after the first load a page weighs its HTML alone; :func:`render_report`
+with ``inline=True`` keeps the single-file form. Everything user-supplied
+(URLs, site names, page types, reasons) is HTML-escaped before it reaches the
+page or a figure.
 
-Figures:
+Every figure covers one time range (:class:`~recrawl.report.window.TimeWindow`,
+picked with ``?days=`` or ``?from=&to=`` on the service, ``--days`` or
+``--since`` for ``recrawl report``), in steps of an hour (ranges up to three
+days) or a UTC day:
 
-* where the money goes: cost per change detected and fetches that found no
-  change, per site and page type;
+* where the money goes in the range: cost per change detected and fetches that
+  found no change, per site and page type;
+* spend per step against the budget (``budget_per_day``, or one fetch per page
+  a day), by site;
+* fetches without change and cost per change over time, per site and page type;
+* hard blocks, challenges and p95 latency over time, each against that site's
+  normal (the health scorer's baseline on that day);
 * each site's health score over time on its bands (healthy ≥ 80, degrading
   50–79, critical < 50), with the reasons on hover;
 * the freshness estimate over time: the value-weighted mean probability that
   our copy of a page equals the live page, ``exp(−λ·(t − last successful
   fetch))`` with λ each page's current change-rate estimate (a page not yet
   fetched counts as stale), over a sample of up to :data:`FRESHNESS_SAMPLE` pages;
+* the calibration check: whether the change model predicted what the range's
+  revisits found (:meth:`recrawl.engine.Engine.calibration`);
 * the current plan's split between score, discovery, re-estimation,
   verification (and canaries), by tasks and by cost.
+
+A chart with nothing to show says so over an axis of the range's dates; a
+stale store (no fetch for a day, :data:`~recrawl.report.window.STALE_AFTER_S`)
+is shown as of its newest fetch, with a banner saying how old it is.
 """
 
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.offline import get_plotlyjs
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.stats import BillingUnit
+from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.pagestate import CONTENT_OUTCOMES
+from recrawl.health.score import HealthConfig
 from recrawl.plan.planner import reallocate
+from recrawl.report.assets import PLOTLY_FILE, PLOTLY_PATH, plotly_js, write_plotly
+from recrawl.report.timeline import (
+    MoneySeries,
+    SignalSeries,
+    money_over_time,
+    signals_over_time,
+)
+from recrawl.report.window import TimeWindow
 
 __all__ = [
+    "FIGURES",
     "FRESHNESS_SAMPLE",
+    "REASON_COLOURS",
+    "DashboardData",
+    "dashboard_figures",
     "freshness_series",
+    "read_dashboard",
     "render_dashboard",
+    "render_page",
     "render_report",
+    "write_report",
 ]
 
 FRESHNESS_SAMPLE = 2000
 """Pages sampled for the freshness estimate (the estimate is a mean, so a sample suffices)."""
 
+FIGURES = (
+    "fig-money",
+    "fig-spend",
+    "fig-waste",
+    "fig-signals",
+    "fig-health",
+    "fig-freshness",
+    "fig-calibration",
+    "fig-plan",
+)
+"""The figures' element ids, in page order."""
+
+REASON_COLOURS = {
+    "score": "#1565c0",
+    "discovery": "#2e7d32",
+    "reestimate": "#ef6c00",
+    "verify": "#6a1b9a",
+    "canary": "#00838f",
+}
+"""One colour per plan reason, the same in every panel (others: grey)."""
+
 _DAY_S = 86_400.0
 _BAND_COLOURS = {"healthy": "#2e7d32", "degrading": "#f9a825", "critical": "#c62828"}
-_REASON_ORDER = ("score", "discovery", "reestimate", "verify", "canary")
+_REASON_ORDER = tuple(REASON_COLOURS)
 _PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+_PALETTE = qualitative.D3
 
 
 def _e(text: Any) -> str:
@@ -62,14 +119,13 @@ def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, UTC)
 
 
-@lru_cache(maxsize=1)
-def _plotly_js() -> str:
-    return str(get_plotlyjs())
+def _dts(ts: Any) -> list[datetime]:
+    return [_dt(float(t)) for t in ts]
 
 
-def _empty(fig: go.Figure, message: str) -> go.Figure:
-    fig.add_annotation(text=_e(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
-    return fig
+def _gaps(y: Any) -> list[float | None]:
+    """NaN as None, so plotly leaves a gap instead of drawing through it."""
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(y, float).tolist()]
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -128,19 +184,121 @@ def freshness_series(
     return grid[keep].tolist(), fresh[keep].tolist()
 
 
+@dataclass(frozen=True)
+class DashboardData:
+    """What the page shows, read from the engine for one time range."""
+
+    window: TimeWindow
+    unit: BillingUnit
+    budget_per_day: float
+    money: MoneySeries
+    signals: SignalSeries
+    history: list[tuple[float, dict[str, Any]]]
+    freshness: tuple[list[float], list[float]]
+    calibration: Calibration | None
+    plan: PlanResult | None
+    health: list[dict[str, Any]]
+    controls: dict[str, dict[str, Any]]
+
+    def totals(self) -> dict[str, Any]:
+        """The range's sums per site and page type (the shape of ``Stats.groups``)."""
+        m = self.money
+        rows = []
+        for g, (site, ptype) in enumerate(m.groups):
+            changes = float(m.changes[g].sum())
+            cost = float(m.cost[g].sum())
+            rows.append(
+                {
+                    "site": site,
+                    "page_type": ptype,
+                    "fetches": int(m.fetches[g].sum()),
+                    "changes_detected": int(changes),
+                    "fetches_without_change": int(m.without_change[g].sum()),
+                    "cost": cost,
+                    "cost_per_change": cost / changes if changes else None,
+                }
+            )
+        return {"unit": self.unit, "groups": rows}
+
+
+def _data_end(engine: Engine) -> float | None:
+    last = np.asarray(engine.store.page_columns()["last_fetch"], dtype=np.float64)
+    return float(np.nanmax(last)) if np.any(~np.isnan(last)) else None
+
+
+def read_dashboard(
+    engine: Engine,
+    window: TimeWindow,
+    *,
+    plan: PlanResult | None = None,
+    health: list[dict[str, Any]] | None = None,
+) -> DashboardData:
+    """Read everything the page shows for ``window`` through the engine and its store."""
+    w = window
+    unit: BillingUnit = engine.settings.billing_unit
+    daily_only = w.step_s >= _DAY_S
+    cfg = HealthConfig()
+    buckets = engine.store.buckets(w.start - w.step_s, w.end, daily=daily_only)
+    daily = engine.store.buckets(w.start - (cfg.baseline_days + 2) * _DAY_S, w.end, daily=True)
+    calibration = None
+    if w.data_end is not None:
+        try:
+            calibration = engine.calibration(days=w.days, until=min(w.end, w.data_end))
+        except ValueError:
+            calibration = None
+    pages = len(engine.store.page_columns()["url"])
+    return DashboardData(
+        window=w,
+        unit=unit,
+        budget_per_day=engine.settings.daily_budget(pages),
+        money=money_over_time(buckets, w.start, w.end, w.step_s, unit),
+        signals=signals_over_time(buckets, daily, w.start, w.end, w.step_s, cfg),
+        history=engine.store.health_history(since=w.start, until=w.end),
+        freshness=freshness_series(engine, w.end, days=w.days),
+        calibration=calibration,
+        plan=plan,
+        health=list(health or []),
+        controls=engine.store.site_controls(),
+    )
+
+
 # -- figures ---------------------------------------------------------------------------------
 
 
-def _money_figure(stats: dict[str, Any]) -> go.Figure:
-    groups = stats["groups"]
-    unit = stats["unit"]
+def _time_axes(fig: go.Figure, w: TimeWindow) -> None:
+    """Every x axis of ``fig`` a date axis over the range, whether or not it has data."""
+    fig.update_xaxes(type="date", range=[_dt(w.start), _dt(w.end)])
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(
+        text=_e(message), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+        font={"size": 15, "color": "#666"},
+    )  # fmt: skip
+    return fig
+
+
+def _nothing_in(w: TimeWindow, what: str) -> str:
+    if w.data_end is None:
+        return f"no {what} yet: the store holds no fetch"
+    return f"no {what} between {_dt(w.start):%Y-%m-%d %H:%M} and {_dt(w.end):%Y-%m-%d %H:%M} UTC"
+
+
+def _colours(names: list[str]) -> dict[str, str]:
+    return {n: _PALETTE[i % len(_PALETTE)] for i, n in enumerate(sorted(set(names)))}
+
+
+def _money_figure(data: DashboardData) -> go.Figure:
+    totals = data.totals()
+    groups = totals["groups"]
+    unit = data.unit
     fig = make_subplots(
         rows=1,
         cols=2,
         subplot_titles=(f"Cost per change detected ({_e(unit)})", "Fetches that found no change"),
     )
     if not groups:
-        return _empty(fig, "no fetches yet")
+        return _empty(fig, _nothing_in(data.window, "fetches"))
     labels = [f"{_e(g['site'])} · {_e(g['page_type'])}" for g in groups]
     per_change = [g["cost_per_change"] for g in groups]
     fig.add_trace(
@@ -172,7 +330,126 @@ def _money_figure(stats: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def _health_figure(history: list[tuple[float, dict[str, Any]]]) -> go.Figure:
+def _spend_figure(data: DashboardData) -> go.Figure:
+    m, w = data.money, data.window
+    step = "hour" if m.step_s < _DAY_S else "day"
+    fig = go.Figure()
+    sites, spend = m.spend_by_site()
+    colours = _colours(sites)
+    x = _dts(m.starts + m.step_s / 2)
+    for i, site in enumerate(sites):
+        fig.add_trace(
+            go.Bar(
+                x=x, y=spend[i].tolist(), name=_e(site), marker_color=colours[site],
+                hovertemplate="%{x}<br>%{y:,.2f} " + _e(data.unit) + "<extra>" + _e(site) + "</extra>",
+            )
+        )  # fmt: skip
+    budget = data.budget_per_day * m.step_s / _DAY_S
+    if sites:
+        fig.add_trace(
+            go.Scatter(
+                x=_dts([m.starts[0], m.starts[-1] + m.step_s]), y=[budget, budget],
+                mode="lines", name=f"budget ({budget:,.4g} a {step})",
+                line={"color": "#c62828", "dash": "dash", "width": 2}, hoverinfo="name",
+            )
+        )  # fmt: skip
+    else:
+        _empty(fig, _nothing_in(w, "spend"))
+    fig.update_layout(
+        barmode="stack", height=380, margin={"t": 30}, legend={"orientation": "h"},
+        yaxis={"title": f"{_e(data.unit)} per {step}", "rangemode": "tozero"},
+    )  # fmt: skip
+    _time_axes(fig, w)
+    return fig
+
+
+def _waste_figure(data: DashboardData) -> go.Figure:
+    m, w = data.money, data.window
+    step = "hour" if m.step_s < _DAY_S else "day"
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+        subplot_titles=(
+            f"Fetches that found no change, per {step}",
+            f"Cost per change detected ({_e(data.unit)})",
+        ),
+    )  # fmt: skip
+    labels = [f"{s} · {p}" for s, p in m.groups]
+    colours = _colours(labels)
+    x = _dts(m.starts + m.step_s / 2)
+    per_change = m.cost_per_change
+    for g, label in enumerate(labels):
+        name = _e(label)
+        line = {"color": colours[label]}
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=m.without_change[g].tolist(), mode="lines", name=name, legendgroup=name,
+                line=line, hovertemplate="%{x}<br>%{y:,} fetches without change<extra>" + name + "</extra>",
+            ),
+            row=1, col=1,
+        )  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=_gaps(per_change[g]), mode="lines+markers", name=name, legendgroup=name,
+                showlegend=False, line=line, marker={"size": 4},
+                hovertemplate="%{x}<br>%{y:,.2f} " + _e(data.unit) + " per change<extra>" + name + "</extra>",
+            ),
+            row=2, col=1,
+        )  # fmt: skip
+    if not labels:
+        _empty(fig, _nothing_in(w, "fetches"))
+    fig.update_layout(height=560, margin={"t": 40}, legend={"orientation": "h"})
+    fig.update_yaxes(rangemode="tozero")
+    _time_axes(fig, w)
+    return fig
+
+
+def _signals_figure(data: DashboardData) -> go.Figure:
+    s, w = data.signals, data.window
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+        subplot_titles=(
+            "Hard blocks (share of requests)", "Challenges (share of requests)",
+            "p95 latency (ms)",
+        ),
+    )  # fmt: skip
+    colours = _colours(s.sites)
+    x = _dts(s.starts + s.step_s / 2)
+    rows = (
+        (1, s.hard_block, s.normal_hard_block, ".1%"),
+        (2, s.challenge, s.normal_challenge, ".1%"),
+        (3, s.p95_ms, s.normal_p95_ms, ",.0f"),
+    )
+    for i, site in enumerate(s.sites):
+        name = _e(site)
+        for row, values, normal, fmt in rows:
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=_gaps(values[i]), mode="lines", name=name, legendgroup=name,
+                    showlegend=row == 1, line={"color": colours[site]},
+                    hovertemplate="%{x}<br>%{y:" + fmt + "}<extra>" + name + "</extra>",
+                ),
+                row=row, col=1,
+            )  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=_gaps(normal[i]), mode="lines", name=f"{name}: normal",
+                    legendgroup=name, showlegend=False,
+                    line={"color": colours[site], "dash": "dot", "width": 1},
+                    hovertemplate="%{x}<br>normal %{y:" + fmt + "}<extra>" + name + "</extra>",
+                ),
+                row=row, col=1,
+            )  # fmt: skip
+    if not s.sites:
+        _empty(fig, _nothing_in(w, "requests"))
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero", row=3, col=1)
+    fig.update_layout(height=720, margin={"t": 40}, legend={"orientation": "h"})
+    _time_axes(fig, w)
+    return fig
+
+
+def _health_figure(data: DashboardData) -> go.Figure:
     fig = go.Figure()
     for band, (y0, y1) in (("critical", (0, 50)), ("degrading", (50, 80)), ("healthy", (80, 100))):
         fig.add_hrect(
@@ -185,8 +462,9 @@ def _health_figure(history: list[tuple[float, dict[str, Any]]]) -> go.Figure:
             annotation_position="top left",
         )
     by_site: dict[str, list[tuple[float, dict[str, Any]]]] = {}
-    for at, report in history:
+    for at, report in data.history:
         by_site.setdefault(str(report.get("site")), []).append((at, report))
+    colours = _colours(list(by_site))
     for site, rows in sorted(by_site.items()):
         scored = [(at, r) for at, r in rows if r.get("score") is not None]
         if not scored:
@@ -197,6 +475,7 @@ def _health_figure(history: list[tuple[float, dict[str, Any]]]) -> go.Figure:
                 y=[r["score"] for _, r in scored],
                 mode="lines+markers",
                 name=_e(site),
+                line={"color": colours[site]},
                 text=[
                     f"{_e(r.get('band'))}: {_e(', '.join(map(str, r.get('reasons') or [])) or 'no penalty')}"
                     for _, r in scored
@@ -210,12 +489,18 @@ def _health_figure(history: list[tuple[float, dict[str, Any]]]) -> go.Figure:
         margin={"t": 30},
         legend={"orientation": "h"},
     )
+    _time_axes(fig, data.window)
     if not fig.data:
-        _empty(fig, "no health evaluation yet (50 requests in a window are needed)")
+        _empty(
+            fig,
+            "no health score in this range: "
+            "health is scored once a window holds 50 requests (recrawl health --record)",
+        )
     return fig
 
 
-def _freshness_figure(times: list[float], fresh: list[float]) -> go.Figure:
+def _freshness_figure(data: DashboardData) -> go.Figure:
+    times, fresh = data.freshness
     fig = go.Figure()
     if times:
         fig.add_trace(
@@ -230,11 +515,64 @@ def _freshness_figure(times: list[float], fresh: list[float]) -> go.Figure:
             )
         )
     else:
-        _empty(fig, "no successful fetch yet")
+        _empty(fig, _nothing_in(data.window, "successful fetch"))
     fig.update_layout(
         height=360, yaxis={"range": [0, 1], "tickformat": ".0%", "title": "estimated fresh"},
         margin={"t": 30},
     )  # fmt: skip
+    _time_axes(fig, data.window)
+    return fig
+
+
+def _calibration_figure(data: DashboardData) -> go.Figure:
+    cal = data.calibration
+    fig = make_subplots(
+        rows=1, cols=2, horizontal_spacing=0.12,
+        subplot_titles=(
+            "Predicted probability of a change against the share that changed",
+            "Changes found against expected, per site",
+        ),
+    )  # fmt: skip
+    if cal is None or cal.overall.revisits == 0:
+        return _empty(fig, "no revisits in this range to check the change model against")
+    bins = [b for b in cal.bins if b.revisits > 0]
+    fig.add_trace(
+        go.Scatter(
+            x=[0, 1], y=[0, 1], mode="lines", line={"color": "#9e9e9e", "dash": "dot"},
+            name="calibrated", hoverinfo="skip",
+        ),
+        1, 1,
+    )  # fmt: skip
+    sizes = np.sqrt(np.array([b.revisits for b in bins], dtype=float))
+    fig.add_trace(
+        go.Scatter(
+            x=[b.mean_predicted for b in bins], y=[b.observed_share for b in bins],
+            customdata=[[b.revisits, b.lo, b.hi] for b in bins], mode="markers+lines",
+            marker={"size": (6 + 24 * sizes / max(float(sizes.max()), 1.0)).tolist(), "color": "#1565c0"},
+            name="revisits",
+            hovertemplate="predicted %{customdata[1]:.2f}–%{customdata[2]:.2f}: %{customdata[0]:,} revisits"
+            "<br>mean predicted %{x:.1%}, changed %{y:.1%}<extra></extra>",
+        ),
+        1, 1,
+    )  # fmt: skip
+    groups = cal.groups
+    names = [_e(g.name) for g in groups]
+    fig.add_trace(
+        go.Bar(x=names, y=[g.expected_changes for g in groups], name="expected", marker_color="#90a4ae"),
+        1, 2,
+    )  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=names, y=[g.observed_changes for g in groups], name="found",
+            marker_color=["#c62828" if g.flagged else "#1565c0" for g in groups],
+            customdata=[[g.z] for g in groups],
+            hovertemplate="%{x}: %{y:,} changes found (z %{customdata[0]:.1f})<extra></extra>",
+        ),
+        1, 2,
+    )  # fmt: skip
+    fig.update_xaxes(range=[0, 1], tickformat=".0%", title="predicted", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", title="changed", row=1, col=1)
+    fig.update_layout(height=420, barmode="group", margin={"t": 60}, legend={"orientation": "h"})
     return fig
 
 
@@ -257,14 +595,38 @@ def _plan_figure(plan: PlanResult | None, unit: str) -> go.Figure:
         r for r in counts if r not in _REASON_ORDER
     )
     labels = [_e(r) for r in reasons]
-    fig.add_trace(go.Pie(labels=labels, values=[counts[r] for r in reasons], hole=0.4), 1, 1)
+    colours = [REASON_COLOURS.get(r, "#9e9e9e") for r in reasons]
     fig.add_trace(
-        go.Bar(x=labels, y=[costs[r] for r in reasons], marker_color="#6a1b9a", name="cost"),
-        1,
-        2,
-    )
-    fig.update_layout(height=380, showlegend=True, margin={"t": 60})
+        go.Pie(
+            labels=labels, values=[counts[r] for r in reasons], hole=0.4, sort=False,
+            marker={"colors": colours}, textposition="inside", textinfo="percent",
+            domain={"x": [0.0, 0.42], "y": [0.0, 0.86]},
+            hovertemplate="%{label}: %{value:,} tasks (%{percent})<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=labels, y=[costs[r] for r in reasons], marker_color=colours, showlegend=False,
+            hovertemplate="%{x}: %{y:,.2f} " + _e(unit) + "<extra></extra>",
+        ),
+        1, 2,
+    )  # fmt: skip
+    fig.update_layout(height=380, showlegend=True, margin={"t": 70}, legend={"title": "reason"})
     return fig
+
+
+def dashboard_figures(data: DashboardData) -> dict[str, go.Figure]:
+    """Every figure of the page, by element id (:data:`FIGURES` order)."""
+    return {
+        "fig-money": _money_figure(data),
+        "fig-spend": _spend_figure(data),
+        "fig-waste": _waste_figure(data),
+        "fig-signals": _signals_figure(data),
+        "fig-health": _health_figure(data),
+        "fig-freshness": _freshness_figure(data),
+        "fig-calibration": _calibration_figure(data),
+        "fig-plan": _plan_figure(data.plan, data.unit),
+    }
 
 
 def _div(fig: go.Figure, div_id: str) -> str:
@@ -292,6 +654,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .band-healthy{color:#2e7d32} .band-degrading{color:#b26a00} .band-critical{color:#c62828}
 .url{word-break:break-all}
 .warn{color:#b26a00}
+.banner{background:#fff3e0;border:1px solid #ffb74d;border-radius:6px;padding:10px 16px;margin:14px 0}
+form.range{font-size:13px} form.range label{margin-right:12px} form.range a{margin-right:8px}
 """
 
 
@@ -361,73 +725,183 @@ def _plan_table(plan: PlanResult | None, limit: int = 25) -> str:
     )
 
 
+def _calibration_note(cal: Calibration | None) -> str:
+    if cal is None:
+        return ""
+    return f"<p>{_e(cal.verdict())}.</p>"
+
+
+def _picker(w: TimeWindow) -> str:
+    """The time range picker: a plain GET form (works without JavaScript)."""
+    quick = "".join(f"<a href='?days={d}'>{label}</a>" for d, label in
+                    ((1, "last day"), (7, "7 days"), (30, "30 days"), (90, "90 days")))  # fmt: skip
+    return (
+        "<form class='range' method='get' action=''>"
+        f"<label>from <input type='date' name='from' value='{_dt(w.start):%Y-%m-%d}'></label>"
+        f"<label>to <input type='date' name='to' value='{_dt(w.end):%Y-%m-%d}'></label>"
+        "<button type='submit'>show</button> &nbsp; " + quick + "</form>"
+    )
+
+
+def _banners(data: DashboardData) -> str:
+    w = data.window
+    out = []
+    if w.note:
+        out.append(w.note)
+    if w.data_end is None:
+        out.append(
+            "The store holds no fetch yet: ingest a fetch log (recrawl ingest) or report "
+            "observations to POST /v1/observations, and the charts fill in."
+        )
+    elif w.stale:
+        out.append(w.stale_message())
+    return "".join(f"<div class='banner' role='status'>{_e(t)}</div>" for t in out)
+
+
+def render_page(
+    data: DashboardData,
+    *,
+    title: str = "recrawl",
+    script: str | None = PLOTLY_PATH,
+    picker: bool = True,
+) -> str:
+    """The page for ``data``; plotly.js from the URL ``script``, or inline when None."""
+    w = data.window
+    unit = data.unit
+    figures = dashboard_figures(data)
+    totals = data.totals()["groups"]
+    fetches = sum(g["fetches"] for g in totals)
+    changes = sum(g["changes_detected"] for g in totals)
+    cost = sum(g["cost"] for g in totals)
+    fresh = data.freshness[1]
+    fresh_label = "freshness at the data's end (est.)" if w.stale else "freshness now (est.)"
+    kpis = [
+        ("fetches", _num(fetches)),
+        ("changes detected", _num(changes)),
+        ("fetches without change", _num(sum(g["fetches_without_change"] for g in totals))),
+        (f"cost ({unit})", _num(cost)),
+        (f"cost per change ({unit})", _num(cost / changes if changes else None)),
+        (fresh_label, f"{fresh[-1]:.1%}" if fresh else "–"),
+    ]
+    plan = data.plan
+    if plan is not None:
+        kpis.append(
+            (f"plan: {len(plan.tasks):,} tasks", f"{_num(plan.spent)} / {_num(plan.budget)}")
+        )
+    kpi_html = "".join(f"<span class='kpi'><b>{v}</b>{_e(k)}</span>" for k, v in kpis)
+    d = {k: _div(f, k) for k, f in figures.items()}
+    sections = [
+        ("Where the money goes in this range", d["fig-money"]),
+        ("Spend against the budget", d["fig-spend"]),
+        ("Fetches without change and cost per change over time", d["fig-waste"]),
+        ("Blocks, challenges and latency against each site's normal (dotted)", d["fig-signals"]),
+        ("Site health over time", d["fig-health"] + _health_table(data.health, data.controls)),
+        ("Freshness estimate over time", d["fig-freshness"]),
+        ("Did the change model predict what the revisits found?",
+         d["fig-calibration"] + _calibration_note(data.calibration)),
+        ("The current plan", d["fig-plan"] + _rates_note(plan) + _plan_table(plan)),
+    ]  # fmt: skip
+    body = "".join(f"<section><h2>{_e(h)}</h2>{content}</section>" for h, content in sections)
+    generated = _dt(w.now).strftime("%Y-%m-%d %H:%M:%S UTC")
+    js = f"<script>{plotly_js().decode()}</script>" if script is None else (
+        f"<script src='{_e(script)}'></script>"
+    )  # fmt: skip
+    top = f"<section>{_picker(w) if picker else ''}{kpi_html}</section>"
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_e(title)}</title>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<style>{_CSS}</style>{js}</head><body>"
+        f"<header><h1>{_e(title)}</h1><p>generated {generated} · {_e(w.label())} · "
+        f"costs in {_e(unit)}</p></header>"
+        f"<main>{_banners(data)}{top}{body}</main></body></html>"
+    )
+
+
 def render_dashboard(
     engine: Engine,
     *,
     now: float | None = None,
     plan: PlanResult | None = None,
     health: list[dict[str, Any]] | None = None,
-    history_days: float = 7.0,
+    window: TimeWindow | None = None,
+    query: Mapping[str, str] | None = None,
     title: str = "recrawl",
+    script: str | None = PLOTLY_PATH,
+    picker: bool = True,
 ) -> str:
-    """The dashboard as one self-contained HTML page (plotly.js inline).
+    """The dashboard as one HTML page, as the service shows it at ``/``.
 
     ``plan`` and ``health`` are the current plan and the last health evaluation
-    (``recrawl health --json`` shape); the health figure shows the history of
-    the last ``history_days`` days.
+    (``recrawl health --json`` shape). The time range is ``window``, else the
+    one the page's ``query`` asks for (``days``, ``from``, ``to``; one that
+    cannot be read gives the default range and a note saying why), else the
+    last :data:`~recrawl.report.window.DEFAULT_DAYS` days. plotly.js is loaded
+    from ``script`` (the service's :data:`~recrawl.report.assets.PLOTLY_PATH`)
+    or inlined when ``script`` is None.
     """
     t = engine.clock() if now is None else now
-    stats = engine.stats()
-    unit = stats["unit"]
-    history = engine.store.health_history(since=t - history_days * _DAY_S)
-    times, fresh = freshness_series(engine, t)
-    controls = engine.store.site_controls()
-    total = stats["total"]
-    kpis = [
-        ("fetches", _num(total["fetches"])),
-        ("changes detected", _num(total["changes_detected"])),
-        ("fetches without change", _num(total["fetches_without_change"])),
-        (f"cost ({unit})", _num(total["cost"])),
-        (f"cost per change ({unit})", _num(total["cost_per_change"])),
-        ("freshness now (est.)", f"{fresh[-1]:.1%}" if fresh else "–"),
-    ]
-    if plan is not None:
-        kpis.append(
-            (f"plan: {len(plan.tasks):,} tasks", f"{_num(plan.spent)} / {_num(plan.budget)}")
-        )
-    kpi_html = "".join(f"<span class='kpi'><b>{v}</b>{_e(k)}</span>" for k, v in kpis)
-    sections = [
-        ("Where the money goes", _div(_money_figure(stats), "fig-money")),
-        (
-            "Site health over time",
-            _div(_health_figure(history), "fig-health") + _health_table(health or [], controls),
-        ),
-        ("Freshness estimate over time", _div(_freshness_figure(times, fresh), "fig-freshness")),
-        (
-            "The current plan",
-            _div(_plan_figure(plan, unit), "fig-plan") + _rates_note(plan) + _plan_table(plan),
-        ),
-    ]
-    body = "".join(f"<section><h2>{_e(h)}</h2>{content}</section>" for h, content in sections)
-    generated = _dt(t).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<style>{_CSS}</style><script>{_plotly_js()}</script></head><body>"
-        f"<header><h1>{_e(title)}</h1><p>generated {generated} · costs in {_e(unit)}</p></header>"
-        f"<main><section>{kpi_html}</section>{body}</main></body></html>"
-    )
+    if window is None:
+        window = TimeWindow.from_query(query or {}, t, _data_end(engine))
+    data = read_dashboard(engine, window, plan=plan, health=health)
+    return render_page(data, title=title, script=script, picker=picker)
 
 
-def render_report(engine: Engine, *, now: float | None = None) -> str:
-    """The dashboard for ``recrawl report``: plans the next cycle and scores health
-    (without recording either), then renders :func:`render_dashboard`."""
-    t = engine.clock() if now is None else now
+def _report_inputs(
+    engine: Engine, t: float
+) -> tuple[PlanResult | None, list[dict[str, Any]] | None]:
     try:
         plan: PlanResult | None = engine.plan(now=t)
     except ValueError:
         plan = None
     health_fn = getattr(engine, "health", None)
     health = list(health_fn(at=t, record=False)) if health_fn is not None else None
-    return render_dashboard(engine, now=t, plan=plan, health=health)
+    return plan, health
+
+
+def render_report(
+    engine: Engine,
+    *,
+    now: float | None = None,
+    days: float | None = None,
+    since: float | None = None,
+    inline: bool = True,
+) -> str:
+    """The dashboard for a report file: plans the next cycle and scores health
+    (without recording either), then renders :func:`render_dashboard` over the
+    last ``days`` days or from ``since`` (unix seconds). With ``inline``
+    (the default here) the page holds plotly.js and works on its own;
+    otherwise it loads :data:`~recrawl.report.assets.PLOTLY_FILE` from beside
+    itself (:func:`write_report` writes both)."""
+    t = engine.clock() if now is None else now
+    window = TimeWindow.choose(t, _data_end(engine), days=days, since=since)
+    plan, health = _report_inputs(engine, t)
+    return render_dashboard(
+        engine, now=t, plan=plan, health=health, window=window,
+        script=None if inline else PLOTLY_FILE, picker=False,
+    )  # fmt: skip
+
+
+def write_report(
+    engine: Engine,
+    path: Path,
+    *,
+    now: float | None = None,
+    days: float | None = None,
+    since: float | None = None,
+    inline: bool = False,
+) -> str:
+    """Write the report to ``path`` (``recrawl report``): the HTML and, unless
+    ``inline``, :data:`~recrawl.report.assets.PLOTLY_FILE` beside it, which
+    every report in that folder shares. Returns one line saying what was
+    written. Raises ValueError for a time range that cannot be shown."""
+    page = render_report(engine, now=now, days=days, since=since, inline=inline)
+    path.write_text(page, encoding="utf-8")
+    size = len(page.encode("utf-8"))
+    if inline:
+        return f"report written to {path} ({size / 1e6:.1f} MB, plotly.js inline)"
+    script = write_plotly(path.parent)
+    return (
+        f"report written to {path} ({size / 1e6:.2f} MB) with {script.name} beside it "
+        f"({script.stat().st_size / 1e6:.1f} MB, loaded once)"
+    )

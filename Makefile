@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,service,postgres,docs,scrapy]'
+	$(BIN)/python -m pip install -q -e '.[test,service,postgres,docs,scrapy,cluster]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,0 +1,185 @@
+"""The Dask edge of :mod:`recrawl.plan.cluster`: partitions as Parquet files, held on a cluster.
+
+Page state is stored as one Parquet file per partition (``part-00000.parquet``
+…, pages of one site hash in each, see
+:func:`~recrawl.plan.cluster.partition_of_sites`) and ``sites.parquet`` (every
+site's cost multiplier and pause flag), under a directory or any URL
+:mod:`pyarrow.fs` opens (``s3://…``, ``gs://…``, ``hdfs://…``). Each Dask
+worker reads its own partitions and keeps them in memory between cycles; the
+driver sees only the few numbers each step returns, and the cycle's tasks.
+
+Needs the ``cluster`` extra (``pip install 'recrawl[cluster]'``: dask
+distributed and pyarrow); ``import recrawl`` does not import either.
+
+Examples
+--------
+Write the pages once, then plan against a running scheduler::
+
+    from recrawl.plan.dask import plan_on_cluster, write_partitions
+    write_partitions(pages, "s3://bucket/recrawl/pages", n_partitions=256)
+    plan = plan_on_cluster("tcp://scheduler:8786", "s3://bucket/recrawl/pages",
+                           budget=40_000.0, now=time.time())
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, TypeVar
+
+import numpy as np
+
+from recrawl.plan.cluster import (
+    ClusterModel,
+    Partition,
+    cluster_plan_cycle,
+    cluster_reallocate,
+    split_pages,
+)
+from recrawl.plan.planner import PageState, Plan, PlannerConfig
+
+__all__ = [
+    "DaskRunner",
+    "open_partitions",
+    "plan_on_cluster",
+    "read_partition",
+    "write_partitions",
+]
+
+T = TypeVar("T")
+
+_FLOATS = ("value", "cost", "last_fetch", "first_seen", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
+           "nutch_interval")  # fmt: skip
+_INTS = ("site", "host", "group")
+_BOOLS = ("never_fetched", "active")
+
+
+def _fs(root: str) -> tuple[Any, str]:
+    from pyarrow import fs  # type: ignore[import-untyped,unused-ignore]
+
+    filesystem, path = (
+        fs.FileSystem.from_uri(root) if "://" in root else (fs.LocalFileSystem(), root)
+    )
+    return filesystem, path.rstrip("/")
+
+
+def write_partitions(
+    pages: PageState, root: str, n_partitions: int, page_ids: Any = None
+) -> list[str]:
+    """Write ``pages`` as partitioned Parquet under ``root``; the partition paths.
+
+    ``page_ids`` default to the page numbers (what :class:`~recrawl.plan.planner.Plan`
+    indices then mean).
+    """
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    filesystem, base = _fs(root)
+    filesystem.create_dir(base, recursive=True)
+    sites = pa.table({"cost_multiplier": pages.site_cost_multiplier, "paused": pages.site_paused})
+    pq.write_table(sites, f"{base}/sites.parquet", filesystem=filesystem)
+    paths = []
+    for i, part in enumerate(split_pages(pages, n_partitions, page_ids)):
+        p = part.pages
+        cols: dict[str, Any] = {"page_id": part.page_id}
+        cols.update({c: getattr(p, c) for c in (*_FLOATS, *_INTS, *_BOOLS)})
+        if p.checked_at is not None:
+            cols["checked_at"] = p.checked_at
+        if p.known_stale is not None:
+            cols["known_stale"] = p.known_stale
+        path = f"{base}/part-{i:05d}.parquet"
+        pq.write_table(pa.table(cols), path, filesystem=filesystem)
+        paths.append(path if "://" not in root else f"{root.rstrip('/')}/part-{i:05d}.parquet")
+    return paths
+
+
+def read_partition(path: str, sites_path: str) -> Partition:
+    """One partition from its Parquet file and the sites' file."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    filesystem, p = _fs(path)
+    t = pq.read_table(p, filesystem=filesystem)
+    sfs, sp = _fs(sites_path)
+    sites = pq.read_table(sp, filesystem=sfs)
+
+    def col(name: str, dtype: Any) -> Any:
+        return np.ascontiguousarray(t.column(name).to_numpy(), dtype=dtype)
+
+    names = set(t.column_names)
+    pages = PageState(
+        **{c: col(c, np.float64) for c in _FLOATS},
+        **{c: col(c, np.int64) for c in _INTS},
+        **{c: col(c, np.bool_) for c in _BOOLS},
+        site_cost_multiplier=np.asarray(sites.column("cost_multiplier").to_numpy(), np.float64),
+        site_paused=np.asarray(sites.column("paused").to_numpy(), np.bool_),
+        checked_at=col("checked_at", np.float64) if "checked_at" in names else None,
+        known_stale=col("known_stale", np.bool_) if "known_stale" in names else None,
+    )
+    return Partition(pages, col("page_id", np.int64))
+
+
+class DaskRunner:
+    """A :class:`~recrawl.plan.cluster.PartitionRunner` whose partitions live on
+    Dask workers, as futures: each step is one task per partition, the
+    partition stays where it is, and only the step's result comes back."""
+
+    def __init__(self, client: Any, partitions: list[Any]) -> None:
+        self.client = client
+        self.partitions = partitions
+
+    def run(self, step: Any, arg: Any) -> list[Any]:
+        n = len(self.partitions)
+        outs = self.client.map(step, self.partitions, [arg] * n, pure=False)
+        self.partitions = self.client.map(operator.getitem, outs, [0] * n, pure=False)
+        got: list[Any] = self.client.gather(
+            self.client.map(operator.getitem, outs, [1] * n, pure=False)
+        )
+        return got
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Resident memory of each worker process, bytes."""
+
+        def rss() -> int:
+            import psutil  # type: ignore[import-untyped,unused-ignore]
+
+            return int(psutil.Process().memory_info().rss)
+
+        got: dict[str, int] = self.client.run(rss)
+        return got
+
+
+def open_partitions(client: Any, root: str) -> DaskRunner:
+    """The partitions under ``root``, read by the workers of ``client``."""
+    filesystem, base = _fs(root)
+    from pyarrow import fs  # type: ignore[import-untyped,unused-ignore]
+
+    infos = filesystem.get_file_info(fs.FileSelector(base))
+    names = sorted(i.base_name for i in infos if i.base_name.startswith("part-"))
+    prefix = root.rstrip("/")
+    futures = [
+        client.submit(read_partition, f"{prefix}/{n}", f"{prefix}/sites.parquet", pure=False)
+        for n in names
+    ]
+    return DaskRunner(client, futures)
+
+
+def plan_on_cluster(
+    address: str,
+    root: str,
+    budget: float,
+    now: float,
+    *,
+    config: PlannerConfig | None = None,
+    rng: np.random.Generator | None = None,
+) -> tuple[Plan, ClusterModel]:
+    """Re-allocate and plan one cycle of the pages under ``root`` on the Dask
+    scheduler at ``address`` (``tcp://host:8786``): what ``recrawl plan
+    --cluster`` runs. ``budget`` is the cycle's, billing units."""
+    from distributed import Client
+
+    cfg = config or PlannerConfig()
+    with Client(address) as client:  # type: ignore[no-untyped-call]
+        runner = open_partitions(client, root)
+        per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share()
+        model = cluster_reallocate(runner, per_day, now, config=cfg)
+        plan = cluster_plan_cycle(runner, budget, now, model=model, config=cfg, rng=rng)
+    return plan, model

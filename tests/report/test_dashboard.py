@@ -187,26 +187,40 @@ def test_the_served_dashboard_draws_its_plots_in_a_headless_browser(
 
 
 @needs_chromium
-def test_the_report_is_one_self_contained_file_that_renders_offline(
-    populated: Engine, db_path: str, tmp_path: Path
+@pytest.mark.parametrize("inline", [False, True])
+def test_the_report_renders_offline_with_plotly_beside_it_or_inline(
+    populated: Engine, db_path: str, tmp_path: Path, inline: bool
 ) -> None:
-    app = create_app(populated, populated.settings)
-    with serve_in_thread(app) as base:
+    with serve_in_thread(_app(populated)) as base:
         _load(populated, base)
     cfg = tmp_path / "recrawl.toml"
     cfg.write_text("budget_per_day = 500\n")
     out = tmp_path / "report.html"
-    res = CliRunner().invoke(
-        cli_app, ["report", "--db", db_path, "--config", str(cfg), "--out", str(out)]
-    )
+    args = ["report", "--db", db_path, "--config", str(cfg), "--out", str(out), "--days", "3"]
+    res = CliRunner().invoke(cli_app, args + (["--inline"] if inline else []))
     assert res.exit_code == 0, res.output
     page = out.read_text(encoding="utf-8")
-    assert EVIL_SITE not in page and not re.search(r"<(script|link)[^>]+(src|href)=", page)
+    assert EVIL_SITE not in page and "(3 days)" in page
+    scripts = re.findall(r"<script src='([^']+)'>", page)
+    assert scripts == ([] if inline else ["plotly.min.js"])
+    assert (tmp_path / "plotly.min.js").exists() is not inline
+    assert (len(page) > 4_000_000) is inline
     # what the revisits say of the rates, next to the plan
     assert re.search(r"<p>Rates: \d+ pages revisited; \d+ \(\d+%\) changed at every revisit", page)
     dom = _chromium(["--dump-dom", out.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     _assert_plots_drawn(dom.stdout)
+
+
+def test_the_report_refuses_a_range_it_cannot_show(
+    populated: Engine, db_path: str, tmp_path: Path
+) -> None:
+    _loaded(populated)
+    out = tmp_path / "report.html"
+    for bad in (["--since", "yesterday"], ["--days", "2", "--since", "2026-01-01"]):
+        res = CliRunner().invoke(cli_app, ["report", "--db", db_path, "--out", str(out), *bad])
+        assert res.exit_code == 2, res.output
+        assert not out.exists()
 
 
 def test_the_freshness_chart_reads_the_same_after_a_prune(tmp_path: Path) -> None:

@@ -1537,15 +1537,32 @@ def report(
     out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")],
     db: DbOpt = None,
     config: ConfigOpt = None,
+    days: Annotated[
+        float | None,
+        typer.Option(help="Show the last N days (default 7), up to now or the log's end.", min=0),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Show from this time (RFC 3339, YYYY-MM-DD or unix seconds)."),
+    ] = None,
+    inline: Annotated[
+        bool, typer.Option(help="One file with plotly.js inside, not plotly.min.js beside it.")
+    ] = False,
 ) -> None:
-    """Write the dashboard as one self-contained HTML file (works offline)."""
-    from recrawl.report.dashboard import render_report
+    """Write the dashboard as an HTML file with plotly.min.js beside it (works offline)."""
+    from recrawl.report.dashboard import write_report
+    from recrawl.report.window import parse_time
 
     settings = load_settings(config)
     with cli_store(db, settings, existing=True) as store:
-        html = render_report(Engine(store, settings))
-    out_path.write_text(html, encoding="utf-8")
-    out.print(f"report written to {out_path} ({len(html) / 1e6:.1f} MB)")
+        try:
+            start = None if since is None else parse_time(since)
+            said = write_report(
+                Engine(store, settings), out_path, days=days, since=start, inline=inline
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    out.print(said)
 
 
 @app.command()

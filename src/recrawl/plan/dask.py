@@ -23,7 +23,6 @@ Write the pages once, then plan against a running scheduler::
 
 from __future__ import annotations
 
-import operator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,6 +38,7 @@ from recrawl.plan.planner import PageState, Plan, PlannerConfig
 
 __all__ = [
     "DaskRunner",
+    "PartitionHolder",
     "open_partitions",
     "plan_on_cluster",
     "read_partition",
@@ -117,23 +117,38 @@ def read_partition(path: str, sites_path: str) -> Partition:
     return Partition(pages, col("page_id", np.int64))
 
 
+class PartitionHolder:
+    """One partition in a Dask worker's memory (a Dask actor): a step is one
+    direct call to the worker that holds it, and only its result travels."""
+
+    def __init__(self, load: Any, *args: Any) -> None:
+        self.partition: Partition = load(*args)
+
+    def run(self, step: Any, arg: Any) -> Any:
+        self.partition, result = step(self.partition, arg)
+        return result
+
+
 class DaskRunner:
     """A :class:`~recrawl.plan.cluster.PartitionRunner` whose partitions live on
-    Dask workers, as futures: each step is one task per partition, the
-    partition stays where it is, and only the step's result comes back."""
+    Dask workers, each in a :class:`PartitionHolder` actor: the partitions stay
+    where they were loaded, steps run on every partition at once, and the
+    driver receives only each step's result. A worker lost mid-plan loses its
+    partitions: open them again (they are re-read from Parquet)."""
 
-    def __init__(self, client: Any, partitions: list[Any]) -> None:
+    def __init__(self, client: Any, holders: list[Any]) -> None:
         self.client = client
-        self.partitions = partitions
+        self.holders = holders
+
+    @classmethod
+    def load(cls, client: Any, loads: list[tuple[Any, ...]]) -> DaskRunner:
+        """Holders built on the workers by ``load(*args)`` for each ``(load, *args)``."""
+        futures = [client.submit(PartitionHolder, *la, actor=True, pure=False) for la in loads]
+        return cls(client, client.gather(futures))
 
     def run(self, step: Any, arg: Any) -> list[Any]:
-        n = len(self.partitions)
-        outs = self.client.map(step, self.partitions, [arg] * n, pure=False)
-        self.partitions = self.client.map(operator.getitem, outs, [0] * n, pure=False)
-        got: list[Any] = self.client.gather(
-            self.client.map(operator.getitem, outs, [1] * n, pure=False)
-        )
-        return got
+        calls = [h.run(step, arg) for h in self.holders]
+        return [c.result() for c in calls]
 
     def memory_bytes(self) -> dict[str, int]:
         """Resident memory of each worker process, bytes."""
@@ -148,18 +163,15 @@ class DaskRunner:
 
 
 def open_partitions(client: Any, root: str) -> DaskRunner:
-    """The partitions under ``root``, read by the workers of ``client``."""
-    filesystem, base = _fs(root)
+    """The partitions under ``root``, each read by a worker of ``client`` and kept there."""
     from pyarrow import fs  # type: ignore[import-untyped,unused-ignore]
 
+    filesystem, base = _fs(root)
     infos = filesystem.get_file_info(fs.FileSelector(base))
     names = sorted(i.base_name for i in infos if i.base_name.startswith("part-"))
     prefix = root.rstrip("/")
-    futures = [
-        client.submit(read_partition, f"{prefix}/{n}", f"{prefix}/sites.parquet", pure=False)
-        for n in names
-    ]
-    return DaskRunner(client, futures)
+    sites = f"{prefix}/sites.parquet"
+    return DaskRunner.load(client, [(read_partition, f"{prefix}/{n}", sites) for n in names])
 
 
 def plan_on_cluster(

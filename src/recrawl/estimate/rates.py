@@ -70,6 +70,7 @@ __all__ = [
     "estimate_rates",
     "fit_group_priors",
     "fold_revisits",
+    "gamma_priors_from_posteriors",
     "rate_resolution",
     "raw_rates",
     "update_evidence",
@@ -673,6 +674,44 @@ def _m_step(
     mean_log = (s_log + p * float(np.dot(up, s_log)) / n) / (k + p)
     alpha = np.clip(_gamma_shape(np.log(mean_lam) - mean_log), min_alpha, max_alpha)
     return alpha, alpha / mean_lam
+
+
+def gamma_priors_from_posteriors(
+    rate: ArrayLike,
+    sd: ArrayLike,
+    groups: ArrayLike,
+    n_groups: int,
+    *,
+    pseudo_pages: float = 5.0,
+    min_alpha: float = 0.1,
+    max_alpha: float = 20.0,
+) -> GroupPriors:
+    """One M-step of :func:`fit_group_priors` from any estimator's posteriors.
+
+    Each page's posterior is taken as the Gamma with mean ``rate`` and
+    standard deviation ``sd`` (per day, both > 0); the prior of each group is
+    the Gamma fitted to its pages' mean ``E[λ]`` and ``E[ln λ]``, blended with
+    the population's as if ``pseudo_pages`` pages of it had joined the group,
+    its shape clipped to ``[min_alpha, max_alpha]``. Lets an estimator with
+    another likelihood (:mod:`recrawl.estimate.censored`) fit its priors by
+    the same EM.
+
+    >>> p = gamma_priors_from_posteriors([1.0, 1.0], [0.5, 0.5], [0, 0], 1)
+    >>> round(float(p.mean_rate[0]), 3)
+    1.0
+    """
+    lam = np.asarray(rate, dtype=np.float64)
+    a = (lam / np.asarray(sd, dtype=np.float64)) ** 2
+    e_log = np.log(lam) + _digamma(a) - np.log(a)
+    g = np.asarray(groups, dtype=np.intp)
+    k = np.bincount(g, minlength=n_groups).astype(np.float64)
+    s_lam = np.bincount(g, weights=lam, minlength=n_groups).astype(np.float64)
+    s_log = np.bincount(g, weights=e_log, minlength=n_groups).astype(np.float64)
+    alpha, beta = _m_step(
+        k, s_lam, s_log, size=k, pseudo_pages=pseudo_pages, min_alpha=min_alpha,
+        max_alpha=max_alpha,
+    )  # fmt: skip
+    return GroupPriors(alpha, beta)
 
 
 def _posterior_mode(

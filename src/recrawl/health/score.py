@@ -48,6 +48,21 @@ production (:func:`evaluate_sites`)
       steps (see ``_alpha``), so the score is the EWMA of the window scores
       and the reasons are the smoothed penalties of at least one point,
       largest first.
+    * **Sequential evidence** (:func:`fold_evidence`): each complete bucket
+      on healthy routes is folded once into a one-sided CUSUM per rate
+      signal, the site's normal against 10 points above it, at most 4 nats a
+      bucket (three buckets, 45 minutes, to establish an excess; no burst
+      alone), set at 12 and released below 6. While an excess is sustained
+      (:attr:`SiteHealth.sustained`) the signal costs the seed's penalty at
+      the rate of the stretch since it began (counts halving every 150
+      requests), which has many requests and so no small-window discount: a
+      site that starts challenging 25 % reads 75 within the hour and stays
+      there while it lasts, and recovers about an hour after it ends. The
+      signal's penalty is the larger of this and the smoothed one.
+    * **Slow-down share** (:class:`Throttle`): 429/503/Retry-After answers,
+      or hard blocks above normal, smoothed (fast up, an hour's half-life
+      down), turned into a concurrency factor and a cost multiplier that
+      apply whatever the band (:func:`throttle_for`).
     * **Hysteresis**: a band gets worse as soon as the smoothed score crosses
       its threshold (80, 50) and better only once the score clears the
       threshold by ``hysteresis_points``.

@@ -27,6 +27,9 @@ def test_the_query_picks_days_or_ends_and_a_bad_one_says_why() -> None:
     assert TimeWindow.from_query({"days": "30"}, NOW, NOW).days == 30
     w = TimeWindow.from_query({"from": "2026-01-01", "to": "2026-01-15T12:00:00Z"}, NOW, NOW)
     assert (w.start, w.end, w.note) == (1_767_225_600.0, 1_768_478_400.0, "")
+    whole = TimeWindow.from_query({"from": "2026-01-01", "to": "2026-01-14"}, NOW, NOW)
+    assert whole.end == 1_768_435_200.0  # the 14th included: midnight of the 15th
+    assert TimeWindow.from_query({"days": "2", "to": "2030-01-01"}, NOW, NOW).end == NOW
     assert w.step_s == DAY and TimeWindow.from_query({"days": "2"}, NOW, NOW).step_s == 3600
     for query, why in (
         ({"days": "soon"}, "days must be a number"),

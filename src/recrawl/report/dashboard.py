@@ -738,7 +738,7 @@ def _picker(w: TimeWindow) -> str:
     return (
         "<form class='range' method='get' action=''>"
         f"<label>from <input type='date' name='from' value='{_dt(w.start):%Y-%m-%d}'></label>"
-        f"<label>to <input type='date' name='to' value='{_dt(w.end):%Y-%m-%d}'></label>"
+        f"<label>to <input type='date' name='to' value='{_dt(w.end - 1):%Y-%m-%d}'></label>"
         "<button type='submit'>show</button> &nbsp; " + quick + "</form>"
     )
 

@@ -2,7 +2,8 @@
 
 A range is chosen by days back from its end (``?days=7``, ``recrawl report
 --days 7``) or by its ends (``?from=…&to=…``, ``--since``), each an RFC 3339
-time, a date (``2026-02-01``, midnight UTC) or unix seconds. Without an end it
+time, a date (``2026-02-01``, midnight UTC; as ``to``, that day included) or
+unix seconds; an end after *now* is *now*. Without an end it
 ends *now*, unless the log is stale: when the newest fetch is older than
 :data:`STALE_AFTER_S`, it ends at the data's end, so an old store is shown as
 it was, never as if all its pages had since gone stale.
@@ -37,7 +38,7 @@ def parse_time(value: str) -> float:
     Raises ValueError for anything else.
     """
     s = value.strip()
-    if len(s) == 10 and s[4] == "-" and s[7] == "-":
+    if _is_date(s):
         try:
             return datetime.strptime(s, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
         except ValueError:
@@ -46,6 +47,11 @@ def parse_time(value: str) -> float:
         return parse_timestamp(s)
     except ValueError as exc:
         raise ValueError(f"{value!r} {exc}") from None
+
+
+def _is_date(value: str) -> bool:
+    s = value.strip()
+    return len(s) == 10 and s[4] == "-" and s[7] == "-"
 
 
 def _iso(t: float) -> str:
@@ -146,6 +152,10 @@ class TimeWindow:
                 raise ValueError("days must be a number")
             since = parse_time(query["from"]) if query.get("from") else None
             until = parse_time(query["to"]) if query.get("to") else None
+            if until is not None and _is_date(query["to"]):
+                until += DAY_S  # a day given as the end is shown whole
+            if until is not None:
+                until = min(until, now)  # not into the future
             return cls.choose(now, data_end, days=days, since=since, until=until)
         except ValueError as exc:
             text = str(exc)

@@ -39,3 +39,19 @@ def test_a_bad_crawl_setting_is_one_clear_sentence(tmp_path: Path) -> None:
     (tmp_path / "recrawl.toml").write_text("[crawl]\nconcurrency = 0\n")
     with pytest.raises(ConfigError, match=r"crawl\.concurrency"):
         load_settings(tmp_path / "recrawl.toml", env={})
+
+
+def test_sitemaps_and_feeds_the_crawl_reads(tmp_path: Path) -> None:
+    path = tmp_path / "recrawl.toml"
+    path.write_text(
+        '[crawl]\nsitemaps = ["https://a.example/s.xml.gz"]\nfeeds = ["https://a.example/f"]\n'
+    )
+    c = load_settings(path, env={}).crawl
+    assert (c.sitemaps, c.feeds, c.robots_sitemaps) == (
+        ["https://a.example/s.xml.gz"], ["https://a.example/f"], True)  # fmt: skip
+    path.write_text('[crawl]\nfeeds = ["file:///etc/passwd"]\n')
+    with pytest.raises(ConfigError, match="not an http"):
+        load_settings(path, env={})
+    path.write_text("[crawl]\nsignal_min_interval_s = 90000\n")
+    with pytest.raises(ConfigError, match="signal_min_interval_s"):
+        load_settings(path, env={})

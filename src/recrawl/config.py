@@ -24,6 +24,8 @@ Example ``recrawl.toml``::
     user_agent = "acme-bot/1.0 (+https://acme.example/bot)"
     min_delay_s = 1.0               # between two requests to one site
     routes = { direct = "", pool-a = "http://proxy-a:3128" }
+    sitemaps = ["https://shop.example/sitemap_index.xml"]   # besides robots.txt's
+    feeds = ["https://news.example/feed.xml"]                # RSS or Atom
 
 Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
 ``RECRAWL_BUDGET_PER_DAY``, ``RECRAWL_CYCLE_HOURS``, ``RECRAWL_OBJECTIVE``,
@@ -109,6 +111,34 @@ class CrawlSettings(BaseModel):
     routes: dict[str, str] = {}
     """Route name → HTTP proxy URL (``""``: direct). Each fetch is recorded with
     its route; with none configured every fetch goes direct, route ``""``."""
+    sitemaps: list[str] = []
+    """Sitemap URLs the crawl reads (a ``<urlset>`` or an index, gzipped or
+    not), besides the ``Sitemap:`` lines of each site's robots.txt. Each
+    ``lastmod`` is a hint (source ``sitemap``), judged per site; pages it lists
+    that the store lacks are registered for discovery."""
+    feeds: list[str] = []
+    """RSS or Atom feed URLs the crawl reads (source ``feed``), as ``sitemaps``."""
+    robots_sitemaps: bool = True
+    """Read the sitemaps each crawled site's robots.txt names."""
+    signal_min_interval_s: float = Field(3600.0, gt=0)
+    """Shortest time between two reads of one sitemap or feed, seconds: what a
+    source that changes at every read gets (a fast site's feed)."""
+    signal_max_interval_s: float = Field(86400.0, gt=0)
+    """Longest time between two reads of one sitemap or feed, seconds: what a
+    source that never shows a change drifts to."""
+    signal_share: float = Field(0.1, gt=0, le=1)
+    """Most of ``budget_per_day`` sitemap and feed reads may take over any day
+    (each read counts at its real cost in the billing unit): a large sitemap
+    under byte billing is read less often."""
+
+    @model_validator(mode="after")
+    def _signals(self) -> CrawlSettings:
+        if self.signal_min_interval_s > self.signal_max_interval_s:
+            raise ValueError("signal_min_interval_s is longer than signal_max_interval_s")
+        for url in (*self.sitemaps, *self.feeds):
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"sitemap or feed {url!r} is not an http(s) URL")
+        return self
 
     def agent(self) -> str:
         return (self.user_agent or DEFAULT_USER_AGENT).format(version=_version())

@@ -15,6 +15,12 @@ Each cycle (``cycle_hours`` of the crawl's clock):
    batches; the cycle's spend (fetches, bytes on the wire or credits) never
    goes over its budget: no fetch starts once the next would pass it.
 
+Alongside the tasks, the sitemaps and feeds that are due are read
+(:mod:`recrawl.crawl.signals`: robots.txt's ``Sitemap:`` lines and the
+configured ones, through the same gates, in the same budget, the plan asked for
+that much less); what they say reaches the store as hints for the next cycle's
+plan.
+
 Time is whatever clock is given: a :class:`~recrawl.clock.ScaledClock` makes
 days run in minutes (a simulation feature), and every wait is turned back into
 real seconds with its ``scale``. Stopping (``stop`` set, Ctrl-C in the CLI)
@@ -43,9 +49,11 @@ from recrawl.config import Settings
 from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.robots import RobotsCache
+from recrawl.crawl.signals import SignalReader
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
+from recrawl.observe.sitemaps import Hint
 
 if TYPE_CHECKING:
     from recrawl.engine.engine import Engine
@@ -141,6 +149,12 @@ class CrawlStats:
     disallowed: int = 0
     """Planned URLs robots.txt disallowed: never fetched."""
     robots_requests: int = 0
+    signal_requests: int = 0
+    """Sitemap and feed requests sent (:mod:`recrawl.crawl.signals`), in the budget."""
+    signal_spent: float = 0.0
+    """What they cost, in the billing unit (part of ``spent``)."""
+    signals: list[dict[str, Any]] = field(default_factory=list)
+    """Each sitemap and feed read: reads, changes, 304s, hints, pages discovered."""
     bytes_sent: int = 0
     bytes_received: int = 0
     spent: float = 0.0
@@ -191,6 +205,11 @@ class TaskSource(Protocol):
         """Pause ``site`` (only canaries run until a human resumes it)."""
         ...
 
+    async def hints(self, hints: Sequence[Hint], urls: Sequence[Mapping[str, Any]]) -> None:
+        """Store what a sitemap or feed said; register ``urls`` (``url``, and
+        ``site``, ``page_type`` when known) that are new, for discovery."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -207,6 +226,7 @@ class EmbeddedSource:
         self._classifier = ContentClassifier(engine.settings.block_markers)
         self._rules = engine.settings.page_types
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recrawl-store")
+        self._known: set[str] | None = None  # URLs in the store, for the signals' discovery
 
     async def _run(self, fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
@@ -269,6 +289,20 @@ class EmbeddedSource:
 
     async def pause(self, site: str, reason: str, now: float) -> None:
         await self._run(lambda: self.engine.pause(site, by="crawl", reason=reason, now=now))
+
+    async def hints(self, hints: Sequence[Hint], urls: Sequence[Mapping[str, Any]]) -> None:
+        def work() -> None:
+            if urls:
+                if self._known is None:
+                    self._known = set(self.engine.store.page_columns()["url"])
+                new = [dict(r) for r in urls if r["url"] not in self._known]
+                if new:
+                    self.engine.add_urls(new)
+                    self._known.update(r["url"] for r in new)
+            if hints:
+                self.engine.ingest_hints(hints)
+
+        await self._run(work)
 
     async def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -336,6 +370,27 @@ class ServiceSource:
     async def pause(self, site: str, reason: str, now: float) -> None:
         r = await self._client.post(
             f"/v1/sites/{quote(site, safe='')}/pause", json={"by": "crawl", "reason": reason}
+        )
+        r.raise_for_status()
+
+    async def hints(self, hints: Sequence[Hint], urls: Sequence[Mapping[str, Any]]) -> None:
+        """``POST /v1/hints?add_urls=true``: the service registers the hinted
+        pages it lacks under their host's site, page type ``page``; a page
+        listed without a date is not registered this way."""
+        import orjson
+
+        if not hints:
+            return
+        lines = [
+            {"url": h.url, "lastmod": h.lastmod, "seen_at": h.seen_at, "source": h.source}
+            for h in hints
+        ]
+        body = b"\n".join(orjson.dumps(line) for line in lines)
+        r = await self._client.post(
+            "/v1/hints",
+            params={"add_urls": "true" if urls else "false"},
+            content=body,
+            headers={"Content-Type": "application/x-ndjson"},
         )
         r.raise_for_status()
 
@@ -418,6 +473,16 @@ class Crawler:
         self._spent_total = 0.0
         self._cycle_budget = math.inf
         self._last_progress = 0.0
+        self.signals = SignalReader(
+            settings,
+            fetch=self._fetch_signal,
+            sink=source.hints,
+            clock=clock,
+            cost=lambda res: self._cost(res, {}),
+            commit=self._commit,
+            room=lambda: self._cycle_budget - self._cycle_committed,
+            mean_cost=self._mean_cost,
+        )
 
     # -- time --------------------------------------------------------------
 
@@ -475,10 +540,13 @@ class Crawler:
             self._bands = await self.source.bands(start)
         except Exception as exc:  # keep crawling on the bands last known
             log.warning("health bands unavailable: %s", exc)
+        self.signals.discover(self.robots.sitemaps())
+        reads = self.signals.planned_origins(start)
+        reserve = min(len(reads) * self._mean_cost(), budget * self.settings.crawl.signal_share)
         chosen: list[CrawlTask] = []
         planned: set[str] = set()
         full: set[str] = set()  # sites that cannot take more this cycle
-        left = budget
+        left = budget - reserve
         for _ in range(TOP_UPS + 1):
             try:
                 got = await self.source.tasks(start, left, self._disallowed | planned, full)
@@ -488,25 +556,37 @@ class Crawler:
             if not got:
                 break
             planned.update(t.url for t in got)
-            kept, dropped = self._fit(got, chosen, start, end)
+            kept, dropped = self._fit(got, chosen, start, end, reads)
             chosen.extend(kept)
             full.update(t.site for t in dropped)
-            left = budget - sum(self._expected_cost(t) for t in chosen)
+            left = budget - reserve - sum(self._expected_cost(t) for t in chosen)
             if not dropped or left < 0.02 * budget:
                 break
-        await self._run_tasks(chosen, end)
+        for t in chosen:
+            if not t.canary:
+                self.signals.learn(origin_of(t.url), t.site, t.page_type)
+        await asyncio.gather(self._run_tasks(chosen, end), self.signals.run(start, end))
+        self.stats.signal_spent = self.signals.spent
+        self.stats.signals = self.signals.figures()
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent
         await self._flush(wait=True)
 
     def _fit(
-        self, tasks: Sequence[CrawlTask], chosen: Sequence[CrawlTask], start: float, end: float
+        self,
+        tasks: Sequence[CrawlTask],
+        chosen: Sequence[CrawlTask],
+        start: float,
+        end: float,
+        reads: Sequence[str] = (),
     ) -> tuple[list[CrawlTask], list[CrawlTask]]:
         """Split ``tasks`` into what each origin can take before ``end`` (by its
-        slots, delay, holds, back-off and band, counting ``chosen``) and the rest,
-        whose budget goes back to the plan for other sites."""
+        slots, delay, holds, back-off and band, counting ``chosen`` and the
+        origins of the sitemap and feed ``reads``) and the rest, whose budget
+        goes back to the plan for other sites."""
         load = Counter(origin_of(t.url) for t in chosen)
+        load.update(reads)
         caps: dict[str, float] = {}
         kept: list[CrawlTask] = []
         dropped: list[CrawlTask] = []
@@ -638,10 +718,17 @@ class Crawler:
             return 0.0
         if task.cost > 0:
             return task.cost
+        return self._mean_cost()
+
+    def _mean_cost(self) -> float:
+        """What a fetch costs on average so far (one unit before any, or when billing fetches)."""
         if self.source.unit == "fetches":
             return 1.0
-        n = self.stats.requests
+        n = self.stats.requests + self.stats.signal_requests
         return self._spent_total / n if n and self._spent_total > 0 else 1.0
+
+    def _commit(self, delta: float) -> None:
+        self._cycle_committed += delta
 
     def _route(self, origin: str) -> str:
         turn = self._route_turn[origin]
@@ -808,6 +895,45 @@ class Crawler:
             "could not report %d observations (%s): kept in %s; `recrawl ingest %s` stores them",
             len(batch), exc, self.spool, self.spool,
         )  # fmt: skip
+
+    async def _fetch_signal(
+        self, url: str, headers: Mapping[str, str], end: float
+    ) -> FetchResult | None:
+        """Fetch a sitemap or feed as politely as a page (robots.txt, the site's
+        gate and band), counted in the cycle's spend; None when the site cannot
+        take it before ``end``."""
+        origin = origin_of(url)
+        gate = self._gate(origin)
+        rules = await self.robots.rules(origin, self.clock())
+        gate.set_crawl_delay(rules.crawl_delay_s)
+        if not rules.allowed(url):
+            return None
+        poll = 0.01 * self.scale  # ten real milliseconds, while a slot is busy
+        for _ in range(100_000):  # bounded: until the site takes it or the cycle ends
+            now = self.clock()
+            at = gate.next_allowed(now)
+            if self.stop.is_set() or gate.band == "critical" or at >= end:
+                return None
+            if at <= now and gate.in_flight < max(gate.effective_concurrency, 1):
+                break
+            if not await self._sleep_until(min(max(at, now + poll), end)):
+                return None
+        else:
+            return None
+        gate.started(self.clock())
+        async with self._slots:
+            res = await self.fetcher.fetch(
+                FetchRequest(url=url, headers=dict(headers), route=self._route(origin))
+            )
+        gate.finished(self.clock(), res.status, res.error, res.latency_ms, res.headers)
+        s = self.stats
+        s.signal_requests += 1
+        s.bytes_sent += res.bytes_sent
+        s.bytes_received += res.bytes_received
+        cost = self._cost(res, {})
+        self._cycle_spent += cost
+        self._spent_total += cost
+        return res
 
     async def _fetch_robots(self, url: str) -> tuple[int | None, str]:
         res = await self.fetcher.fetch(FetchRequest(url=url, route=self._route(origin_of(url))))

@@ -212,6 +212,13 @@ class RobotsCache:
         entry = self._entries.get(site_root.rstrip("/"))
         return None if entry is None else entry.rules
 
+    def sitemaps(self) -> dict[str, list[str]]:
+        """The ``Sitemap:`` URLs of every site whose robots.txt is held, by site
+        root (sites without any left out)."""
+        return {
+            site: list(e.rules.sitemaps) for site, e in self._entries.items() if e.rules.sitemaps
+        }
+
     def disallowed_count(self, site_root: str) -> int:
         """How many times ``allowed()`` said no for ``site_root``, over every copy of its rules."""
         counter = self._counters.get(site_root.rstrip("/"))

@@ -1,0 +1,435 @@
+"""Cheap signals the crawl reads itself: sitemaps (indexes, gzipped) and feeds.
+
+A sitemap or feed read costs one fetch and says, for many pages at once, when
+each last changed. :class:`SignalReader` keeps the sources a crawl reads:
+
+- the ``Sitemap:`` lines of every crawled site's robots.txt
+  (``[crawl] robots_sitemaps``), the ``[crawl] sitemaps`` and ``[crawl] feeds``
+  URLs, and the sitemaps an index names (at most
+  :data:`~recrawl.observe.sitemaps.MAX_INDEX_DEPTH` levels below it and
+  :data:`~recrawl.observe.sitemaps.MAX_SITEMAPS` sitemaps per index tree);
+- each is fetched like a page: after its site's robots.txt allowed it, through
+  the site's :class:`~recrawl.crawl.politeness.SiteGate` (its delay, slots,
+  holds and band), conditionally (``If-None-Match`` / ``If-Modified-Since``
+  from the last answer), and counted in the cycle's budget at what it really
+  cost in the billing unit;
+- each is re-read on a schedule of its own: every
+  ``1 / (its change rate)``, the rate estimated from its own reads as a page's
+  is from its revisits (:func:`recrawl.estimate.rates.raw_rates`: a read that
+  found an entry new or moved is a change), doubled after each read while it
+  has never changed, between ``signal_min_interval_s`` and
+  ``signal_max_interval_s``, and never so often that every source read at that
+  pace would take more than ``signal_share`` of the day's budget (reads past
+  that share in any 24 hours wait);
+- what a read says goes to the store as :class:`~recrawl.observe.sitemaps.Hint`
+  rows (trust per site and source judged by the engine, as for hints given by
+  hand), with the listed pages the store lacks registered for discovery. A
+  304, or an index whose ``lastmod`` for a sitemap did not move, re-announces
+  that sitemap's last hints as seen now: the source still says the same, which
+  is what lets a trusted source vouch for a page.
+
+Only URLs on the source's own origin are taken (sitemaps.org's rule): a site
+cannot plant pages of another. State lives in memory for the crawl process.
+Times are unix seconds of the crawl's clock, which is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import xml.etree.ElementTree as ET
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from recrawl.config import Settings
+from recrawl.crawl.fetch import FetchResult
+from recrawl.crawl.robots import site_root
+from recrawl.estimate.rates import raw_rates, update_evidence
+from recrawl.observe.feeds import read_feed
+from recrawl.observe.sitemaps import (
+    MAX_INDEX_DEPTH,
+    MAX_SITEMAPS,
+    Hint,
+    read_sitemap_document,
+)
+
+__all__ = ["SignalFetch", "SignalReader", "SignalSink", "SignalSource", "read_interval"]
+
+DAY = 86400.0
+
+SignalFetch = Callable[[str, Mapping[str, str], float], Awaitable[FetchResult | None]]
+"""``fetch(url, headers, end)``: the response, or None when the site could not
+take the request before crawl time ``end`` (robots.txt, its gate, its band)."""
+SignalSink = Callable[[Sequence[Hint], Sequence[Mapping[str, Any]]], Awaitable[None]]
+"""``sink(hints, new_urls)``: store hints, and register ``new_urls`` (dicts with
+``url``, ``site`` and ``page_type``) for discovery."""
+Kind = Literal["sitemap", "feed"]
+
+
+def read_interval(
+    nc: float,
+    tc: float,
+    nu: float,
+    tu: float,
+    last_interval_s: float,
+    *,
+    min_s: float,
+    max_s: float,
+    cost_floor_s: float = 0.0,
+) -> float:
+    """Seconds until a source's next read, from its reads' evidence (``nc``
+    reads that found a change over ``tc`` days of intervals, ``nu`` that did
+    not over ``tu``): one over its change rate, or, while it never changed,
+    twice the last interval; clipped to ``[min_s, max_s]`` and at least
+    ``cost_floor_s`` (what the budget share allows). Read hourly, five of
+    five reads changed; three unchanged over half a day; half of eight 6-hour
+    reads changed:
+
+    >>> read_interval(5.0, 5.0 / 24, 0.0, 0.0, 3600.0, min_s=3600.0, max_s=86400.0)
+    3600.0
+    >>> read_interval(0.0, 0.0, 3.0, 0.5, 7200.0, min_s=3600.0, max_s=86400.0)
+    14400.0
+    >>> round(read_interval(4.0, 1.0, 4.0, 1.0, 3600.0, min_s=3600.0, max_s=86400.0))
+    33963
+    """
+    rate = float(raw_rates(nc, tc, nu, tu)) / DAY  # changes per second
+    wait = 1.0 / rate if rate > 0 else 2.0 * last_interval_s
+    return max(min(max(wait, min_s), max_s), cost_floor_s)
+
+
+@dataclass
+class SignalSource:
+    """One sitemap or feed the crawl reads, and what its reads found.
+
+    Times are unix seconds of the crawl's clock; ``cost`` is the last read's,
+    in the billing unit. ``parent``: the index that named it (None for a
+    root); ``announced``: the ``lastmod`` that index gave it at its last read
+    (``read_as``: the one it had when itself last read).
+    """
+
+    url: str
+    kind: Kind
+    origin: str
+    depth: int = 0
+    parent: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    next_read: float = -math.inf
+    last_read: float | None = None
+    interval_s: float = 0.0
+    announced: float | None = None
+    read_as: float | None = None
+    evidence: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    lastmods: dict[str, float] = field(default_factory=dict)
+    """The last read's hints: URL → ``lastmod``."""
+    children: list[str] = field(default_factory=list)
+    cost: float | None = None
+    reads: int = 0
+    changed: int = 0
+    not_modified: int = 0
+    failed: int = 0
+    hints: int = 0
+    """Hints stored from it, re-announcements included."""
+    discovered: int = 0
+    """Pages it listed that the crawl registered."""
+
+    def figures(self) -> dict[str, Any]:
+        """What :attr:`~recrawl.crawl.loop.CrawlStats.signals` shows of it."""
+        return {
+            "url": self.url,
+            "kind": self.kind,
+            "reads": self.reads,
+            "changed": self.changed,
+            "not_modified": self.not_modified,
+            "failed": self.failed,
+            "hints": self.hints,
+            "discovered": self.discovered,
+            "interval_s": self.interval_s,
+            "next_read": self.next_read,
+        }
+
+
+@dataclass
+class _Spend:
+    at: float
+    cost: float
+
+
+class SignalReader:
+    """The sitemaps and feeds one crawl reads, when, and what they said.
+
+    ``fetch`` and ``sink`` are the crawl's (:data:`SignalFetch`,
+    :data:`SignalSink`); ``clock`` its time (unix seconds); ``cost(result)``
+    what an answer cost in the billing unit, ``commit(delta)`` adds to the
+    cycle's committed spend and ``room()`` tells what is left of the cycle's
+    budget; ``mean_cost()`` what a fetch is expected to cost before a source
+    has been read once.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        fetch: SignalFetch,
+        sink: SignalSink,
+        clock: Callable[[], float],
+        cost: Callable[[FetchResult], float],
+        commit: Callable[[float], None],
+        room: Callable[[], float],
+        mean_cost: Callable[[], float],
+    ) -> None:
+        c = settings.crawl
+        self.min_s = c.signal_min_interval_s
+        self.max_s = c.signal_max_interval_s
+        self.share = c.signal_share
+        self.daily = settings.budget_per_day or math.inf
+        self.robots_sitemaps = c.robots_sitemaps
+        self._fetch = fetch
+        self._sink = sink
+        self._clock = clock
+        self._cost = cost
+        self._commit = commit
+        self._room = room
+        self._mean_cost = mean_cost
+        self.sources: dict[str, SignalSource] = {}
+        self.spent = 0.0
+        """What the reads cost, over the crawl, in the billing unit."""
+        self.requests = 0
+        self._spend: deque[_Spend] = deque()
+        self._sites: dict[str, tuple[str, str]] = {}
+        for url in c.sitemaps:
+            self.add(url, "sitemap")
+        for url in c.feeds:
+            self.add(url, "feed")
+
+    # -- sources -----------------------------------------------------------
+
+    def add(
+        self, url: str, kind: Kind, *, parent: SignalSource | None = None
+    ) -> SignalSource | None:
+        """Read ``url`` from now on (no-op if it already is); None when an index
+        tree is past its bounds."""
+        src = self.sources.get(url)
+        if src is not None:
+            return src
+        depth = 0 if parent is None else parent.depth + 1
+        if parent is not None:
+            root = self._root(parent)
+            if depth > MAX_INDEX_DEPTH + 1 or self._tree_size(root) >= MAX_SITEMAPS:
+                return None
+        src = SignalSource(url, kind, site_root(url), depth, None if parent is None else parent.url)
+        self.sources[url] = src
+        return src
+
+    def _root(self, src: SignalSource) -> SignalSource:
+        for _ in range(MAX_INDEX_DEPTH + 2):
+            if src.parent is None or src.parent not in self.sources:
+                break
+            src = self.sources[src.parent]
+        return src
+
+    def _tree_size(self, root: SignalSource) -> int:
+        return sum(1 for s in self.sources.values() if s.parent and self._root(s) is root)
+
+    def learn(self, origin: str, site: str, page_type: str) -> None:
+        """The site name and page type new pages of ``origin`` are registered with
+        (the first crawled page's)."""
+        self._sites.setdefault(origin, (site, page_type))
+
+    def discover(self, robots_sitemaps: Mapping[str, Sequence[str]]) -> None:
+        """Read the sitemaps robots.txt names (by site root), when configured to."""
+        if not self.robots_sitemaps:
+            return
+        for urls in robots_sitemaps.values():
+            for url in urls:
+                if url.startswith(("http://", "https://")):
+                    self.add(url, "sitemap")
+
+    # -- the budget --------------------------------------------------------
+
+    def _expected(self, src: SignalSource) -> float:
+        return src.cost if src.cost is not None and src.cost > 0 else self._mean_cost()
+
+    def _window(self, now: float) -> float:
+        while self._spend and self._spend[0].at <= now - DAY:
+            self._spend.popleft()
+        return sum(s.cost for s in self._spend)
+
+    def _affordable(self, cost: float, now: float) -> bool:
+        """Within the day's share (one read a day at least) and the cycle's room."""
+        if cost > self._room():
+            return False
+        spent = self._window(now)
+        return spent + cost <= self.share * self.daily or not self._spend
+
+    def due(self, now: float) -> list[SignalSource]:
+        """The sources due at ``now``, most overdue first."""
+        return sorted(
+            (s for s in self.sources.values() if s.next_read <= now),
+            key=lambda s: (s.next_read, s.depth, s.url),
+        )
+
+    def planned_origins(self, now: float) -> list[str]:
+        """The origin of each source due at ``now`` (one entry per read)."""
+        return [s.origin for s in self.due(now)]
+
+    # -- reading -----------------------------------------------------------
+
+    async def run(self, now: float, end: float) -> None:
+        """Read what is due at ``now`` before crawl time ``end``: the sources of
+        one origin one after the other (their site's gate spaces them), origins
+        side by side; sitemaps an index names that are new or moved are read in
+        the same run when the budget allows."""
+        by_origin: dict[str, deque[SignalSource]] = {}
+        for src in self.due(now):
+            by_origin.setdefault(src.origin, deque()).append(src)
+        if by_origin:
+            await asyncio.gather(*(self._run_origin(q, end) for q in by_origin.values()))
+
+    async def _run_origin(self, queue: deque[SignalSource], end: float) -> None:
+        """One origin's reads, in turn."""
+        for _ in range(MAX_SITEMAPS + 1):  # bounded: an index tree is at most this many
+            if not queue:
+                return
+            src = queue.popleft()
+            expected = self._expected(src)
+            if not self._affordable(expected, self._clock()):
+                continue  # stays due: read when the budget allows
+            self._commit(expected)
+            headers = {}
+            if src.etag:
+                headers["If-None-Match"] = src.etag
+            if src.last_modified:
+                headers["If-Modified-Since"] = src.last_modified
+            res = await self._fetch(src.url, headers, end)
+            if res is None:
+                self._commit(-expected)
+                continue
+            cost = self._cost(res)
+            self._commit(cost - expected)
+            self._spend.append(_Spend(self._clock(), cost))
+            self.spent += cost
+            self.requests += 1
+            src.cost = cost if res.status != 304 else src.cost or cost
+            for child in await self._took(src, res):
+                if child.origin == src.origin:
+                    queue.append(child)
+
+    async def _took(self, src: SignalSource, res: FetchResult) -> list[SignalSource]:
+        """Fold one answer into ``src``; the index children now due."""
+        now = self._clock()
+        if res.status == 304:
+            src.not_modified += 1
+            await self._announce(src, now)
+            self._schedule(src, now, changed=False)
+            return []
+        ok = res.status is not None and 200 <= res.status < 300 and res.error is None
+        if not ok:
+            return self._failed(src, now)
+        try:
+            hints, urls, refs = self._parse(src, res.body, now)
+        except (ValueError, ET.ParseError):
+            return self._failed(src, now)
+        src.etag = res.headers.get("etag")
+        src.last_modified = res.headers.get("last-modified")
+        src.read_as = src.announced
+        lastmods = {h.url: h.lastmod for h in hints}
+        # a change: an entry new or moved; in an index, a sitemap new or re-dated
+        dated = {u: self.sources[u].announced for u in src.children if u in self.sources}
+        changed = src.last_read is not None and (
+            lastmods != src.lastmods
+            or {c.url: c.lastmod for c in refs if c.url in dated or c.url not in src.children}
+            != dated
+        )
+        src.lastmods = lastmods
+        due: list[SignalSource] = []
+        if refs:
+            src.children = [c.url for c in refs]
+            for ref in refs:
+                child = self.add(ref.url, "sitemap", parent=src)
+                if child is None:
+                    continue
+                moved = ref.lastmod != child.read_as or ref.lastmod is None
+                child.announced = ref.lastmod
+                if child.last_read is None or moved:
+                    if ref.lastmod is not None or child.next_read <= now:
+                        child.next_read = min(child.next_read, now)
+                        due.append(child)
+                else:  # the index vouches: the sitemap is as last read
+                    await self._announce(child, now)
+        await self._deliver(src, hints, urls)
+        self._schedule(src, now, changed=changed)
+        return due
+
+    def _parse(
+        self, src: SignalSource, body: bytes, now: float
+    ) -> tuple[list[Hint], list[str], list[Any]]:
+        if src.kind == "feed":
+            fd = read_feed(body, seen_at=now, source="feed", base_url=src.url)
+            hints, urls, refs = fd.hints, fd.urls, []
+        else:
+            doc = read_sitemap_document(body, seen_at=now, source="sitemap")
+            hints, urls = doc.hints, doc.urls
+            refs = [r for r in doc.sitemaps if site_root(r.url) == src.origin]
+        mine = [u for u in urls if site_root(u) == src.origin]
+        return [h for h in hints if site_root(h.url) == src.origin], mine, refs
+
+    async def _deliver(self, src: SignalSource, hints: Sequence[Hint], urls: Iterable[str]) -> None:
+        site, page_type = self._sites.get(src.origin, ("", "page"))
+        rows = [
+            {"url": u, "page_type": page_type, **({"site": site} if site else {})} for u in urls
+        ]
+        src.hints += len(hints)
+        if hints or rows:
+            await self._sink(hints, rows)
+
+    async def _announce(self, src: SignalSource, now: float) -> None:
+        """The source says what it said at its last read, as seen at ``now``."""
+        if src.kind == "sitemap" and src.children:  # an index: its sitemaps are vouched for too
+            for url in src.children:
+                child = self.sources.get(url)
+                if child is not None and child.last_read is not None and child.announced:
+                    await self._announce(child, now)
+        if src.lastmods:
+            hints = [Hint(u, now, src.kind, lm) for u, lm in src.lastmods.items()]
+            src.hints += len(hints)
+            await self._sink(hints, ())
+
+    def _failed(self, src: SignalSource, now: float) -> list[SignalSource]:
+        src.failed += 1
+        wait = self.min_s * 2.0 ** min(src.failed, 10)
+        src.next_read = now + min(wait, self.max_s)
+        return []
+
+    def _schedule(self, src: SignalSource, now: float, *, changed: bool) -> None:
+        if src.last_read is not None and now > src.last_read:
+            nc, tc, nu, tu = src.evidence
+            src.evidence = update_evidence(
+                nc, tc, nu, tu, (now - src.last_read) / DAY, changed, half_life_days=np.inf
+            )
+        src.reads += 1
+        src.changed += changed
+        src.failed = 0
+        src.last_read = now
+        # read at this pace, every source together would take the day's share
+        cost = sum(self._expected(s) for s in self.sources.values())
+        floor = DAY * cost / (self.share * self.daily) if math.isfinite(self.daily) else 0.0
+        src.interval_s = read_interval(
+            *src.evidence,
+            src.interval_s or self.min_s / 2.0,
+            min_s=self.min_s,
+            max_s=self.max_s,
+            cost_floor_s=floor,
+        )
+        src.next_read = now + src.interval_s
+        if src.parent is not None and src.announced is not None:
+            # its index tells when it moves; read it unasked only as often as the longest interval
+            src.next_read = now + max(src.interval_s, self.max_s)
+
+    def figures(self) -> list[dict[str, Any]]:
+        """Each source's :meth:`SignalSource.figures`, by URL."""
+        return [self.sources[u].figures() for u in sorted(self.sources)]

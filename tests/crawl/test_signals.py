@@ -1,0 +1,253 @@
+"""The crawl reads sitemaps and feeds itself: a small site on 127.0.0.1.
+
+The site names a sitemap index in its robots.txt (one gzipped sitemap, one
+plain), and serves an RSS feed the configuration names; every document
+answers conditional requests with 304. A few simulated hours of crawling are
+judged by the site's own request log and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from recrawl.clock import ScaledClock
+from recrawl.config import Settings
+from recrawl.crawl.loop import Crawler, CrawlStats, EmbeddedSource, ServiceSource
+from recrawl.crawl.signals import read_interval
+from recrawl.engine.engine import Engine
+from recrawl.store import open_store
+
+HOUR = 3600.0
+ORIGIN = 1_800_000_000.0
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+@dataclass
+class Site:
+    """Pages /p/0../p/14 (all changed at ORIGIN - 1 day) and /p/99, listed in
+    the second sitemap but not in the store; the feed dates /p/3 and /p/4."""
+
+    clock: ScaledClock
+    log: list[tuple[float, str, int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    robots_extra: str = ""
+
+    def docs(self, base: str) -> dict[str, tuple[bytes, str]]:
+        t = ORIGIN - 86400
+        s1 = "".join(
+            f"<url><loc>{base}/p/{i}</loc><lastmod>{_iso(t)}</lastmod></url>" for i in range(10)
+        )
+        s2 = "".join(f"<url><loc>{base}/p/{i}</loc></url>" for i in (*range(10, 15), 99))
+        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        index = (
+            f"<sitemapindex {ns}><sitemap><loc>{base}/s1.xml.gz</loc>"
+            f"<lastmod>{_iso(t)}</lastmod></sitemap>"
+            f"<sitemap><loc>{base}/s2.xml</loc></sitemap>"
+            "<sitemap><loc>http://elsewhere.example/s.xml</loc></sitemap></sitemapindex>"
+        )
+        rss = (
+            '<rss version="2.0"><channel><title>n</title>'
+            + "".join(
+                f"<item><link>{base}/p/{i}</link><pubDate>{formatdate(t)}</pubDate></item>"
+                for i in (3, 4)
+            )
+            + "</channel></rss>"
+        )
+        return {
+            "/robots.txt": (f"User-agent: *\nSitemap: {base}/index.xml\n{self.robots_extra}"
+                            .encode(), "text/plain"),
+            "/index.xml": (f'<?xml version="1.0"?>{index}'.encode(), "application/xml"),
+            "/s1.xml.gz": (gzip.compress(f"<urlset {ns}>{s1}</urlset>".encode(), mtime=0),
+                           "application/gzip"),
+            "/s2.xml": (f"<urlset {ns}>{s2}</urlset>".encode(), "application/xml"),
+            "/feed.xml": (rss.encode(), "application/rss+xml"),
+        }  # fmt: skip
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[Site, str]]:
+    clock = ScaledClock(HOUR * 2, real_origin=time.time(), virtual_origin=ORIGIN)
+    state = Site(clock)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            docs = state.docs(base)
+            path = self.path
+            if path in docs:
+                body, ctype = docs[path]
+                etag = f'"{hash(body) & 0xFFFFFFFF:x}"'
+                status = 304 if self.headers.get("If-None-Match") == etag else 200
+            elif path.startswith("/p/"):
+                body, ctype, etag, status = b"<h1>page</h1>", "text/html", '"p"', 200
+            else:
+                body, ctype, etag, status = b"", "text/plain", "", 404
+            with state.lock:
+                state.log.append((state.clock(), path, status))
+            self.send_response(status)
+            if etag:
+                self.send_header("ETag", etag)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(0 if status == 304 else len(body)))
+            self.end_headers()
+            if status != 304:
+                self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _settings(base: str, **crawl: Any) -> Settings:
+    return Settings.model_validate(
+        {
+            "budget_per_day": 960,
+            "cycle_hours": 1,
+            "crawl": {
+                "allow_private_networks": True,
+                "min_delay_s": 60,
+                "feeds": [f"{base}/feed.xml"],
+                **crawl,
+            },
+        }
+    )
+
+
+def _crawl(tmp_path: Path, site: Site, base: str, hours: float, **crawl: Any) -> dict[str, Any]:
+    settings = _settings(base, **crawl)
+    host = base.removeprefix("http://")
+    with open_store(str(tmp_path / "s.db")) as store:
+        engine = Engine(store, settings, clock=site.clock)
+        engine.add_urls([{"url": f"{base}/p/{i}", "site": host} for i in range(15)])
+        crawler = Crawler(EmbeddedSource(engine), settings, clock=site.clock)
+        stats = asyncio.run(crawler.run(site.clock() + hours * HOUR))
+        cols = store.page_columns()
+        hs = store.hint_state()
+        url_of = dict(zip(cols["id"].tolist(), cols["url"], strict=True))
+        hinted = {
+            (url_of[int(p)], hs.sources[int(s)]) for p, s in zip(hs.page, hs.source, strict=True)
+        }
+        site_of = dict(zip(cols["url"], cols["site"], strict=True))
+        return {"stats": stats, "hinted": hinted, "sites": site_of, "host": host}
+
+
+def test_the_crawl_reads_robots_sitemaps_indexes_gzip_and_feeds(
+    tmp_path: Path, site: tuple[Site, str]
+) -> None:
+    state, base = site
+    got = _crawl(tmp_path, state, base, hours=4)
+    stats: CrawlStats = got["stats"]
+    paths = [p for _, p, _ in state.log]
+    # the index from robots.txt, both of its sitemaps (one gzipped), the configured feed
+    for doc in ("/index.xml", "/s1.xml.gz", "/s2.xml", "/feed.xml"):
+        assert doc in paths, doc
+    assert paths.index("/robots.txt") < paths.index("/index.xml")
+    assert {(f"{base}/p/{i}", "sitemap") for i in range(10)} <= got["hinted"]
+    assert {(f"{base}/p/3", "feed"), (f"{base}/p/4", "feed")} <= got["hinted"]
+    # a page only the sitemap lists is registered, under the site of its origin's pages
+    assert got["sites"][f"{base}/p/99"] == got["host"]
+    assert not any("elsewhere" in u for u in got["sites"])  # another origin: not taken
+    # every document request is counted, and within the budget
+    docs = [p for p in paths if not p.startswith(("/p/", "/robots"))]
+    assert stats.signal_requests == len(docs)
+    assert stats.spent <= stats.budget + 1e-9
+    assert stats.requests + stats.signal_requests == len(paths) - paths.count("/robots.txt")
+
+
+def test_documents_are_read_again_conditionally_and_spaced_by_the_site_gate(
+    tmp_path: Path, site: tuple[Site, str]
+) -> None:
+    state, base = site
+    got = _crawl(tmp_path, state, base, hours=5, signal_min_interval_s=HOUR, min_delay_s=600)
+    feed = [(t, s) for t, p, s in state.log if p == "/feed.xml"]
+    # read hourly at first, then, unchanged, less often: a 304 each time after the first
+    assert 2 <= len(feed) <= 4, feed
+    assert feed[0][1] == 200 and all(s == 304 for _, s in feed[1:])
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(feed)]
+    assert all(g >= 0.9 * HOUR for g in gaps), gaps
+    # the site's own gate spaces documents and pages alike (min_delay_s 600; the
+    # server's clock adds 7.2 simulated seconds of jitter per real millisecond on a
+    # loaded machine; a document sent outside the gate would come within seconds)
+    log = sorted((t, p) for t, p, _ in state.log if p != "/robots.txt")
+    near = [
+        (b - a, pa, pb)
+        for (a, pa), (b, pb) in itertools.pairwise(log)
+        if not (pa.startswith("/p/") and pb.startswith("/p/"))
+    ]
+    assert min(near)[0] >= 0.5 * 600, near
+    assert got["stats"].signal_requests >= 5
+
+
+def test_a_sitemap_robots_txt_disallows_is_not_read(tmp_path: Path, site: tuple[Site, str]) -> None:
+    state, base = site
+    state.robots_extra = "Disallow: /index.xml\nDisallow: /feed.xml\n"
+    got = _crawl(tmp_path, state, base, hours=2)
+    paths = {p for _, p, _ in state.log}
+    assert "/index.xml" not in paths and "/feed.xml" not in paths
+    assert got["stats"].signal_requests == 0
+
+
+def test_no_sitemaps_when_switched_off(tmp_path: Path, site: tuple[Site, str]) -> None:
+    state, base = site
+    got = _crawl(tmp_path, state, base, hours=2, robots_sitemaps=False, feeds=[])
+    paths = {p for _, p, _ in state.log}
+    assert not paths & {"/index.xml", "/s1.xml.gz", "/s2.xml", "/feed.xml"}
+    assert got["stats"].signal_requests == 0 and f"{base}/p/99" not in got["sites"]
+
+
+def test_a_source_that_changes_at_every_read_is_read_most_often() -> None:
+    hourly_changes = read_interval(6.0, 0.25, 0.0, 0.0, HOUR, min_s=HOUR, max_s=24 * HOUR)
+    never = read_interval(0.0, 0.0, 6.0, 2.0, 12 * HOUR, min_s=HOUR, max_s=24 * HOUR)
+    costly = read_interval(
+        6.0, 0.25, 0.0, 0.0, HOUR, min_s=HOUR, max_s=24 * HOUR, cost_floor_s=6 * HOUR
+    )
+    assert (hourly_changes, never, costly) == (HOUR, 24 * HOUR, 6 * HOUR)
+
+
+def test_the_service_source_posts_hints(tmp_path: Path) -> None:
+    from recrawl.observe.sitemaps import Hint
+    from recrawl.service.app import create_app
+    from recrawl.testing.server import serve_in_thread
+
+    settings = Settings.model_validate({"budget_per_day": 10, "token": "w"})
+    db = str(tmp_path / "svc.db")
+    with serve_in_thread(create_app(db, settings)) as url:
+        source = ServiceSource(url, "w", worker="w")
+
+        async def go() -> None:
+            now = time.time()
+            await source.hints(
+                [Hint("https://shop.example/p/1", now, "sitemap", now - 3600)],
+                [{"url": "https://shop.example/p/1"}],
+            )
+            await source.close()
+
+        asyncio.run(go())
+        r = httpx.get(
+            f"{url}/v1/pages/https://shop.example/p/1", headers={"Authorization": "Bearer w"}
+        )
+        assert r.status_code == 200  # registered by the hint

@@ -24,6 +24,7 @@ from recrawl.report.assets import PLOTLY_PATH
 from recrawl.report.dashboard import (
     FIGURES,
     REASON_COLOURS,
+    SITE_FIGURES,
     dashboard_figures,
     freshness_series,
     read_dashboard,
@@ -406,7 +407,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Pla
         engine.ingest_lines(f)
     item = {"item": (1.0, 80_000, ("title", "price"))}
     start = DEMO_START + 21 * DAY
-    wave = (start + 5 * DAY + 3 * HOUR, start + 5 * DAY + 7 * HOUR)
+    wave = (start + 5 * DAY + 13 * HOUR, start + 5 * DAY + 17 * HOUR)
     sc = HealthScenario(
         sites=[
             SiteProfile("calm.example", 40, item, challenge_rate=0.04),
@@ -427,33 +428,31 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Pla
     store.close()
 
 
-def _figure_doms(dom: str) -> dict[str, str]:
-    """Each figure's part of the drawn DOM, by element id."""
-    cuts = sorted((dom.index(f'id="{k}"'), k) for k in FIGURES)
+def _figure_doms(dom: str, figures: tuple[str, ...]) -> dict[str, str]:
+    """Each figure's part of the drawn DOM, by element id, in page order."""
+    cuts = sorted((dom.index(f'id="{k}"'), k) for k in figures)
     return {
         k: dom[i : (cuts[j + 1][0] if j + 1 < len(cuts) else len(dom))]
         for j, (i, k) in enumerate(cuts)
     }
 
 
-@needs_chromium
-def test_every_chart_has_data_on_the_demo_store_in_a_headless_browser(
-    demo: tuple[Engine, PlanResult], tmp_path: Path
-) -> None:
-    engine, plan = demo
-    app = _app(engine)
-    with serve_in_thread(app) as base:
+def _draw(
+    engine: Engine, query: dict[str, str], plan: PlanResult, tmp_path: Path
+) -> tuple[str, bytes]:
+    """The page the service renders for ``query``, drawn in Chromium: its DOM and a
+    1280×6000 screenshot; fails on any console message."""
+    with serve_in_thread(_app(engine)) as base:
         page = httpx.get(f"{base}/").text
         assert f"<script src='{PLOTLY_PATH}'>" in page
-        # the page as the service renders it with the plan and a 30-day range
-        html_path = tmp_path / "demo.html"
+        html_path = tmp_path / "page.html"
         html_path.write_text(
-            render_dashboard(engine, plan=plan, query={"days": "30"}).replace(
+            render_dashboard(engine, plan=plan, query=query).replace(
                 f"src='{PLOTLY_PATH}'", f"src='{base}{PLOTLY_PATH}'"
             ),
             encoding="utf-8",
         )
-        png = tmp_path / "demo.png"
+        png = tmp_path / "page.png"
         run = _chromium(
             ["--enable-logging=stderr", "--v=0", "--window-size=1280,6000",
              f"--screenshot={png}", "--dump-dom", html_path.as_uri()],
@@ -462,17 +461,78 @@ def test_every_chart_has_data_on_the_demo_store_in_a_headless_browser(
     assert run.returncode == 0, run.stderr[-2000:]
     console = [ln for ln in run.stderr.splitlines() if ":CONSOLE" in ln]
     assert not console, console
-    parts = _figure_doms(run.stdout)
-    assert list(parts) == list(FIGURES)
-    for name, part in parts.items():
-        assert '<svg class="main-svg"' in part, name
-        assert re.search(r'class="trace (scatter|bars)|class="slice', part), name
-        assert not re.search(r">no [a-z ]+(yet|in this range|between)", part), name
-    assert parts["fig-plan"].count('class="slice') >= 2
-    assert (
-        parts["fig-signals"].count('class="js-line"') >= 12
-    )  # 2 sites × 3 signals × (value, normal)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (1280, 6000)
     assert len(data) > 300_000  # plots, not a blank page
+    return run.stdout, data
+
+
+def _assert_every_chart_has_data(dom: str, figures: tuple[str, ...]) -> dict[str, str]:
+    parts = _figure_doms(dom, figures)  # each up to the next of these
+    assert sorted(parts) == sorted(figures)
+    for name, part in parts.items():
+        assert '<svg class="main-svg"' in part, name
+        assert re.search(r'class="trace (scatter|bars)|class="slice', part), name
+        assert not re.search(r">no [a-z ]+(yet|in this range|between)", part), name
+    return parts
+
+
+@needs_chromium
+def test_every_chart_has_data_on_the_demo_store_in_a_headless_browser(
+    demo: tuple[Engine, PlanResult], tmp_path: Path
+) -> None:
+    engine, plan = demo
+    dom, _ = _draw(engine, {"days": "30"}, plan, tmp_path)
+    parts = _assert_every_chart_has_data(dom, FIGURES)
+    assert parts["fig-plan"].count('class="slice') >= 2
+    assert (
+        parts["fig-signals"].count('class="js-line"') >= 12
+    )  # sites × 3 signals × (value, normal)
+
+
+@needs_chromium
+def test_one_sites_page_draws_every_chart_in_a_headless_browser(
+    demo: tuple[Engine, PlanResult], tmp_path: Path
+) -> None:
+    engine, plan = demo
+    dom, _ = _draw(engine, {"days": "3", "site": "hostile.example"}, plan, tmp_path)
+    # the site is paused since its wave: the next cycle has none of its tasks, and says why
+    parts = _assert_every_chart_has_data(dom, tuple(f for f in SITE_FIGURES if f != "fig-plan"))
+    assert "it is paused (recrawl site resume)" in dom[dom.index('id="fig-plan"') :]
+    assert parts["fig-routes"].count('class="js-line"') >= 2
+
+
+def test_one_sites_page_shows_its_routes_events_and_pages(demo: tuple[Engine, PlanResult]) -> None:
+    engine, plan = demo
+    page = render_dashboard(engine, plan=plan, query={"site": "hostile.example", "days": "3"})
+    assert "<h1>recrawl: hostile.example</h1>" in page
+    assert "<a href='.' style='color:#fff'>all sites</a>" in page
+    assert "<input type='hidden' name='site' value='hostile.example'>" in page
+    assert "Refusals by route" in page and "Incidents and actions" in page
+    events = page[page.index("Incidents and actions") : page.index("Pages: the most")]
+    assert "<td>pause</td>" in events and "hard_block" in events  # the pause, with its reasons
+    pages = page[page.index("Pages: the most") :]
+    assert "https://hostile.example/" in pages and "calm.example" not in pages
+    window = TimeWindow.choose(engine.clock(), _data_end(engine), days=3)
+    data = read_dashboard(engine, window, plan=plan, site="hostile.example")
+    figs = {k: f.to_plotly_json() for k, f in dashboard_figures(data).items()}
+    assert list(figs) == list(SITE_FIGURES)
+    assert {t["name"] for t in figs["fig-signals"]["data"] if t.get("showlegend")} == {
+        "hostile.example"
+    }
+    routes = [t for t in figs["fig-routes"]["data"]]
+    assert len(routes) >= 2
+    # the wave refused requests on every route: the site, not a route
+    assert all(max(v for v in t["y"] if v is not None) > 0.3 for t in routes)
+    assert all(t["site"] == "hostile.example" for t in (data.plan.tasks if data.plan else []))
+
+
+def test_site_links_are_escaped_and_quoted(populated: Engine) -> None:
+    _loaded(populated)
+    health = [{"site": EVIL_SITE, "band": "healthy", "score": 90}]
+    page = render_dashboard(populated, health=health)
+    assert "href='?site=%3Cscript%3Ealert%28%27site%27%29%3C%2Fscript%3E'" in page
+    assert EVIL_SITE not in page
+    evil = render_dashboard(populated, site=EVIL_SITE)
+    assert EVIL_SITE not in evil and "&lt;script&gt;" in evil

@@ -9,7 +9,12 @@ import pytest
 
 from recrawl.engine.stats import compute_stats
 from recrawl.observe.observation import parse_observation
-from recrawl.report.timeline import money_over_time, signals_over_time, step_starts
+from recrawl.report.timeline import (
+    money_over_time,
+    routes_over_time,
+    signals_over_time,
+    step_starts,
+)
 from recrawl.store import SQLiteStore
 
 DAY = 86400.0
@@ -80,3 +85,26 @@ def test_blocks_and_latency_rise_against_the_sites_normal(tmp_path: Path) -> Non
     assert np.all(s.normal_hard_block[b] == 0)
     assert s.p95_ms[b, -1] > 2 * s.normal_p95_ms[b, -1]
     assert s.p95_ms[a, -1] == pytest.approx(s.normal_p95_ms[a, -1])
+
+
+def test_refusals_by_route_show_which_route_is_refused() -> None:
+    from recrawl.health.buckets import LATENCY_BINS, OUTCOMES
+    from recrawl.health.score import BucketArrays
+
+    rows = []  # two routes over two hours: pool-b refused half its requests in the second
+    for hour in range(2):
+        for route in ("pool-a", "pool-b"):
+            out = np.zeros(len(OUTCOMES))
+            refused = 50 if (route, hour) == ("pool-b", 1) else 0
+            out[OUTCOMES.index("hard_block")] = refused
+            out[OUTCOMES.index("unchanged")] = 100 - refused
+            rows.append((route, T0 + hour * 3600, out))
+    b = BucketArrays.from_labels(
+        site=["a.example"] * 4, page_type=["item"] * 4, route=[r for r, _, _ in rows],
+        bucket_start=[t for _, t, _ in rows], n=[100] * 4, outcomes=[o for _, _, o in rows],
+        latency=np.zeros((4, LATENCY_BINS)),
+    )  # fmt: skip
+    r = routes_over_time(b, T0, T0 + 2 * 3600, 3600.0)
+    assert r.routes == ["pool-a", "pool-b"]
+    assert r.refused.tolist() == [[0.0, 0.0], [0.0, 0.5]]
+    assert r.requests.tolist() == [[100, 100], [100, 100]]

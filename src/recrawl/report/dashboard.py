@@ -39,10 +39,11 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import plotly.graph_objects as go
@@ -59,8 +60,10 @@ from recrawl.plan.planner import reallocate
 from recrawl.report.assets import PLOTLY_FILE, PLOTLY_PATH, plotly_js, write_plotly
 from recrawl.report.timeline import (
     MoneySeries,
+    RouteSeries,
     SignalSeries,
     money_over_time,
+    routes_over_time,
     signals_over_time,
 )
 from recrawl.report.window import TimeWindow
@@ -69,6 +72,7 @@ __all__ = [
     "FIGURES",
     "FRESHNESS_SAMPLE",
     "REASON_COLOURS",
+    "SITE_FIGURES",
     "DashboardData",
     "dashboard_figures",
     "freshness_series",
@@ -93,6 +97,9 @@ FIGURES = (
     "fig-plan",
 )
 """The figures' element ids, in page order."""
+
+SITE_FIGURES = (*FIGURES, "fig-routes")
+"""The figures of one site's page (``?site=``): the same, for that site, and its routes."""
 
 REASON_COLOURS = {
     "score": "#1565c0",
@@ -132,15 +139,24 @@ def _gaps(y: Any) -> list[float | None]:
 
 
 def freshness_series(
-    engine: Engine, now: float, *, points: int = 96, days: float = 7.0, seed: int = 0
+    engine: Engine,
+    now: float,
+    *,
+    points: int = 96,
+    days: float = 7.0,
+    seed: int = 0,
+    site: str | None = None,
 ) -> tuple[list[float], list[float]]:
-    """Estimated freshness (0–1) at ``points`` times (unix seconds) over ``days`` days.
+    """Estimated freshness (0–1) at ``points`` times (unix seconds) over ``days`` days,
+    of every page or of one ``site``'s.
 
     The window ends at ``now``, or at the last successful fetch when that is
     older than the window. See the module docstring for the estimate.
     """
     pages, cols = engine.page_arrays(now)
     idx = np.flatnonzero(pages.active)
+    if site is not None:
+        idx = idx[np.asarray(cols["site"], dtype=object)[idx] == site]
     if idx.size == 0:
         return [], []
     per_day = engine.settings.daily_budget(len(pages))
@@ -199,6 +215,11 @@ class DashboardData:
     plan: PlanResult | None
     health: list[dict[str, Any]]
     controls: dict[str, dict[str, Any]]
+    site: str | None = None
+    """One site's page, or None for every site."""
+    routes: RouteSeries | None = None
+    events: list[dict[str, Any]] | None = None
+    pages: list[dict[str, Any]] | None = None
 
     def totals(self) -> dict[str, Any]:
         """The range's sums per site and page type (the shape of ``Stats.groups``)."""
@@ -232,34 +253,78 @@ def read_dashboard(
     *,
     plan: PlanResult | None = None,
     health: list[dict[str, Any]] | None = None,
+    site: str | None = None,
 ) -> DashboardData:
-    """Read everything the page shows for ``window`` through the engine and its store."""
+    """Read everything the page shows for ``window`` through the engine and its
+    store, of every site or of one ``site`` (with its routes, events and pages)."""
     w = window
     unit: BillingUnit = engine.settings.billing_unit
     daily_only = w.step_s >= _DAY_S
     cfg = HealthConfig()
-    buckets = engine.store.buckets(w.start - w.step_s, w.end, daily=daily_only)
-    daily = engine.store.buckets(w.start - (cfg.baseline_days + 2) * _DAY_S, w.end, daily=True)
+    only = None if site is None else [site]
+    buckets = engine.store.buckets(w.start - w.step_s, w.end, only, daily=daily_only)
+    daily = engine.store.buckets(
+        w.start - (cfg.baseline_days + 2) * _DAY_S, w.end, only, daily=True
+    )
     calibration = None
     if w.data_end is not None:
         try:
-            calibration = engine.calibration(days=w.days, until=min(w.end, w.data_end))
+            calibration = engine.calibration(
+                days=w.days, until=min(w.end, w.data_end), by="site" if site is None else "group"
+            )
         except ValueError:
             calibration = None
-    pages = len(engine.store.page_columns()["url"])
+    columns = engine.store.page_columns()
+    pages = len(columns["url"])
+    extra: dict[str, Any] = {}
+    if site is not None:
+        if calibration is not None:
+            mine = [g for g in calibration.groups if g.name.startswith(f"{site} / ")]
+            calibration = replace(calibration, groups=mine)
+        if plan is not None:
+            plan = replace(plan, tasks=[t for t in plan.tasks if t["site"] == site])
+        health = [h for h in health or [] if h.get("site") == site]
+        extra = {
+            "site": site,
+            "routes": routes_over_time(buckets, w.start, w.end, w.step_s),
+            "events": [e for e in engine.store.site_events(site) if w.start <= e["at"] <= w.end],
+            "pages": _site_pages(columns, site),
+        }
+    controls = engine.store.site_controls()
+    if site is not None:
+        controls = {k: v for k, v in controls.items() if k == site}
     return DashboardData(
         window=w,
         unit=unit,
         budget_per_day=engine.settings.daily_budget(pages),
         money=money_over_time(buckets, w.start, w.end, w.step_s, unit),
         signals=signals_over_time(buckets, daily, w.start, w.end, w.step_s, cfg),
-        history=engine.store.health_history(since=w.start, until=w.end),
-        freshness=freshness_series(engine, w.end, days=w.days),
+        history=engine.store.health_history(site=site, since=w.start, until=w.end),
+        freshness=freshness_series(engine, w.end, days=w.days, site=site),
         calibration=calibration,
         plan=plan,
         health=list(health or []),
-        controls=engine.store.site_controls(),
+        controls=controls,
+        **extra,
     )
+
+
+def _site_pages(columns: Mapping[str, Any], site: str, limit: int = 25) -> list[dict[str, Any]]:
+    """The site's pages that failed most, then the most recently fetched."""
+    mine = np.flatnonzero(np.asarray(columns["site"], dtype=object) == site)
+    fails = np.asarray(columns["fails"], dtype=np.float64)[mine]
+    last = np.nan_to_num(np.asarray(columns["last_fetch"], dtype=np.float64)[mine], nan=-1.0)
+    order = mine[np.lexsort((-last, -fails))][:limit]
+    return [
+        {
+            "url": columns["url"][i],
+            "page_type": columns["page_type"][i],
+            "last_fetch": float(columns["last_fetch"][i]),
+            "fails": int(columns["fails"][i]),
+            "gone": bool(columns["gone"][i]),
+        }
+        for i in order.tolist()
+    ]
 
 
 # -- figures ---------------------------------------------------------------------------------
@@ -529,7 +594,8 @@ def _calibration_figure(data: DashboardData) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.12,
         subplot_titles=(
-            "Predicted probability of a change against the share that changed",
+            "Predicted probability of a change against the share that changed"
+            + ("" if data.site is None else " (all sites)"),
             "Changes found against expected, per site",
         ),
     )  # fmt: skip
@@ -576,7 +642,7 @@ def _calibration_figure(data: DashboardData) -> go.Figure:
     return fig
 
 
-def _plan_figure(plan: PlanResult | None, unit: str) -> go.Figure:
+def _plan_figure(plan: PlanResult | None, unit: str, empty: str = "") -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -584,7 +650,7 @@ def _plan_figure(plan: PlanResult | None, unit: str) -> go.Figure:
         subplot_titles=("Tasks by reason", f"Cost by reason ({_e(unit)})"),
     )
     if plan is None or not plan.tasks:
-        return _empty(fig, "no plan (no pages, or no budget configured)")
+        return _empty(fig, empty or "no plan (no pages, or no budget configured)")
     counts: dict[str, int] = {}
     costs: dict[str, float] = {}
     for t in plan.tasks:
@@ -615,8 +681,46 @@ def _plan_figure(plan: PlanResult | None, unit: str) -> go.Figure:
     return fig
 
 
+def _routes_figure(data: DashboardData) -> go.Figure:
+    r, w = data.routes, data.window
+    fig = go.Figure()
+    if r is not None:
+        colours = _colours(r.routes)
+        x = _dts(r.starts + r.step_s / 2)
+        for i, route in enumerate(r.routes):
+            name = _e(route or "no route reported")
+            fig.add_trace(
+                go.Scatter(
+                    x=x, y=_gaps(r.refused[i]), customdata=r.requests[i].tolist(),
+                    mode="lines+markers", name=name, line={"color": colours[route]},
+                    marker={"size": 4},
+                    hovertemplate="%{x}<br>%{y:.1%} of %{customdata:,} requests refused<extra>"
+                    + name + "</extra>",
+                )
+            )  # fmt: skip
+    if not fig.data:
+        _empty(fig, _nothing_in(w, "requests"))
+    fig.update_layout(
+        height=380, margin={"t": 30}, legend={"orientation": "h"},
+        yaxis={"title": "refused (blocks, challenges)", "tickformat": ".0%", "rangemode": "tozero"},
+    )  # fmt: skip
+    _time_axes(fig, w)
+    return fig
+
+
+def _no_tasks(data: DashboardData) -> str:
+    """What an empty plan means on one site's page."""
+    if data.site is None or data.plan is None:
+        return ""
+    if (data.controls.get(data.site) or {}).get("paused"):
+        return "no task of this site in the next cycle: it is paused (recrawl site resume)"
+    return "no task of this site in the next cycle"
+
+
 def dashboard_figures(data: DashboardData) -> dict[str, go.Figure]:
-    """Every figure of the page, by element id (:data:`FIGURES` order)."""
+    """Every figure of the page, by element id (:data:`FIGURES` order, or
+    :data:`SITE_FIGURES` on one site's page)."""
+    extra = {} if data.site is None else {"fig-routes": _routes_figure(data)}
     return {
         "fig-money": _money_figure(data),
         "fig-spend": _spend_figure(data),
@@ -625,7 +729,8 @@ def dashboard_figures(data: DashboardData) -> dict[str, go.Figure]:
         "fig-health": _health_figure(data),
         "fig-freshness": _freshness_figure(data),
         "fig-calibration": _calibration_figure(data),
-        "fig-plan": _plan_figure(data.plan, data.unit),
+        "fig-plan": _plan_figure(data.plan, data.unit, _no_tasks(data)),
+        **extra,
     }
 
 
@@ -668,7 +773,15 @@ def _num(x: Any, digits: int = 2) -> str:
     return f"{int(x):,}" if x.is_integer() else f"{x:,.{digits}f}"
 
 
-def _health_table(health: list[dict[str, Any]], controls: dict[str, dict[str, Any]]) -> str:
+def _site_link(site: str, links: bool) -> str:
+    if not links:
+        return _e(site)
+    return f"<a href='?site={quote(site, safe='')}'>{_e(site)}</a>"
+
+
+def _health_table(
+    health: list[dict[str, Any]], controls: dict[str, dict[str, Any]], links: bool = False
+) -> str:
     if not health and not controls:
         return "<p>No site evaluated yet.</p>"
     rows = []
@@ -679,7 +792,7 @@ def _health_table(health: list[dict[str, Any]], controls: dict[str, dict[str, An
         band = str(h.get("band", "unknown"))
         action = h.get("action") or {}
         rows.append(
-            f"<tr><td>{_e(h['site'])}</td><td class='band-{_e(band)}'>{_e(band)}</td>"
+            f"<tr><td>{_site_link(h['site'], links)}</td><td class='band-{_e(band)}'>{_e(band)}</td>"
             f"<td class='n'>{_num(h.get('score'))}</td>"
             f"<td>{_e(', '.join(map(str, h.get('reasons') or [])))}</td>"
             f"<td>{_e(h.get('diagnosis', ''))}</td><td>{_e(action.get('name', ''))}</td>"
@@ -689,7 +802,8 @@ def _health_table(health: list[dict[str, Any]], controls: dict[str, dict[str, An
     for site, c in sorted(controls.items()):
         if site not in seen:
             rows.append(
-                f"<tr><td>{_e(site)}</td><td>{_e(c.get('band', 'unknown'))}</td><td></td><td></td>"
+                f"<tr><td>{_site_link(site, links)}</td><td>{_e(c.get('band', 'unknown'))}</td>"
+                "<td></td><td></td>"
                 f"<td></td><td></td><td>{'paused' if c.get('paused') else ''}</td>"
                 f"<td class='n'>{_num(c.get('concurrency_cap'))}</td></tr>"
             )
@@ -725,19 +839,53 @@ def _plan_table(plan: PlanResult | None, limit: int = 25) -> str:
     )
 
 
+def _events_table(events: list[dict[str, Any]] | None) -> str:
+    if not events:
+        return "<p>No pause, resume or band change recorded in this range.</p>"
+    rows = "".join(
+        f"<tr><td>{_dt(e['at']):%Y-%m-%d %H:%M}</td><td>{_e(e['kind'])}</td>"
+        f"<td>{_e(e.get('detail') or '')}</td></tr>"
+        for e in events
+    )
+    return "<table><tr><th>at (UTC)</th><th>event</th><th>detail</th></tr>" + rows + "</table>"
+
+
+def _pages_table(pages: list[dict[str, Any]] | None) -> str:
+    if not pages:
+        return "<p>No page of this site is known.</p>"
+
+    def when(t: float) -> str:
+        return _dt(t).strftime("%Y-%m-%d %H:%M") if math.isfinite(t) else "never"
+
+    rows = "".join(
+        f"<tr><td class='url'>{_e(p['url'])}</td><td>{_e(p['page_type'])}</td>"
+        f"<td>{when(p['last_fetch'])}</td>"
+        f"<td class='n'>{p['fails']}</td><td>{'gone' if p['gone'] else ''}</td></tr>"
+        for p in pages
+    )
+    return (
+        "<table><tr><th>url</th><th>page type</th><th>last fetch (UTC)</th><th>failures in a row</th>"
+        "<th></th></tr>" + rows + "</table>"
+    )
+
+
 def _calibration_note(cal: Calibration | None) -> str:
     if cal is None:
         return ""
     return f"<p>{_e(cal.verdict())}.</p>"
 
 
-def _picker(w: TimeWindow) -> str:
-    """The time range picker: a plain GET form (works without JavaScript)."""
-    quick = "".join(f"<a href='?days={d}'>{label}</a>" for d, label in
+def _picker(w: TimeWindow, site: str | None = None) -> str:
+    """The time range picker: a plain GET form (works without JavaScript),
+    keeping the site of a site's page."""
+    keep = "" if site is None else f"&site={quote(site, safe='')}"
+    quick = "".join(f"<a href='?days={d}{_e(keep)}'>{label}</a>" for d, label in
                     ((1, "last day"), (7, "7 days"), (30, "30 days"), (90, "90 days")))  # fmt: skip
+    hidden = "" if site is None else f"<input type='hidden' name='site' value='{_e(site)}'>"
     return (
         "<form class='range' method='get' action=''>"
-        f"<label>from <input type='date' name='from' value='{_dt(w.start):%Y-%m-%d}'></label>"
+        + hidden
+        + f"<label>from <input type='date' name='from' value='{_dt(w.start):%Y-%m-%d}'></label>"
         f"<label>to <input type='date' name='to' value='{_dt(w.end - 1):%Y-%m-%d}'></label>"
         "<button type='submit'>show</button> &nbsp; " + quick + "</form>"
     )
@@ -784,9 +932,14 @@ def render_page(
         (fresh_label, f"{fresh[-1]:.1%}" if fresh else "–"),
     ]
     plan = data.plan
-    if plan is not None:
+    if plan is not None and data.site is None:
         kpis.append(
             (f"plan: {len(plan.tasks):,} tasks", f"{_num(plan.spent)} / {_num(plan.budget)}")
+        )
+    elif plan is not None:
+        mine = sum(float(t.get("cost") or 0.0) for t in plan.tasks)
+        kpis.append(
+            (f"plan: {len(plan.tasks):,} tasks of this site", f"{_num(mine)} / {_num(plan.budget)}")
         )
     kpi_html = "".join(f"<span class='kpi'><b>{v}</b>{_e(k)}</span>" for k, v in kpis)
     d = {k: _div(f, k) for k, f in figures.items()}
@@ -795,24 +948,37 @@ def render_page(
         ("Spend against the budget", d["fig-spend"]),
         ("Fetches without change and cost per change over time", d["fig-waste"]),
         ("Blocks, challenges and latency against each site's normal (dotted)", d["fig-signals"]),
-        ("Site health over time", d["fig-health"] + _health_table(data.health, data.controls)),
+        (
+            "Site health over time",
+            d["fig-health"] + _health_table(data.health, data.controls, links=picker),
+        ),
         ("Freshness estimate over time", d["fig-freshness"]),
         ("Did the change model predict what the revisits found?",
          d["fig-calibration"] + _calibration_note(data.calibration)),
         ("The current plan", d["fig-plan"] + _rates_note(plan) + _plan_table(plan)),
     ]  # fmt: skip
+    if data.site is not None:
+        sections[4:4] = [
+            ("Refusals by route (concentrated: the routes; even: the site)", d["fig-routes"]),
+            ("Incidents and actions: pauses, resumes, band changes", _events_table(data.events)),
+            ("Pages: the most failures in a row first", _pages_table(data.pages)),
+        ]
     body = "".join(f"<section><h2>{_e(h)}</h2>{content}</section>" for h, content in sections)
     generated = _dt(w.now).strftime("%Y-%m-%d %H:%M:%S UTC")
     js = f"<script>{plotly_js().decode()}</script>" if script is None else (
         f"<script src='{_e(script)}'></script>"
     )  # fmt: skip
-    top = f"<section>{_picker(w) if picker else ''}{kpi_html}</section>"
+    top = f"<section>{_picker(w, data.site) if picker else ''}{kpi_html}</section>"
+    back = (
+        "" if data.site is None or not picker else "<a href='.' style='color:#fff'>all sites</a> · "
+    )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{_e(title)}</title>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<style>{_CSS}</style>{js}</head><body>"
-        f"<header><h1>{_e(title)}</h1><p>generated {generated} · {_e(w.label())} · "
+        f"<header><h1>{_e(title if data.site is None else f'{title}: {data.site}')}</h1>"
+        f"<p>{back}generated {generated} · {_e(w.label())} · "
         f"costs in {_e(unit)}</p></header>"
         f"<main>{_banners(data)}{top}{body}</main></body></html>"
     )
@@ -826,6 +992,7 @@ def render_dashboard(
     health: list[dict[str, Any]] | None = None,
     window: TimeWindow | None = None,
     query: Mapping[str, str] | None = None,
+    site: str | None = None,
     title: str = "recrawl",
     script: str | None = PLOTLY_PATH,
     picker: bool = True,
@@ -836,14 +1003,18 @@ def render_dashboard(
     (``recrawl health --json`` shape). The time range is ``window``, else the
     one the page's ``query`` asks for (``days``, ``from``, ``to``; one that
     cannot be read gives the default range and a note saying why), else the
-    last :data:`~recrawl.report.window.DEFAULT_DAYS` days. plotly.js is loaded
+    last :data:`~recrawl.report.window.DEFAULT_DAYS` days. ``site`` (or the
+    query's ``site``) gives that site's page: every figure for that site alone,
+    its refusals by route, its events and pages. plotly.js is loaded
     from ``script`` (the service's :data:`~recrawl.report.assets.PLOTLY_PATH`)
     or inlined when ``script`` is None.
     """
     t = engine.clock() if now is None else now
     if window is None:
         window = TimeWindow.from_query(query or {}, t, _data_end(engine))
-    data = read_dashboard(engine, window, plan=plan, health=health)
+    if site is None and query is not None and query.get("site"):
+        site = str(query["site"])
+    data = read_dashboard(engine, window, plan=plan, health=health, site=site)
     return render_page(data, title=title, script=script, picker=picker)
 
 

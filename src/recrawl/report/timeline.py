@@ -21,7 +21,15 @@ import numpy.typing as npt
 from recrawl.engine.stats import BillingUnit
 from recrawl.health.score import BucketArrays, HealthConfig, compute_baselines, p95_rows
 
-__all__ = ["MoneySeries", "SignalSeries", "money_over_time", "signals_over_time", "step_starts"]
+__all__ = [
+    "MoneySeries",
+    "RouteSeries",
+    "SignalSeries",
+    "money_over_time",
+    "routes_over_time",
+    "signals_over_time",
+    "step_starts",
+]
 
 FloatArray = npt.NDArray[np.float64]
 _DAY = 86_400
@@ -198,4 +206,46 @@ def signals_over_time(
         normal_hard_block=nh,
         normal_challenge=nc,
         normal_p95_ms=nl,
+    )
+
+
+@dataclass(frozen=True)
+class RouteSeries:
+    """Per route and step: ``(R, T)`` requests and the share of them refused
+    (hard blocks, challenges and soft blocks; NaN where a step had none)."""
+
+    starts: FloatArray
+    step_s: float
+    routes: list[str]
+    requests: FloatArray
+    refused: FloatArray
+
+
+def routes_over_time(b: BucketArrays, start: float, end: float, step_s: float) -> RouteSeries:
+    """Requests and refusals per route (``""``: none reported) and step of ``b``
+    over ``[start, end]``: refusals concentrated on some routes point at the
+    routes, spread evenly at the site (routes without a request are left out)."""
+    starts = step_starts(start, end, step_s)
+    t = len(starts)
+    k, inside = _step_index(b, starts, step_s)
+    used = np.unique(b.route[inside])
+    r = len(used)
+    g = np.searchsorted(used, b.route)
+    key = np.where(inside, np.minimum(g, max(r - 1, 0)) * t + k, r * t)
+
+    def total(col: npt.ArrayLike) -> FloatArray:
+        w = np.asarray(col, dtype=np.float64)
+        sums = np.bincount(key, weights=w, minlength=r * t + 1)[:-1]
+        return np.asarray(sums, dtype=np.float64).reshape(r, t)
+
+    n = total(b.n)
+    refused = total(b.outcome("hard_block") + b.outcome("challenge") + b.outcome("soft_block"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(n > 0, refused / n, np.nan)
+    return RouteSeries(
+        starts=starts,
+        step_s=step_s,
+        routes=[b.routes[int(i)] for i in used.tolist()],
+        requests=n,
+        refused=share,
     )

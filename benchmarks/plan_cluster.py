@@ -118,8 +118,9 @@ def worker_memory(client: Any) -> dict[str, Any]:
     }
 
 
-def on_cluster(runner: PartitionRunner, n: int, cfg: PlannerConfig, client: Any) -> dict[str, Any]:
+def on_cluster(runner: Any, n: int, cfg: PlannerConfig, client: Any) -> dict[str, Any]:
     timed = TimedRunner(runner)
+    cpu0 = sum(runner.cpu_seconds())
     per_day = 0.1 * n
     per_cycle = per_day * cfg.cycle_hours / 24.0
     t = time.perf_counter()
@@ -131,6 +132,7 @@ def on_cluster(runner: PartitionRunner, n: int, cfg: PlannerConfig, client: Any)
     )
     realloc_s = time.perf_counter() - t
     realloc_rounds = timed.rounds
+    cpu1 = sum(runner.cpu_seconds())
     mem_after_realloc = worker_memory(client)
     times, plan = [], None
     for i in range(3):
@@ -140,7 +142,10 @@ def on_cluster(runner: PartitionRunner, n: int, cfg: PlannerConfig, client: Any)
         )
         times.append(time.perf_counter() - t)
     assert plan is not None
+    cpu2 = sum(runner.cpu_seconds())
     return {
+        "reallocate_cpu_s": round(cpu1 - cpu0, 3),
+        "cycle_cpu_s": round((cpu2 - cpu1) / 3, 3),
         "pages": n,
         "fit_priors_s": round(fit_s, 3),
         "reallocate_s": round(realloc_s, 3),
@@ -283,28 +288,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    # 3. projection: wall = fixed + per_page × pages per core, fitted on the sizes run
-    sizes = [out["cluster"]] + ([out["cluster_big"]] if "cluster_big" in out else [])
-    cores = args.workers
+    # 3. projection: the partitions' CPU per page, spread over the cluster's
+    # cores, plus each round's trip (as measured here: a real network adds more)
+    last = out.get("cluster_big", out["cluster"])
+    rt = out["cluster"]["round_trip_s"]
+    cores = args.project_workers * args.project_cores
     proj: dict[str, Any] = {
         "pages": args.project_pages,
         "workers": args.project_workers,
         "cores_per_worker": args.project_cores,
         "worker_memory_gb": args.project_worker_gb,
+        "from": f"{last['pages']} pages measured",
     }
-    for key in ("reallocate_s", "cycle_s"):
-        xs = np.array([s["pages"] / cores for s in sizes])
-        ys = np.array([s[key] for s in sizes])
-        if len(sizes) > 1:
-            slope = float((ys[-1] - ys[0]) / (xs[-1] - xs[0]))
-            fixed = max(float(ys[0] - slope * xs[0]), 0.0)
-        else:
-            slope, fixed = float(ys[0] / xs[0]), 0.0
-        per_core = args.project_pages / (args.project_workers * args.project_cores)
-        proj[key] = round(fixed + slope * per_core, 1)
-        proj[key.replace("_s", "_per_page_core_ns")] = round(slope * 1e9, 1)
-        proj[key.replace("_s", "_fixed_s")] = round(fixed, 3)
-    last = sizes[-1]
+    for key, rounds in (("reallocate", "reallocate_rounds"), ("cycle", "cycle_rounds")):
+        per_page = last[f"{key}_cpu_s"] / last["pages"]
+        proj[f"{key}_cpu_ns_per_page"] = round(per_page * 1e9, 1)
+        proj[f"{key}_s"] = round(per_page * args.project_pages / cores + last[rounds] * rt, 2)
     held = np.array(last["memory_after_cycles"]["peak_rss_bytes"]) - np.array(
         last["memory_before_load"]["rss_bytes"]
     )
@@ -314,6 +313,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     proj["fits_in_worker_memory"] = proj["memory_per_worker_gb"] < args.project_worker_gb
     proj["rounds_per_reallocation"] = last["reallocate_rounds"]
     proj["rounds_per_cycle"] = last["cycle_rounds"]
+    proj["tasks_per_cycle"] = round(last["cycle_fetches"] * args.project_pages / last["pages"])
     out["projection"] = proj
     print(json.dumps(out))
     return out

@@ -80,7 +80,7 @@ SUPPORTED_POLICIES: tuple[str, ...] = ("recrawl",)
 """The policies planned over partitions."""
 SCORE, DISCOVERY, REESTIMATE, VERIFY = (REASONS.index(r) for r in REASONS)
 _GATHER = 20_000  # pages around a cut-off gathered to the driver at most
-_CANDIDATES = 64  # thresholds per round of a search
+_CANDIDATES = 64  # thresholds per round of a search (and multipliers per coarse round)
 
 
 # -- partitions -----------------------------------------------------------------------
@@ -343,7 +343,7 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
     lo = float(log_a.min(initial=np.inf))
     hi = float(log_a.max(initial=-np.inf))
     if useful.size:
-        nb = int(min(max((hi - lo) / 5e-4, 1), 20_000))
+        nb = int(min(max((hi - lo) / 2e-3, 1), 5_000))
         hist, edges = np.histogram(log_a, bins=nb, range=(lo, hi + 1e-9), weights=b)
         keep = hist > 0
         centres = np.exp(0.5 * (edges[:-1] + edges[1:]))[keep]
@@ -368,6 +368,12 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
 def _spend(a: FloatArray, b: FloatArray, log_mu: FloatArray, slope: bool) -> FloatArray:
     """Spend ``Σ b / r`` (and its derivative in ``ln μ``) at each candidate ``ln μ``."""
     out = np.zeros((2, log_mu.size))
+    if not slope and a.size * log_mu.size <= 1 << 21:  # a histogram: every candidate at once
+        r = inverse_marginal(np.exp(log_mu)[:, None] * a[None, :], polish=True)
+        with np.errstate(divide="ignore"):
+            q = np.where(np.isfinite(r) & (r > 0), b[None, :] / r, 0.0)
+        out[0] = q.sum(axis=1)
+        return out
     for j, m in enumerate(log_mu.tolist()):
         r = inverse_marginal(math.exp(m) * a, polish=True)
         ok = np.isfinite(r) & (r > 0)

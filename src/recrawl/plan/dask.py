@@ -23,6 +23,7 @@ Write the pages once, then plan against a running scheduler::
 
 from __future__ import annotations
 
+import time
 from typing import Any, TypeVar
 
 import numpy as np
@@ -123,10 +124,17 @@ class PartitionHolder:
 
     def __init__(self, load: Any, *args: Any) -> None:
         self.partition: Partition = load(*args)
+        self.cpu_s = 0.0
 
     def run(self, step: Any, arg: Any) -> Any:
+        t = time.thread_time()
         self.partition, result = step(self.partition, arg)
+        self.cpu_s += time.thread_time() - t
         return result
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the steps have taken on this partition so far."""
+        return self.cpu_s
 
 
 class DaskRunner:
@@ -149,6 +157,11 @@ class DaskRunner:
     def run(self, step: Any, arg: Any) -> list[Any]:
         calls = [h.run(step, arg) for h in self.holders]
         return [c.result() for c in calls]
+
+    def cpu_seconds(self) -> list[float]:
+        """CPU seconds the steps have taken so far, per partition (what a
+        loaded machine does not inflate, unlike wall time)."""
+        return [float(c.result()) for c in [h.cpu_seconds() for h in self.holders]]
 
     def memory_bytes(self) -> dict[str, int]:
         """Resident memory of each worker process, bytes."""

@@ -29,6 +29,10 @@ days) or a UTC day:
 * the current plan's split between score, discovery, re-estimation,
   verification (and canaries), by tasks and by cost.
 
+One site's page (``?site=``, linked from the health table when served) shows
+every figure for that site alone, plus its refusals by route over time, its
+pauses, resumes and band changes in the range, and its pages.
+
 A chart with nothing to show says so over an axis of the range's dates; a
 stale store (no fetch for a day, :data:`~recrawl.report.window.STALE_AFTER_S`)
 is shown as of its newest fetch, with a banner saying how old it is.

@@ -34,7 +34,15 @@ from parsel.csstranslator import HTMLTranslator
 
 from recrawl._exceptions import ConfigError
 
-__all__ = ["Extractor", "Value", "body_excerpt", "page_title", "summarize"]
+__all__ = [
+    "Extractor",
+    "ListingExtractor",
+    "ListingItem",
+    "Value",
+    "body_excerpt",
+    "page_title",
+    "summarize",
+]
 
 Value = str | list[str] | None
 """A record field: the first match, every match (``name[]`` fields), or None."""
@@ -326,3 +334,77 @@ def _visible_head(root: Any, limit: int) -> str:
                 return out
             budget = 2 * size
     return _collapsed_head(" ".join(parts), limit)
+
+
+@dataclass(frozen=True, slots=True)
+class ListingItem:
+    """One item a listing page shows: the item page's URL (absolute, as
+    written: normalise it before use) and its summary, one value per
+    summary field (None: nothing matched)."""
+
+    url: str
+    summary: dict[str, Value]
+
+
+class ListingExtractor:
+    """Read a listing page (a category or search page): each item's URL and
+    summary, and the next page's URL.
+
+    ``items`` selects each item; ``url`` and every ``summary`` selector are
+    read inside one item (CSS, or ``xpath:`` relative to it, as ``xpath:.//a/@href``);
+    ``next`` (optional) finds the link to the listing's next page. HTML only:
+    JMESPath selectors are a :class:`~recrawl.ConfigError`, as is a selector
+    that does not compile.
+
+    >>> ex = ListingExtractor("li.item", "a::attr(href)", {"price": ".price::text"},
+    ...                       next="a[rel=next]::attr(href)")
+    >>> items, nxt = ex.read(b'<ul><li class="item"><a href="/p/1">One</a>'
+    ...                      b'<span class="price"> 9.90 </span></li></ul>'
+    ...                      b'<a rel="next" href="?page=2">more</a>', "https://shop.example/c/shoes")
+    >>> items, nxt
+    ([ListingItem(url='https://shop.example/p/1', summary={'price': '9.90'})], 'https://shop.example/c/shoes?page=2')
+    """
+
+    def __init__(
+        self, items: str, url: str, summary: Mapping[str, str], *, next: str | None = None
+    ) -> None:
+        fields = [_compile("items", items), _compile("url", url), _compile("next", next or "a")]
+        fields += [_compile(name, sel) for name, sel in summary.items()]
+        if any(f.kind == "jmespath" for f in fields):
+            raise ConfigError("listing: selectors read HTML (CSS or xpath:), not JMESPath")
+        self._items, self._url, nxt = fields[0], fields[1], fields[2]
+        self._next = nxt if next else None
+        self._summary = fields[3:]
+
+    @staticmethod
+    def _all(sel: parsel.Selector | parsel.SelectorList[Any], f: _Field) -> list[str]:
+        found = sel.css(f.expr) if f.kind == "css" else sel.xpath(f.expr)
+        return [v for v in (_collapse(s) for s in found.getall()) if v]
+
+    def read(self, body: bytes | str, base_url: str) -> tuple[list[ListingItem], str | None]:
+        """The items on the page (in page order; an item without a URL is left
+        out), and the next page's absolute URL (None: none, or the page itself)."""
+        from urllib.parse import urljoin
+
+        root = parsel.Selector(text=_as_text(body), type="html")
+        items = root.css(self._items.expr) if self._items.kind == "css" else (
+            root.xpath(self._items.expr)
+        )  # fmt: skip
+        out: list[ListingItem] = []
+        for item in items:
+            urls = self._all(item, self._url)
+            if not urls:
+                continue
+            summary: dict[str, Value] = {}
+            for f in self._summary:
+                values = self._all(item, f)
+                summary[f.name] = (values or None) if f.many else (values[0] if values else None)
+            out.append(ListingItem(urljoin(base_url, urls[0]), summary))
+        nxt = None
+        if self._next is not None:
+            links = self._all(root, self._next)
+            if links:
+                nxt = urljoin(base_url, links[0])
+                if nxt == base_url:
+                    nxt = None
+        return out, nxt

@@ -55,3 +55,17 @@ def test_sitemaps_and_feeds_the_crawl_reads(tmp_path: Path) -> None:
     path.write_text("[crawl]\nsignal_min_interval_s = 90000\n")
     with pytest.raises(ConfigError, match="signal_min_interval_s"):
         load_settings(path, env={})
+
+
+def test_a_listing_page_type(tmp_path: Path) -> None:
+    path = tmp_path / "recrawl.toml"
+    path.write_text(
+        '[crawl.listings.category]\nitems = "li.item"\nurl = "a::attr(href)"\n'
+        'summary = { price = ".price::text" }\n'
+    )
+    rule = load_settings(path, env={}).crawl.listings["category"]
+    assert (rule.items, rule.summary, rule.next, rule.max_pages) == (
+        "li.item", {"price": ".price::text"}, None, 20)  # fmt: skip
+    path.write_text('[crawl.listings.category]\nitems = "li.item"\n')
+    with pytest.raises(ConfigError, match="url"):
+        load_settings(path, env={})

@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "TRACKING_PARAMS",
     "CrawlSettings",
+    "ListingRule",
     "Reserves",
     "Settings",
     "load_settings",
@@ -85,6 +86,27 @@ def _version() -> str:
         return metadata.version("recrawl")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
+
+
+class ListingRule(BaseModel):
+    """A page type whose pages are listings: what each item shows
+    (:class:`~recrawl.observe.extract.ListingExtractor`'s selectors)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: str
+    """Selects each item on the page."""
+    url: str
+    """The item page's URL, read inside the item (``a::attr(href)``)."""
+    summary: dict[str, str] = {}
+    """Field name → selector read inside the item (price, stock, …)."""
+    next: str | None = None
+    """The link to the listing's next page, registered with the same page type."""
+    max_pages: int = Field(20, ge=1, le=10_000)
+    """Next pages registered per site, at most."""
+    item_type: str | None = None
+    """Page type of the items the listing reveals (None: the type of the site's
+    other crawled pages)."""
 
 
 class CrawlSettings(BaseModel):
@@ -126,6 +148,11 @@ class CrawlSettings(BaseModel):
     signal_max_interval_s: float = Field(86400.0, gt=0)
     """Longest time between two reads of one sitemap or feed, seconds: what a
     source that never shows a change drifts to."""
+    listings: dict[str, ListingRule] = {}
+    """Page type → :class:`ListingRule`: every fetch of a page of that type
+    reads its items; a summary that changed since the crawl last saw it is a
+    hint (source ``listing``) that the item changed, an unchanged one vouches
+    for the item, new items are registered for discovery."""
     signal_share: float = Field(0.1, gt=0, le=1)
     """Most of ``budget_per_day`` sitemap and feed reads may take over any day
     (each read counts at its real cost in the billing unit): a large sitemap

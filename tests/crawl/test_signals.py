@@ -251,3 +251,43 @@ def test_the_service_source_posts_hints(tmp_path: Path) -> None:
             f"{url}/v1/pages/https://shop.example/p/1", headers={"Authorization": "Bearer w"}
         )
         assert r.status_code == 200  # registered by the hint
+
+
+def test_a_listing_page_registers_its_items_and_next_page(tmp_path: Path) -> None:
+    from recrawl.sim.crawl import crawl_settings
+    from recrawl.sim.web import SimWeb, SiteSpec
+
+    day = 86400.0
+    clock = ScaledClock(day / 4, real_origin=time.time(), virtual_origin=ORIGIN)
+    listings = {
+        "category": {
+            "items": "li.item",
+            "url": "a.link::attr(href)",
+            "summary": {"price": ".price::text", "stock": ".stock::text"},
+            "next": "a[rel=next]::attr(href)",
+            "item_type": "product",
+        }
+    }
+    spec = SiteSpec("shop", n_pages=80, rate_per_day=2.0, listing="fresh")
+    with SimWeb([spec], clock=clock, seed=3, origin=ORIGIN, horizon_s=3 * day) as web:
+        host = web.site("shop")
+        settings = crawl_settings(150, listings=listings)
+        with open_store(str(tmp_path / "l.db")) as store:
+            engine = Engine(store, settings, clock=clock)
+            known = web.urls(host)[:60]
+            engine.add_urls(
+                [{"url": u, "site": host, "page_type": "product"} for u in known]
+                + [{"url": f"http://{host}/list/0", "site": host, "page_type": "category"}]
+            )
+            crawler = Crawler(EmbeddedSource(engine), settings, clock=clock)
+            asyncio.run(crawler.run(clock() + 1.5 * day))
+            cols = store.page_columns()
+            types = dict(zip(cols["url"], cols["page_type"], strict=True))
+            sites = set(cols["site"])
+    assert crawler.signals.listing_reads >= 1
+    # the items the store lacked, under the listing's site as products; the next page
+    assert {u: types.get(u) for u in web.urls(host)[60:]} == dict.fromkeys(
+        web.urls(host)[60:], "product"
+    )
+    assert types[f"http://{host}/list/1"] == "category"
+    assert sites == {host}

@@ -762,6 +762,7 @@ class Crawler:
         # a challenge page, or a page with none of its fields, paces the site as
         # a refusal would
         status = 403 if challenged else res.status
+        await self._signals_of(task, res, challenged)
         gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
         await self._watch(
@@ -770,6 +771,19 @@ class Crawler:
         self._pending.append(raw)
         if len(self._pending) >= REPORT_BATCH:
             await self._flush(wait=False)
+
+    async def _signals_of(self, task: CrawlTask, res: FetchResult, challenged: bool) -> None:
+        """What a fetch tells the signal reader: an item fetched, a listing read."""
+        if res.status == 304 or (res.status is not None and 200 <= res.status < 300):
+            self.signals.fetched(task.url, self.clock())
+        ok = res.status is not None and 200 <= res.status < 300 and res.error is None
+        if ok and not challenged and task.page_type in self.signals.listing_rules:
+            try:
+                await self.signals.listing(
+                    task.url, task.site, task.page_type, res.body, self.clock()
+                )
+            except Exception as exc:  # a listing's hints are a bonus: the fetch stands
+                log.warning("listing %s not read: %s", task.url, exc)
 
     async def _watch(
         self,

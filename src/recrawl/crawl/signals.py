@@ -36,6 +36,7 @@ Times are unix seconds of the crawl's clock, which is given.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import xml.etree.ElementTree as ET
 from collections import deque
@@ -49,7 +50,9 @@ from recrawl.config import Settings
 from recrawl.crawl.fetch import FetchResult
 from recrawl.crawl.robots import site_root
 from recrawl.estimate.rates import raw_rates, update_evidence
+from recrawl.observe.extract import ListingExtractor
 from recrawl.observe.feeds import read_feed
+from recrawl.observe.observation import normalize_url
 from recrawl.observe.sitemaps import (
     MAX_INDEX_DEPTH,
     MAX_SITEMAPS,
@@ -154,6 +157,18 @@ class SignalSource:
 
 
 @dataclass
+class _Item:
+    """What the listings last showed of one item: its summary (as JSON), since
+    when (``since``), whether it ever changed under the crawl's eyes, and when
+    this crawl last fetched the item itself."""
+
+    summary: str
+    since: float
+    changed: bool = False
+    fetched: float | None = None
+
+
+@dataclass
 class _Spend:
     at: float
     cost: float
@@ -205,6 +220,15 @@ class SignalReader:
             self.add(url, "sitemap")
         for url in c.feeds:
             self.add(url, "feed")
+        self.listing_rules = dict(c.listings)
+        self._listings = {
+            t: ListingExtractor(r.items, r.url, r.summary, next=r.next)
+            for t, r in c.listings.items()
+        }
+        self._items: dict[str, _Item] = {}
+        self._next_pages: dict[str, set[str]] = {}
+        self.listing_reads = 0
+        self.listing_hints = 0
 
     # -- sources -----------------------------------------------------------
 
@@ -238,7 +262,62 @@ class SignalReader:
     def learn(self, origin: str, site: str, page_type: str) -> None:
         """The site name and page type new pages of ``origin`` are registered with
         (the first crawled page's)."""
-        self._sites.setdefault(origin, (site, page_type))
+        if page_type not in self._listings:
+            self._sites.setdefault(origin, (site, page_type))
+
+    # -- listing pages -----------------------------------------------------
+
+    def fetched(self, url: str, now: float) -> None:
+        """This crawl fetched ``url`` at ``now`` (kept for items a listing shows)."""
+        item = self._items.get(url)
+        if item is not None:
+            item.fetched = now
+
+    async def listing(self, url: str, site: str, page_type: str, body: bytes, now: float) -> None:
+        """Read a fetched listing page of ``page_type`` (one of ``[crawl]
+        listings``): per item on the page's own origin, a hint (source
+        ``listing``, ``lastmod`` the first time the crawl saw its current
+        summary) once the listing can say something: its summary changed while
+        the crawl watched, or the crawl fetched the item since the summary
+        was first seen (an unchanged summary then vouches for it). Items new
+        to the crawl and the next page are registered."""
+        rule = self.listing_rules[page_type]
+        items, nxt = self._listings[page_type].read(body, url)
+        origin = site_root(url)
+        hints: list[Hint] = []
+        rows: list[dict[str, Any]] = []
+        _, seen_type = self._sites.get(origin, ("", "page"))
+        item_type = rule.item_type or seen_type
+        for it in items:
+            try:
+                u = normalize_url(it.url)
+            except ValueError:
+                continue
+            if site_root(u) != origin:
+                continue
+            key = json.dumps(it.summary, sort_keys=True)
+            mem = self._items.get(u)
+            if mem is None:
+                self._items[u] = _Item(key, now)
+                rows.append({"url": u, "site": site, "page_type": item_type})
+                continue
+            if mem.summary != key:
+                mem.summary, mem.since, mem.changed = key, now, True
+            if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
+                hints.append(Hint(u, now, "listing", mem.since))
+        pages = self._next_pages.setdefault(origin, set())
+        if nxt is not None and site_root(nxt) == origin and len(pages) < rule.max_pages:
+            try:
+                nxt = normalize_url(nxt)
+            except ValueError:
+                nxt = None
+            if nxt is not None and nxt not in pages:
+                pages.add(nxt)
+                rows.append({"url": nxt, "site": site, "page_type": page_type})
+        self.listing_reads += 1
+        self.listing_hints += len(hints)
+        if hints or rows:
+            await self._sink(hints, rows)
 
     def discover(self, robots_sitemaps: Mapping[str, Sequence[str]]) -> None:
         """Read the sitemaps robots.txt names (by site root), when configured to."""

@@ -126,6 +126,8 @@ class Partition:
     rate_per_day: FloatArray | None = None
     rate_sd_per_day: FloatArray | None = None
     visits_per_day: FloatArray | None = None
+    host_code: IntArray | None = field(default=None, repr=False)
+    n_hosts: int = field(default=0, repr=False)
     scratch: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -636,14 +638,16 @@ def _s_scan(part: Partition, q: _Cycle) -> tuple[Partition, tuple[float, ...]]:
         f &= ~pages.site_paused[pages.site]
     known = f & ~pages.never_fetched
     new = np.flatnonzero(f & pages.never_fetched)
-    hosts, host_code = np.unique(pages.host, return_inverse=True)
+    if part.host_code is None:  # once per partition: hosts do not change between cycles
+        hosts, code = np.unique(pages.host, return_inverse=True)
+        part.host_code, part.n_hosts = code.astype(np.int64), int(hosts.size)
     part.scratch = {
         "eff": eff,
         "known": known,
         "new": new,
         "taken": np.zeros(len(pages), dtype=bool),
-        "host_code": host_code.astype(np.int64),
-        "host_used": np.zeros(hosts.size, dtype=np.int64),
+        "host_code": part.host_code,
+        "host_used": np.zeros(part.n_hosts, dtype=np.int64),
         "chosen": [],
         "cycle": q,
     }

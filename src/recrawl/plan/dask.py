@@ -8,6 +8,13 @@ site's cost multiplier and pause flag), under a directory or any URL
 worker reads its own partitions and keeps them in memory between cycles; the
 driver sees only the few numbers each step returns, and the cycle's tasks.
 
+Each partition sits in a :class:`PartitionHolder`, a Dask actor, so a step
+is one direct call to the worker holding it (a round trip took 4–15 ms on a
+two-process LocalCluster); a re-allocation takes about 14 rounds, a cycle about
+15. A worker lost mid-plan loses its partitions: open them again from the
+Parquet. What each step computes, and how close its answers are to the
+one-machine planner's, is in :mod:`recrawl.plan.cluster`.
+
 Needs the ``cluster`` extra (``pip install 'recrawl[cluster]'``: dask
 distributed and pyarrow); ``import recrawl`` does not import either.
 

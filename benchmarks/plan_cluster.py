@@ -304,10 +304,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         per_page = last[f"{key}_cpu_s"] / last["pages"]
         proj[f"{key}_cpu_ns_per_page"] = round(per_page * 1e9, 1)
         proj[f"{key}_s"] = round(per_page * args.project_pages / cores + last[rounds] * rt, 2)
-    held = np.array(last["memory_after_cycles"]["peak_rss_bytes"]) - np.array(
-        last["memory_before_load"]["rss_bytes"]
-    )
-    bpp = float(held.sum()) / last["pages"]
+    # a worker's peak counts only once it passes the peak it started with (a
+    # spawned process can report its parent's); else its resident memory
+    before = last["memory_before_load"]
+    after = [last["memory_after_reallocate"], last["memory_after_cycles"]]
+    held = 0.0
+    for w in range(len(before["rss_bytes"])):
+        peak = max(m["peak_rss_bytes"][w] for m in after)
+        rss = max(m["rss_bytes"][w] for m in after)
+        top = peak if peak > before["peak_rss_bytes"][w] else rss
+        held += top - before["rss_bytes"][w]
+    bpp = held / last["pages"]
     proj["measured_worker_bytes_per_page"] = round(bpp, 1)
     proj["memory_per_worker_gb"] = round(bpp * args.project_pages / args.project_workers / 1e9, 1)
     proj["fits_in_worker_memory"] = proj["memory_per_worker_gb"] < args.project_worker_gb

@@ -216,3 +216,32 @@ def test_a_dask_cluster_over_parquet_gives_the_in_process_plan(tmp_path: Path) -
     assert m2.log_multiplier == m1.log_multiplier
     np.testing.assert_array_equal(p2.index, p1.index)
     np.testing.assert_array_equal(p2.reason, p1.reason)
+
+
+def test_plan_on_cluster_plans_through_a_scheduler_address(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("pyarrow")
+    from recrawl.plan.dask import plan_on_cluster, write_partitions
+
+    pages = _pages(30_000, seed=7)
+    cfg = PlannerConfig()
+    write_partitions(pages, str(tmp_path / "pages"), n_partitions=3)
+    local = LocalRunner(split_pages(pages, 3))
+    per_day = 200.0 * 24 / cfg.cycle_hours * cfg.score_pool_share()
+    m1 = cluster_reallocate(local, per_day, NOW, config=cfg)  # priors fitted the same way
+    p1 = cluster_plan_cycle(local, 200.0, NOW, model=m1, config=cfg, rng=np.random.default_rng(3))
+    with distributed.LocalCluster(
+        n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        plan, model = plan_on_cluster(
+            cluster.scheduler_address,
+            str(tmp_path / "pages"),
+            200.0,
+            NOW,
+            config=cfg,
+            rng=np.random.default_rng(3),
+        )
+    assert model.log_multiplier == m1.log_multiplier
+    np.testing.assert_array_equal(plan.index, p1.index)
+    assert plan.spent <= 200.0 * (1 + 1e-9)

@@ -141,7 +141,8 @@ class SignalSource:
     """Pages it listed that the crawl registered."""
 
     def figures(self) -> dict[str, Any]:
-        """What :attr:`~recrawl.crawl.loop.CrawlStats.signals` shows of it."""
+        """What :attr:`~recrawl.crawl.loop.CrawlStats.signals` shows of it
+        (``next_read`` None: due at once), JSON-ready."""
         return {
             "url": self.url,
             "kind": self.kind,
@@ -152,7 +153,7 @@ class SignalSource:
             "hints": self.hints,
             "discovered": self.discovered,
             "interval_s": self.interval_s,
-            "next_read": self.next_read,
+            "next_read": self.next_read if math.isfinite(self.next_read) else None,
         }
 
 

@@ -27,6 +27,10 @@ those :func:`~recrawl.plan.planner.plan_cycle` makes, in the same order, so
 with page ids equal to the one-machine page numbers the same ``rng`` gives the
 same plan (up to ties in priority and the order of float sums).
 
+Limits: pages whose order keys tie exactly at a cut-off are gathered to
+the driver together (a cold start whose new pages share one ``first_seen``
+sends all of them); a host must belong to one site.
+
 Pure: no I/O and no clock. Partitions run through a :class:`PartitionRunner`;
 :class:`LocalRunner` runs them in this process (the reference and the tests),
 :mod:`recrawl.plan.dask` on a Dask cluster over partitioned Parquet. Only the

@@ -23,7 +23,7 @@ import collections
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,23 +125,29 @@ def closed_loop_web() -> list[SiteSpec]:
     that change at very different rates, as real sites are: on the shop,
     products about daily, the home and category pages several times a day and
     policy pages (terms, shipping, about) almost never; on the news site
-    articles, section fronts and policies; listing and item pages on the
-    listings site; slow docs, a changelog and policies on the docs site. Same
+    section fronts many times a day, recent articles a few times, the archive
+    of older articles and the policies almost never; listing and item pages
+    and policies on the listings site; slow docs, a changelog and policies on
+    the docs site. Same
     names, sizes, faults, hostile and throttled sites as :func:`politeness_web`
     (40 pages on each site that behaves)."""
     groups = {
         "shop": [("product", 24, 1.0, 1.0), ("home", 4, 6.0, 0.5), ("policy", 12, 0.02, 0.5)],
-        "news": [("article", 20, 0.5, 1.0), ("section", 6, 8.0, 0.5), ("policy", 14, 0.02, 0.5)],
+        "news": [
+            ("section", 6, 8.0, 0.5),
+            ("article", 8, 2.0, 0.5),
+            ("archive", 20, 0.02, 0.5),
+            ("policy", 6, 0.01, 0.5),
+        ],
         "listings": [("listing", 10, 4.0, 0.5), ("item", 20, 1.0, 1.0), ("policy", 10, 0.02, 0.5)],
-        "docs": [("doc", 28, 0.1, 1.0), ("changelog", 4, 1.0, 0.5), ("policy", 8, 0.01, 0.5)],
+        "docs": [("doc", 28, 0.05, 1.0), ("changelog", 4, 1.0, 0.5), ("policy", 8, 0.01, 0.5)],
     }
-    out = []
-    for spec in politeness_web():
-        if spec.name in groups:
-            spec.groups = [PageGroup(*g) for g in groups[spec.name]]
-            spec.__post_init__()
-        out.append(spec)
-    return out
+    return [
+        replace(spec, groups=[PageGroup(*g) for g in groups[spec.name]])
+        if spec.name in groups
+        else spec
+        for spec in politeness_web()
+    ]
 
 
 def page_types(specs: Sequence[SiteSpec]) -> list[str]:

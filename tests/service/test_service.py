@@ -209,7 +209,8 @@ def test_urls_are_validated(serve: Serve) -> None:
 
 
 def test_two_workers_leasing_concurrently_never_get_the_same_url(serve: Serve) -> None:
-    with serve() as (client, _):
+    # every task of the plan out at once: no per-site cap in the way
+    with serve(site_concurrency=400) as (client, _):
         urls = [f"https://s{i % 5}.example/p{i}" for i in range(400)]
         register(client, urls)
         got: dict[str, list[str]] = {"w1": [], "w2": []}
@@ -1428,7 +1429,8 @@ def test_calibration_finds_a_host_whose_304s_hide_changes_and_leases_follow(
     from estimate.test_calibration import T0, validator_crawl
 
     clock = ManualClock(T0 + 201 * 86400)
-    with serve(clock=clock, reserves={"verify": 0.3}) as (client, engine):
+    # site_concurrency: the sites' tasks out at once, verifications and the others
+    with serve(clock=clock, reserves={"verify": 0.3}, site_concurrency=500) as (client, engine):
         r = client.post("/v1/observations", content=ndjson(validator_crawl(13)))
         assert r.status_code == 200 and r.json()["rejected"] == [], r.text
         computed = []
@@ -1589,10 +1591,13 @@ def test_a_cycle_is_charged_what_its_leased_fetches_really_cost(serve: Serve) ->
     the 0.5 credit a fetch now learned (charged the estimate, none)."""
     clock = ManualClock()
     app_kw = {"replan_after": 1}
-    with serve(clock=clock, billing_unit="credits", budget_per_day=240.0, app_kw=app_kw) as (
-        client,
-        _,
-    ):
+    with serve(
+        clock=clock,
+        billing_unit="credits",
+        budget_per_day=240.0,
+        site_concurrency=100,  # the cycle's 10 leases of one site out at once
+        app_kw=app_kw,
+    ) as (client, _):
         register(client, [f"https://a.example/{i}" for i in range(60)])
         first = lease(client, "w1", 100)
         assert len(first) == 10

@@ -7,6 +7,7 @@ pool and ingest counters, over one :class:`~recrawl.engine.Engine`; see
 
 from __future__ import annotations
 
+import heapq
 import io
 import logging
 import math
@@ -16,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +40,18 @@ _log = logging.getLogger("recrawl.service")
 _INGEST_RATE_WINDOW_S = 60.0
 MAX_REJECTED = 100
 """Rejected hints described in an answer (all are counted)."""
+
+
+@dataclass(slots=True)
+class _Charge:
+    """What one lease charged its plan cycle until its report comes back."""
+
+    cycle: int
+    cost: float
+    expires_at: float
+    url: str
+    refunded: bool = False
+    """The lease expired unreported: its cost went back to the cycle."""
 
 
 def open_engine(engine_or_db: Engine | SQLStore | str | Path, settings: Settings) -> Engine:
@@ -116,9 +130,17 @@ class Service:
         self._replanning = False
         self._generation = 0
         self._spent = 0.0
-        # lease id → (plan cycle, cost charged at lease time), until its report
-        # comes back and the cycle is charged what the fetch really cost
-        self._charged: dict[str, tuple[int, float]] = {}
+        # lease id → what it charged its plan cycle at lease time, until its
+        # report comes back and the cycle is charged what the fetch really cost;
+        # an expired lease is refunded first (see _refund_expired)
+        self._charged: dict[str, _Charge] = {}
+        self._expiries: list[tuple[float, str]] = []  # heap of (expires_at, lease id)
+        # a refunded lease whose URL the current plan does not hold (a re-plan
+        # while it was out spent without it): a re-plan brings it back
+        self._stranded = False
+        # the store's observation mark up to which reports are in _done and
+        # out of the lease pool (reports to other processes included)
+        self._seen_seq = 0
         self._health: list[dict[str, Any]] = []
         self._health_at = -math.inf
         self._obs_since_health = 1  # evaluate at the first chance
@@ -246,16 +268,24 @@ class Service:
                 self._outside_changed = self._outside is not None
                 self._outside = outside
             cycle = int(t // self.cycle_s)
+            self._refund_expired(t)
             if self._plan is None or self._dirty:
-                self._install(self._compute(t, cycle), t, cycle, set())
+                self._stranded = False
+                plan, mark = self._compute(t, cycle)
+                self._install(plan, t, cycle, set(), mark)
             elif not self._replanning and (
                 cycle != self._plan_cycle
                 or (
-                    (self._obs_since_plan >= self.replan_after or self._outside_changed)
+                    (
+                        self._obs_since_plan >= self.replan_after
+                        or self._outside_changed
+                        or self._stranded
+                    )
                     and t - self._plan_at >= self.replan_min_s
                 )
             ):
                 self._outside_changed = False
+                self._stranded = False
                 self._replanning = True
                 self._generation += 1
                 self._done_pending = set()
@@ -268,15 +298,40 @@ class Service:
             assert self._plan is not None
             return self._plan
 
-    def _compute(self, t: float, cycle: int) -> PlanResult:
-        """Plan what the cycle has left to spend (the whole budget in a new cycle)."""
+    def _compute(self, t: float, cycle: int) -> tuple[PlanResult, int]:
+        """Plan what the cycle has left to spend (the whole budget in a new
+        cycle; leases that expired unreported spent nothing), with the store's
+        observation mark read before the plan read the store: a URL reported
+        after it is not leased from this plan."""
         spent = 0.0 if cycle != self._plan_cycle else self._spent
-        return self.engine.plan(budget=max(self.cycle_budget() - spent, 0.0), now=t)
+        mark = self.store.observation_mark()
+        return self.engine.plan(budget=max(self.cycle_budget() - spent, 0.0), now=t), mark
 
-    def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str]) -> None:
+    def _refund_expired(self, now: float) -> None:
+        """Give the cycle back what its leases that expired unreported were
+        charged (the service lock held): a lease of the current cycle at or
+        past its expiry. A report that comes later charges the cycle what
+        the fetch cost (:meth:`_reconcile`)."""
+        heap = self._expiries
+        pool: LeasePool | None = None
+        while heap and heap[0][0] <= now:
+            _, lease_id = heapq.heappop(heap)
+            c = self._charged.get(lease_id)
+            if c is None or c.refunded or c.cycle != self._plan_cycle:
+                continue
+            c.refunded = True
+            self._spent = max(self._spent - c.cost, 0.0)
+            if pool is None and self._plan is not None:
+                pool = self._pool(self._plan)
+            if pool is None or c.url not in pool.info:
+                self._stranded = True
+
+    def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str], mark: int) -> None:
         if cycle != self._plan_cycle:
             self._spent = 0.0
-            self._charged = {k: v for k, v in self._charged.items() if v[0] == cycle}
+            self._charged = {k: v for k, v in self._charged.items() if v.cycle == cycle}
+            self._expiries = [(c.expires_at, k) for k, c in self._charged.items()]
+            heapq.heapify(self._expiries)
         self._plan = plan
         self._plan_cycle = cycle
         self._plan_at = t
@@ -284,12 +339,13 @@ class Service:
         self._outside_changed = False
         self._obs_since_plan = 0
         self._done = done
+        self._seen_seq = mark
         self._generation += 1
         self._done_pending = None
 
     def _replan_in_background(self, t: float, cycle: int, generation: int, seen: int) -> None:
         try:
-            plan = self._compute(t, cycle)
+            plan, mark = self._compute(t, cycle)
             with self._lock:
                 if self._generation == generation:  # no recomputation overtook this one
                     pending = self._done_pending or set()
@@ -297,7 +353,7 @@ class Service:
                     # a write by another process noticed while ``plan`` was computed
                     # may be missing from it: it still asks for a recomputation
                     outside_changed = self._outside_changed
-                    self._install(plan, t, cycle, pending)
+                    self._install(plan, t, cycle, pending, mark)
                     self._obs_since_plan = max(left, 0)
                     self._outside_changed = outside_changed
         except Exception:  # the previous plan keeps serving; the next trigger retries
@@ -305,6 +361,19 @@ class Service:
         finally:
             with self._lock:
                 self._replanning = False
+
+    def _sync_reports(self, pool: LeasePool) -> None:
+        """Take out of ``pool`` the URLs reported since the plan's mark to any
+        process on the store (the service lock held): the store's log, read
+        from the last mark seen, is the one record of what was reported."""
+        mark, urls = self.store.reported_since(self._seen_seq)
+        if urls:
+            self._done.update(urls)
+            if self._done_pending is not None:
+                self._done_pending.update(urls)
+            for url in urls:
+                pool.rest.pop(url, None)
+        self._seen_seq = mark
 
     def _pool(self, plan: PlanResult) -> LeasePool:
         """The lease candidates of ``plan`` (the service lock held): built once per
@@ -332,21 +401,35 @@ class Service:
 
         Canaries first and outside the site caps (a paused site keeps only its
         canaries); then the plan's tasks best first, each site held to its cap.
-        URLs reported since the plan was computed are not handed out again.
+        URLs reported since the plan was computed, to this process or another
+        on the same store, are not handed out again (the store checks when it
+        claims them). A site without a cap of its own gets ``site_concurrency``.
         """
         now = self.now()
         self.refresh_health(now)
         ttl = self.settings.lease_seconds
         with self._lock:
             pool = self._pool(self.plan(now))
+            self._sync_reports(pool)
+            since = self._seen_seq
             done = self._done
             canaries = [c for c in pool.canaries if c[0] not in done]
             got = (
-                self.store.claim(canaries, worker=worker, limit=limit, now=now, ttl_s=ttl)
+                self.store.claim(
+                    canaries,
+                    worker=worker,
+                    limit=limit,
+                    now=now,
+                    ttl_s=ttl,
+                    reported_since=since,
+                )
                 if canaries
                 else []
             )
-            caps = self.site_caps() if len(got) < limit and pool.rest else {}
+            caps: dict[str, int] = {}
+            if len(got) < limit and pool.rest:
+                default = self.settings.site_concurrency
+                caps = {site: default for site in pool.sites} | self.site_caps()
             for _ in range(3):  # again only when another process claimed some meanwhile
                 want = limit - len(got)
                 if want <= 0 or not pool.rest:
@@ -355,7 +438,13 @@ class Service:
                 rest, whole = pick_candidates(pool.rest.values(), pool.sites, per_site, caps, want)
                 if rest:
                     got += self.store.claim(
-                        rest, worker=worker, limit=want, now=now, ttl_s=ttl, site_caps=caps
+                        rest,
+                        worker=worker,
+                        limit=want,
+                        now=now,
+                        ttl_s=ttl,
+                        site_caps=caps,
+                        reported_since=since,
                     )
                 if whole:
                     break
@@ -363,7 +452,10 @@ class Service:
             for g in got:
                 cost = float(info[g["url"]].get("cost") or 0.0)
                 self._spent += cost
-                self._charged[g["lease_id"]] = (self._plan_cycle, cost)
+                lease_id = g["lease_id"]
+                expires = float(g["expires_at"])
+                self._charged[lease_id] = _Charge(self._plan_cycle, cost, expires, g["url"])
+                heapq.heappush(self._expiries, (expires, lease_id))
             self.leased_total += len(got)
         headers = self.engine.headers_for_tasks(got)
         return [
@@ -461,10 +553,17 @@ class Service:
             if o.lease_id is None:
                 continue
             entry = charged.pop(o.lease_id, None)
-            if entry is None or entry[0] != self._plan_cycle or unit == "fetches":
+            if entry is None or entry.cycle != self._plan_cycle:
                 continue
-            real = o.bytes_sent + o.bytes_received if unit == "bytes" else o.billed_credits()
-            self._spent = max(self._spent + real - entry[1], 0.0)
+            if unit == "fetches":
+                real = entry.cost
+            elif unit == "bytes":
+                real = o.bytes_sent + o.bytes_received
+            else:
+                real = o.billed_credits()
+            # a lease refunded at its expiry charges the whole fetch again
+            refunded = entry.cost if not entry.refunded else 0.0
+            self._spent = max(self._spent + real - refunded, 0.0)
 
     def _committed(self, good: Sequence[Observation], share: Committed) -> None:
         """After a request's observations committed (in the writer thread)."""

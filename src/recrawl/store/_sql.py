@@ -211,6 +211,12 @@ CREATE TABLE IF NOT EXISTS hint_log (
 # a page, with when it was first seen, so a sitemap read again unchanged only
 # moves ``last_seen``. Stores of schema 5 gain both (empty) when opened.
 
+# URLs with an observation stored after a mark (sequence numbers: the range
+# of the log's primary key), for claim and reported_since
+_REPORTED_SINCE: Final = (
+    "SELECT o.seq, p.url FROM observations o JOIN pages p ON p.id = o.page WHERE o.seq > ?"
+)
+
 _VEC_UPSERT: Final = (
     "INSERT INTO {table} (k, n, v) VALUES (?, ?, ?) "
     "ON CONFLICT (k) DO UPDATE SET n = excluded.n, v = excluded.v"
@@ -2585,13 +2591,18 @@ class SQLStore:
         now: float,
         ttl_s: float,
         site_caps: dict[str, int] | None = None,
+        reported_since: int | None = None,
     ) -> list[dict[str, Any]]:
         """Lease up to ``limit`` of ``candidates`` (``(url, site, reason)``, best first).
 
         Atomic: a URL is leased to one worker at a time; expired leases return
         to the pool first; a site never has more outstanding leases than its
-        cap in ``site_caps``. Returns ``{"lease_id", "url", "site", "reason",
-        "expires_at"}`` dicts.
+        cap in ``site_caps``; with ``reported_since`` (an
+        :meth:`observation_mark`), a URL of which an observation was stored
+        after that mark is not leased (reported since the caller's plan, to
+        this process or another: the check runs inside the write transaction,
+        so a report committed before the claim is always seen). Returns
+        ``{"lease_id", "url", "site", "reason", "expires_at"}`` dicts.
         """
         caps = site_caps or {}
         out: list[dict[str, Any]] = []
@@ -2605,6 +2616,8 @@ class SQLStore:
                 for chunk in _chunks([c[0] for c in candidates]):
                     q = f"SELECT url FROM leases WHERE url IN ({','.join('?' * len(chunk))})"
                     held.update(u for (u,) in db.execute(q, chunk))
+                if reported_since is not None:
+                    held.update(u for _, u in db.execute(_REPORTED_SINCE, (reported_since,)))
                 capped = sorted({c[1] for c in candidates if c[1] in caps})
                 per_site: dict[str, int] = {}
                 for chunk in _chunks(capped):
@@ -2641,6 +2654,25 @@ class SQLStore:
                 db.execute("ROLLBACK")
                 raise
         return out
+
+    def observation_mark(self) -> int:
+        """The last stored observation's sequence number (0 for none): a mark
+        for :meth:`reported_since` and :meth:`claim`'s ``reported_since``.
+
+        Observations are numbered in commit order (every writer holds the
+        store's write lock). A prune that deletes the newest observations may
+        let SQLite number later ones from below an earlier mark."""
+        with self._lock:
+            row = self._db.execute("SELECT max(seq) FROM observations").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def reported_since(self, mark: int) -> tuple[int, set[str]]:
+        """The URLs of which an observation was stored after ``mark`` (an
+        :meth:`observation_mark`), and the mark of the last of them (``mark``
+        when none): read the observations stored since, by sequence number."""
+        with self._lock:
+            rows = self._db.execute(_REPORTED_SINCE, (mark,)).fetchall()
+        return max((int(q) for q, _ in rows), default=mark), {u for _, u in rows}
 
     def outstanding_leases(self, now: float) -> dict[str, int]:
         """Unexpired leases per site."""

@@ -45,7 +45,7 @@ from recrawl.estimate.hints import (
 )
 from recrawl.estimate.pagestate import NUTCH_DEFAULT_S
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
-from recrawl.observe.observation import Observation, host_of, normalize_url
+from recrawl.observe.observation import Observation, host_of, normalize_url, show_value
 from recrawl.plan.backoff import due
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PageState as PageArrays
@@ -216,9 +216,9 @@ def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise ValueError(f"field 'value': {raw!r} is not a number") from None
+        raise ValueError(f"field 'value': {show_value(raw)} is not a number") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"field 'value': must be a number ≥ 0, got {raw!r}")
+        raise ValueError(f"field 'value': must be a number ≥ 0, got {show_value(raw)}")
     page_type = str(row.get("page_type") or "page")
     if page_type == "canary":
         raise ValueError(
@@ -355,7 +355,7 @@ class Engine:
         changes = []
         for r in rows:
             if "value" not in r:
-                raise ValueError(f"no value to set for {r.get('url')!r}")
+                raise ValueError(f"no value to set for {show_value(r.get('url'))}")
             url, _, _, value = url_registration({"url": r["url"], "value": r["value"]})
             changes.append((url, value))
         return self.store.set_values(changes)

@@ -46,6 +46,7 @@ __all__ = [
     "parse_observation",
     "parse_timestamp",
     "read_observations",
+    "show_value",
     "with_keys",
 ]
 
@@ -67,6 +68,9 @@ MAX_NUMBER: Final = 1 << 53
 holds exactly): sums of them stay finite."""
 CSV_FIELD_LIMIT: Final = 64 << 20
 """Longest CSV field read (characters; the csv module's default is 128 KiB)."""
+SHOWN_CHARS: Final = 200
+"""Most characters of a bad value an error message echoes (:func:`show_value`):
+a 2 MB URL is named by its start and its length, not written back whole."""
 
 _OUTCOME_SET: Final = frozenset(OUTCOMES)
 _NOT_STATUS: Final = "is not an HTTP status"
@@ -163,7 +167,7 @@ def _normalize_netloc(scheme: str, netloc: str) -> str:
         raise ValueError("has no host")
     if port:
         if not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"has an invalid port {port!r}")
+            raise ValueError(f"has an invalid port {show_value(port)}")
         if int(port) == _DEFAULT_PORTS[scheme]:
             port = ""
     return (userinfo + at if at else "") + host + (":" + port if port else "")
@@ -301,15 +305,28 @@ def _opt_str(raw: Mapping[str, Any], name: str) -> str | None:
     return v
 
 
-def _show(v: Any) -> str:
-    """``v`` for an error message: a number short (never thousands of digits)."""
+def show_value(v: Any) -> str:
+    """``v`` for an error message, every echo of a value goes through here:
+    its ``repr`` up to :data:`SHOWN_CHARS` characters, a longer one cut with an
+    ellipsis and its length; a number short (never thousands of digits).
+
+    >>> show_value("ftp://a.example/" + "x" * 5000)[-30:]
+    "xxxxxxxxx'… (5,016 characters)"
+    """
     if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 64:
         try:
             return f"{float(v):.6g}"
         except OverflowError:
             return f"a {v.bit_length()}-bit number"
+    if isinstance(v, str):
+        text = repr(v[: SHOWN_CHARS + 1])  # (never the repr of 2 MB to keep 200 characters)
+        if len(v) <= SHOWN_CHARS and len(text) <= SHOWN_CHARS + 2:
+            return text
+        return f"{text[:SHOWN_CHARS]}{text[0]}… ({len(v):,} characters)"
     text = repr(v)
-    return text if len(text) <= 80 else text[:77] + "..."
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}… ({len(text):,} characters)"
 
 
 def _opt_number(
@@ -351,7 +368,7 @@ def _opt_number(
         raise InvalidObservation("must not be negative", field=name)
     if v > most:
         raise InvalidObservation(
-            f"{_show(v)} {too_large or f'is too large (at most {most})'}", field=name
+            f"{show_value(v)} {too_large or f'is too large (at most {most})'}", field=name
         )
     if integer:
         if v != int(v):
@@ -400,7 +417,7 @@ def parse_observation(
     try:
         url = normalize_url(url_raw)
     except (ValueError, KeyError) as exc:
-        raise InvalidObservation(f"{url_raw!r} {exc}", field="url") from None
+        raise InvalidObservation(f"{show_value(url_raw)} {exc}", field="url") from None
     t_raw: Any = g("fetched_at")
     tc = t_raw.__class__
     if (tc is float or tc is int) and 0 <= t_raw <= MAX_TIMESTAMP:
@@ -411,7 +428,7 @@ def parse_observation(
         try:
             fetched_at = parse_timestamp(t_raw)
         except ValueError as exc:
-            raise InvalidObservation(f"{_show(t_raw)} {exc}", field="fetched_at") from None
+            raise InvalidObservation(f"{show_value(t_raw)} {exc}", field="fetched_at") from None
     status = g("status")
     if status is not None and (status.__class__ is not int or not 100 <= status <= 599):
         status = _opt_number(raw, "status", integer=True, most=599, too_large=_NOT_STATUS)
@@ -426,7 +443,8 @@ def parse_observation(
             outcome = _opt_str(raw, "outcome")
         if outcome is not None and outcome not in _OUTCOME_SET:
             raise InvalidObservation(
-                f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})", field="outcome"
+                f"unknown outcome {show_value(outcome)} (one of {', '.join(OUTCOMES)})",
+                field="outcome",
             )
     if status is None and error is None and outcome is None:
         raise InvalidObservation("is missing (give 'status' or 'error')", field="status")
@@ -576,7 +594,7 @@ def _moved_to(v: Any) -> str | None:
     try:
         return normalize_url(v)
     except (ValueError, KeyError) as exc:
-        raise InvalidObservation(f"{v!r} {exc}", field="moved_to") from None
+        raise InvalidObservation(f"{show_value(v)} {exc}", field="moved_to") from None
 
 
 def _canary(raw: Mapping[str, Any]) -> str | None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import math
@@ -75,6 +76,11 @@ REPORT_BATCH = 200
 
 TOP_UPS = 3
 """Times a cycle asks the plan again for the budget constrained or paused sites cannot use."""
+
+REFILLS = 12
+"""Times a cycle leases again from a source that caps the leases a site may
+have out (:attr:`ServiceSource.leases`): what was fetched is reported first,
+so the site's leases come back for its next tasks."""
 
 PAUSE_AFTER = 8
 """Hostile answers in a row (403, 429, challenge pages, resets) after which the
@@ -310,7 +316,15 @@ class EmbeddedSource:
 
 class ServiceSource:
     """Lease tasks from a running ``recrawl serve`` and report to it, so several
-    crawl processes (on several machines) share one plan."""
+    crawl processes (on several machines) share one plan.
+
+    The service holds each site to ``site_concurrency`` leases out at once
+    (fewer while degrading), so the crawl leases as it goes: at the start of a
+    cycle and again :data:`REFILLS` times in it, after reporting what it
+    fetched meanwhile."""
+
+    leases: bool = True
+    """The source caps each site's leases out: the crawl refills during a cycle."""
 
     def __init__(self, url: str, token: str | None, *, worker: str, unit: str = "fetches") -> None:
         import httpx
@@ -466,6 +480,8 @@ class Crawler:
         }
         self._pending: list[dict[str, Any]] = []
         self._reporting: set[asyncio.Task[None]] = set()
+        self._queues: dict[str, deque[CrawlTask]] = {}
+        self._runners: dict[str, asyncio.Task[None]] = {}
         self._disallowed: set[str] = set()
         self._bands: dict[str, str] = {}
         self._cycle_spent = 0.0
@@ -565,7 +581,11 @@ class Crawler:
         for t in chosen:
             if not t.canary:
                 self.signals.learn(origin_of(t.url), t.site, t.page_type)
-        await asyncio.gather(self._run_tasks(chosen, end), self.signals.run(start, end))
+        jobs = [self._run_tasks(chosen, end), self.signals.run(start, end)]
+        if getattr(self.source, "leases", False):
+            jobs.append(self._refill(start, end, planned))
+        await asyncio.gather(*jobs)
+        await self._drain()
         self.stats.signal_spent = self.signals.spent
         self.stats.signals = self.signals.figures()
         if self._cycle_spent > budget * 1.0000001:
@@ -630,15 +650,57 @@ class Crawler:
         return math.floor(0.9 * (end - first) * per_s) + 1
 
     async def _run_tasks(self, tasks: Sequence[CrawlTask], end: float) -> None:
-        by_origin: dict[str, deque[CrawlTask]] = {}
+        self._enqueue(tasks, end)
+        await self._drain()
+
+    def _enqueue(self, tasks: Sequence[CrawlTask], end: float) -> None:
+        """Queue ``tasks`` behind their origins' runners, starting a runner for
+        an origin that has none (or whose runner has ended)."""
         for t in tasks:
-            by_origin.setdefault(origin_of(t.url), deque()).append(t)
-        runners = [
-            asyncio.create_task(self._run_origin(origin, queue, end))
-            for origin, queue in by_origin.items()
-        ]
-        if runners:
-            await asyncio.gather(*runners)
+            origin = origin_of(t.url)
+            runner = self._runners.get(origin)
+            if runner is None or runner.done():
+                queue = self._queues[origin] = deque([t])
+                job = asyncio.create_task(self._run_origin(origin, queue, end))
+                self._runners[origin] = job
+                job.add_done_callback(functools.partial(self._runner_done, origin))
+            else:
+                self._queues[origin].append(t)
+
+    def _runner_done(self, origin: str, job: asyncio.Task[None]) -> None:
+        if self._runners.get(origin) is job:
+            del self._runners[origin]
+            del self._queues[origin]
+
+    async def _drain(self) -> None:
+        """Wait for every origin's runner, those started meanwhile included."""
+        while self._runners:
+            await asyncio.gather(*list(self._runners.values()))
+
+    async def _refill(self, start: float, end: float, planned: set[str]) -> None:
+        """Lease again :data:`REFILLS` times in the cycle, after reporting what
+        was fetched (a capped site gets its leases back only then), and queue
+        what each origin can still take before ``end``."""
+        step = (end - start) / (REFILLS + 1)
+        for k in range(1, REFILLS + 1):
+            if not await self._sleep_until(start + k * step):
+                return
+            await self._flush(wait=True)
+            now = self.clock()
+            left = self._cycle_budget - self._cycle_committed
+            if left <= 0:
+                return
+            try:
+                got = await self.source.tasks(now, left, self._disallowed | planned)
+            except Exception as exc:  # the next refill tries again
+                log.warning("leasing more tasks failed: %s", exc)
+                continue
+            if not got:
+                continue
+            planned.update(t.url for t in got)
+            queued = [t for q in self._queues.values() for t in q]
+            kept, _ = self._fit(got, queued, now, end)
+            self._enqueue(kept, end)
 
     def _gate(self, origin: str) -> SiteGate:
         gate = self._gates.get(origin)

@@ -27,6 +27,7 @@ from recrawl.clock import Clock
 from recrawl.config import Settings, load_settings
 from recrawl.crawl.loop import (
     PAUSE_AFTER,
+    REFILLS,
     TOP_UPS,
     CrawlTask,
     EmbeddedSource,
@@ -254,7 +255,10 @@ class Recrawl:
         the source for the tasks of what is left of the budget so far
         (``budget_per_day`` × cycles, less what was spent and what is in
         flight: retries and late fetches come out of the next cycle), then
-        sleeps until the next cycle.
+        sleeps until the next cycle. From a service, which holds each site to
+        its cap of leases out, it also leases again
+        :data:`~recrawl.crawl.loop.REFILLS` times in the cycle, after reporting
+        what was fetched meanwhile.
         """
         cycle_s = self.settings.cycle_hours * 3600.0
         per_cycle = (self.settings.budget_per_day or 0.0) * self.settings.cycle_hours / 24.0
@@ -272,6 +276,15 @@ class Recrawl:
             await self.flush(wait=True)
             for task in await self._tasks(start, end):
                 yield task
+            if getattr(self.source, "leases", False):
+                # a service caps each site's leases out: lease again as they come back
+                step = (end - start) / (REFILLS + 1)
+                for k in range(1, REFILLS + 1):
+                    if not await self.sleep_until(start + k * step):
+                        break
+                    await self.flush(wait=True)
+                    for task in await self._tasks(self.clock(), end):
+                        yield task
             if not await self.sleep_until(end):
                 break
 

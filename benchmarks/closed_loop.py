@@ -63,6 +63,16 @@ def main() -> None:
         "ahead_of_uniform_every_run": all(
             a["freshness"] > b["freshness"] for a, b in zip(rec, uni, strict=True)
         ),
+        "politeness_violations": {
+            name: max(r["policies"][name]["politeness"]["violations"] for r in runs)
+            for name in runs[0]["policies"]
+        },
+        "crawl_delay_gaps_under_90pct": {
+            name: max(
+                r["policies"][name]["politeness"]["crawl_delay_gaps_under_90pct"] for r in runs
+            )
+            for name in runs[0]["policies"]
+        },
         "fetches_per_change_over_uniform": [
             a["fetches_per_change"] / b["fetches_per_change"]
             for a, b in zip(rec, uni, strict=True)

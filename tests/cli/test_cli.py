@@ -223,6 +223,14 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     # the closed loop: a synthetic web crawled by each policy, judged by its ground truth
     assert "Closed loop" in res.stdout and "nutch" in res.stdout
     assert re.search(r"of the hindsight optimum's [0-9.]+ at the same number", flat)
+    # politeness as the servers saw it, and a dead proxy route blamed instead of the sites
+    assert re.search(
+        r"recrawl: 0 requests to robots-disallowed paths \(\d+ planned ones refused\), "
+        r"0 inside \d+ Retry-After windows",
+        flat,
+    )
+    assert flat.count("diagnosis route (failing routes: pool-b)") == 2, flat[-1500:]
+    assert "Sites the crawl paused: none." in flat
     html = (tmp_path / "report.html").read_text()
     assert "hostile.example" in html and "<script src=" not in html
 

@@ -1418,7 +1418,7 @@ def _demo_closed_loop(days: float) -> None:
     """recrawl, uniform and Nutch's schedule each crawling an identical synthetic web."""
     import tempfile
 
-    from recrawl.sim.crawl import closed_loop
+    from recrawl.sim.crawl import closed_loop, route_diagnosis
 
     out.rule(
         f"[b]recrawl demo[/]: a synthetic web on 127.0.0.1 crawled for {days:g} simulated days, "
@@ -1452,6 +1452,35 @@ def _demo_closed_loop(days: float) -> None:
         "revisits on the same change times (recrawl simweb and recrawl crawl do the same as "
         "two processes; benchmarks/closed_loop.py over seeds and budgets)."
     )
+    for name, f in got["policies"].items():
+        p = f["politeness"]
+        under = p["crawl_delay_gaps_under_90pct"]
+        out.print(
+            f"{name}: {p['to_disallowed_paths']} requests to robots-disallowed paths "
+            f"({p['disallowed_counted']} planned ones refused), {p['requests_inside_retry_after']} "
+            f"inside {p['retry_after_windows']} Retry-After windows, {under} of "
+            f"{p['crawl_delay_gaps']} gaps on the Crawl-delay site under 90 % of its delay "
+            "(as the server saw them)."
+        )
+    out.rule("[b]recrawl demo[/]: two proxy routes, one dies: is the route blamed, or the sites?")
+    with tempfile.TemporaryDirectory() as d:
+        routes = route_diagnosis(Path(d))
+    dead = ", ".join(
+        f"{route or 'direct'}: {sum(n.values())} ({', '.join(sorted(n))})"
+        for route, n in routes["requests_after_by_route"].items()
+    )
+    out.print(
+        f"Requests after route pool-b/de died ({routes['route_died_after_days']:g} days in), "
+        f"by route: {dead}."
+    )
+    for site in routes["sites"]:
+        failing = ", ".join(site["failing_routes"]) or "-"
+        out.print(
+            f"{site['site']}: band {site['band']}, diagnosis [b]{site['diagnosis']}[/] "
+            f"(failing routes: {failing})"
+        )
+    paused = ", ".join(routes["paused_by_crawl"]) or "none"
+    out.print(f"Sites the crawl paused: {paused}.")
 
 
 def _demo_health(db: str, settings: Settings) -> float:

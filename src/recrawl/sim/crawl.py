@@ -48,7 +48,9 @@ __all__ = [
     "crawl_settings",
     "page_types",
     "policy_figures",
+    "politeness",
     "politeness_web",
+    "route_diagnosis",
     "run_crawls",
 ]
 
@@ -298,21 +300,50 @@ def freshness(runs: dict[str, CrawlRun], behaving: Sequence[str] = BEHAVING) -> 
     }
 
 
+def politeness(run: CrawlRun) -> dict[str, Any]:
+    """Politeness of one crawl of :func:`politeness_web` (or
+    :func:`closed_loop_web`) as its servers saw it: requests to robots-disallowed
+    paths (the shop's ``/private/``), gaps between the shop's requests and those
+    under 90 % of its Crawl-delay (arrival times: a gap can look shorter than
+    the crawl kept it by the difference of two requests' latencies, which the
+    simulation clock multiplies by its scale), Retry-After windows the hostile
+    and throttled sites set and requests that arrived inside one. ``violations``
+    adds the disallowed requests and those inside a Retry-After window."""
+    pages = [r for r in run.log if r.path != "/robots.txt"]
+    shop = run.requests("shop") if "shop" in run.sites else []
+    gaps = np.diff([r.t for r in shop])
+    inside = 0
+    windows: list[tuple[float, float | None]] = []
+    for name in ("hostile", "throttled"):
+        if name not in run.sites:
+            continue
+        seen = run.requests(name)
+        held = [(r.t, r.retry_after_until) for r in seen if r.retry_after_until is not None]
+        inside += sum(1 for r in seen if any(t < r.t < u for t, u in held if u is not None))
+        windows += held
+    disallowed = sum(1 for r in pages if r.path.startswith("/private/"))
+    return {
+        "to_disallowed_paths": disallowed,
+        "disallowed_counted": run.stats.disallowed,
+        "crawl_delay_gaps": len(gaps),
+        "crawl_delay_gaps_under_90pct": int(np.sum(gaps < 0.9 * CRAWL_DELAY_S)),
+        "crawl_delay_share_under_90pct": float(np.mean(gaps < 0.9 * CRAWL_DELAY_S))
+        if len(gaps)
+        else None,
+        "retry_after_windows": len(windows),
+        "requests_inside_retry_after": inside,
+        "violations": disallowed + inside,
+    }
+
+
 def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
     """Everything :func:`politeness_web`'s crawl is judged by, from the first
     policy's request log (counts of requests as the servers saw them)."""
     run = next(iter(runs.values()))
     pages = [r for r in run.log if r.path != "/robots.txt"]
     shop = run.requests("shop")
-    gaps = np.diff([r.t for r in shop])
     hostile = run.requests("hostile")
-    inside = 0
-    windows: list[tuple[float, float | None]] = []
-    for name in ("hostile", "throttled"):
-        seen = run.requests(name)
-        held = [(r.t, r.retry_after_until) for r in seen if r.retry_after_until is not None]
-        inside += sum(1 for r in seen if any(t < r.t < u for t, u in held if u is not None))
-        windows += held
+    polite = politeness(run)
     throttled = run.requests("throttled")
     turn, wave = run.web.origin + HOSTILE[0][0], run.web.origin + HOSTILE[2][0]
     before = sum(1 for r in hostile if r.t < turn)
@@ -326,14 +357,12 @@ def crawl_figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
         "days": days,
         "requests": len(pages),
         "robots_requests": len(run.log) - len(pages),
-        "to_disallowed_paths": sum(1 for r in pages if r.path.startswith("/private/")),
-        "disallowed_counted": run.stats.disallowed,
-        "crawl_delay_gaps": len(gaps),
-        "crawl_delay_share_under_90pct": float(np.mean(gaps < 0.9 * CRAWL_DELAY_S))
-        if len(gaps)
-        else None,
-        "retry_after_windows": len(windows),
-        "requests_inside_retry_after": inside,
+        "to_disallowed_paths": polite["to_disallowed_paths"],
+        "disallowed_counted": polite["disallowed_counted"],
+        "crawl_delay_gaps": polite["crawl_delay_gaps"],
+        "crawl_delay_share_under_90pct": polite["crawl_delay_share_under_90pct"],
+        "retry_after_windows": polite["retry_after_windows"],
+        "requests_inside_retry_after": polite["requests_inside_retry_after"],
         "throttled_daily": len(throttled) / days,
         "hostile_daily_before": before / ((turn - run.start) / DAY),
         "hostile_daily_after_wave": after / ((run.end - wave - DAY) / DAY),
@@ -356,8 +385,9 @@ def policy_figures(run: CrawlRun, behaving: Sequence[str] = BEHAVING) -> dict[st
     ``behaving`` sites, page fetches, changes detected (a fetch that got another
     version than the page's previous fetch), fetches per change detected, the
     share of revisits answered 304, freshness over the crawl; over all sites,
-    wire bytes and requests; the hostile site's requests after it turned and
-    when the crawl paused it (days after it turned; None when never)."""
+    wire bytes and requests, :func:`politeness`; the hostile site's requests
+    after it turned and when the crawl paused it (days after it turned; None
+    when never)."""
     hosts = {run.sites[n] for n in behaving if n in run.sites}
     seen: dict[str, int] = {}
     fetches = changes = revisits = not_modified = 0
@@ -383,6 +413,7 @@ def policy_figures(run: CrawlRun, behaving: Sequence[str] = BEHAVING) -> dict[st
         "requests": run.stats.requests,
         "bytes": run.stats.bytes_sent + run.stats.bytes_received,
         "spent_over_budget": run.stats.spent / run.stats.budget if run.stats.budget else None,
+        "politeness": politeness(run),
     }
     if "hostile" in run.sites:
         turn = run.web.origin + HOSTILE[0][0]
@@ -426,3 +457,47 @@ def closed_loop(
     finally:
         for r in runs.values():
             r.engine.store.close()
+
+
+def route_diagnosis(
+    workdir: Path, *, days: float = 0.4, dies_after_days: float = 0.2, seed: int = 7
+) -> dict[str, Any]:
+    """Two sites crawled through two routes of the web's proxy front door, one
+    of which starts resetting every connection after ``dies_after_days``: what
+    the servers saw on each route after that, and each site's health as the
+    crawl's own observations score it at the end (``diagnosis`` ``route`` and
+    the failing route named, rather than the site blamed). About 10 real
+    seconds at the default ``days`` (an hour of simulated time a real second)."""
+    dies = dies_after_days * DAY
+    routes = [RouteSpec("pool-a/us"), RouteSpec("pool-b/de", faults=[(dies, 30 * DAY, "reset")])]
+    specs = [
+        SiteSpec("shop", n_pages=100, rate_per_day=4.0),
+        SiteSpec("news", n_pages=100, rate_per_day=8.0),
+    ]
+    runs = run_crawls(
+        specs, crawl_settings(6000.0, min_delay_s=10), workdir, policies=("recrawl",),
+        days=days, scale=3600.0, seed=seed, routes=routes,
+    )  # fmt: skip
+    run = runs["recrawl"]
+    try:
+        after = [r for r in run.log if r.path != "/robots.txt" and r.t >= run.web.origin + dies]
+        by_route: dict[str, collections.Counter[str]] = {}
+        for r in after:
+            by_route.setdefault(r.route, collections.Counter())[r.served or str(r.status)] += 1
+        health = run.engine.health(at=run.end, record=False)
+        return {
+            "route_died_after_days": dies_after_days,
+            "requests_after_by_route": {k: dict(v) for k, v in sorted(by_route.items())},
+            "sites": [
+                {
+                    "site": h["site"],
+                    "band": h["band"],
+                    "diagnosis": h["diagnosis"],
+                    "failing_routes": h["failing_routes"],
+                }
+                for h in sorted(health, key=lambda h: h["site"])
+            ],
+            "paused_by_crawl": [p["site"] for p in run.stats.paused],
+        }
+    finally:
+        run.engine.store.close()

@@ -29,6 +29,7 @@ from recrawl._exceptions import (
     InvalidTrace,
     NotFound,
     StoreError,
+    StoreFull,
 )
 from recrawl.clock import Clock, ManualClock, ScaledClock, system_clock
 from recrawl.config import CrawlSettings, Reserves, Settings, load_settings
@@ -100,6 +101,7 @@ __all__ = [
     "SiteHealth",
     "Store",
     "StoreError",
+    "StoreFull",
     "Trace",
     "Window",
     "__version__",

@@ -10,6 +10,7 @@ whose meaning it shares, so callers may catch either::
     ├── InvalidDocument (ValueError)      a whole input is not of a format read (not JSON, not a sitemap)
     ├── ConfigError (ValueError)          configuration is missing or malformed
     ├── StoreError (RuntimeError)         the store could not be opened or written
+    │   └── StoreFull                     the disk or the store's size limit is full
     └── NotFound (LookupError)            a page, site or lease does not exist
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidTrace",
     "NotFound",
     "StoreError",
+    "StoreFull",
 ]
 
 
@@ -73,6 +75,14 @@ class ConfigError(Error, ValueError):
 
 class StoreError(Error, RuntimeError):
     """The store could not be opened, migrated or written."""
+
+
+class StoreFull(StoreError):
+    """The store's disk is full, or the database reached its size limit
+    (SQLite's ``SQLITE_FULL``, PostgreSQL's ``disk_full``). The write that met
+    it was rolled back whole: nothing of it is stored, everything written
+    before is intact, and the same write succeeds once space is freed (HTTP
+    507 from the service)."""
 
 
 class NotFound(Error, LookupError):

@@ -29,7 +29,8 @@ Example ``recrawl.toml``::
 
 Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
 ``RECRAWL_BUDGET_PER_DAY``, ``RECRAWL_CYCLE_HOURS``, ``RECRAWL_OBJECTIVE``,
-``RECRAWL_TOKEN``, ``RECRAWL_READ_TOKEN``, ``RECRAWL_WEBHOOK``.
+``RECRAWL_TOKEN``, ``RECRAWL_READ_TOKEN``, ``RECRAWL_WEBHOOK``,
+``RECRAWL_DURABILITY``.
 """
 
 from __future__ import annotations
@@ -195,6 +196,16 @@ class Settings(BaseModel):
     tracking_params: tuple[str, ...] = TRACKING_PARAMS
     """Query parameters dropped when URLs are canonicalised (``*`` matches any
     suffix): they name the campaign, not the page."""
+    durability: Literal["full", "normal"] = "full"
+    """What an acknowledged write survives on the SQLite store. ``full``
+    (``synchronous=FULL``): the commit is fsynced before the write returns, so
+    it survives a crash of the process, of the operating system or a power
+    loss. ``normal`` (``synchronous=NORMAL``): it survives a crash of the
+    process; an operating-system crash or a power loss may lose the last
+    transactions (never corrupt the file). PostgreSQL is always ``full``: it
+    fsyncs its log on commit (unless the server runs with ``fsync = off`` or
+    ``synchronous_commit = off``). Applied by each :class:`~recrawl.Engine`
+    built with these settings."""
     crawl: CrawlSettings = CrawlSettings()
 
     def daily_budget(self, pages: int) -> float:
@@ -213,6 +224,7 @@ _ENV = {
     "RECRAWL_TOKEN": "token",
     "RECRAWL_READ_TOKEN": "read_token",
     "RECRAWL_WEBHOOK": "webhook",
+    "RECRAWL_DURABILITY": "durability",
 }
 
 

@@ -288,6 +288,8 @@ class Engine:
     ) -> None:
         self.store = store
         self.settings = settings or Settings()
+        if settings is not None:  # what its acknowledged writes survive (without: the store's own)
+            store.set_durability(settings.durability)
         self.clock = clock
         self.classifier = ContentClassifier(self.settings.block_markers)
         """The content checks every ingest through this engine runs: block-page

@@ -161,12 +161,22 @@ def _check(seen_at: float, source: str) -> tuple[float, str]:
     return float(seen_at), src
 
 
+def _events(data: IO[bytes]) -> Iterator[tuple[str, ET.Element]]:
+    """``iterparse``'s start and end events, with an encoding expat does not know
+    (``<?xml version="1.0" encoding="bogus"?>``: a LookupError out of the parser)
+    raised as the ValueError of a document that cannot be read."""
+    try:
+        yield from ET.iterparse(data, events=("start", "end"))
+    except LookupError as exc:
+        raise ValueError(f"not a readable XML document ({exc})") from None
+
+
 def _entries(
     data: IO[bytes],
 ) -> tuple[str | None, Iterator[tuple[int, str, str]]]:
     """The root element's local name, and ``(entry number, loc, lastmod)`` for
     each ``<url>`` or ``<sitemap>`` entry under it, read as a stream."""
-    events = ET.iterparse(data, events=("start", "end"))
+    events = _events(data)
     root = None
     for _, el in events:  # the first event opens the root element
         root = el

@@ -11,6 +11,7 @@ error                                   status
 ======================================  ======
 :class:`~recrawl.NotFound`              404
 :class:`~recrawl.InvalidDocument`       400
+:class:`~recrawl.StoreFull`             507
 :class:`~recrawl.StoreError`            503
 another :class:`~recrawl.Error`         422
 (invalid observation, config, hint...)
@@ -26,7 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 
-from recrawl._exceptions import Error, InvalidDocument, NotFound, StoreError
+from recrawl._exceptions import Error, InvalidDocument, NotFound, StoreError, StoreFull
 
 __all__ = ["JSONResponse", "install_error_handlers", "status_of"]
 
@@ -43,6 +44,7 @@ class JSONResponse(Response):
 _STATUS: tuple[tuple[type[Error], int], ...] = (
     (NotFound, 404),
     (InvalidDocument, 400),
+    (StoreFull, 507),
     (StoreError, 503),
 )
 

@@ -6,7 +6,8 @@ PostgreSQL). A backend supplies a connection with ``execute``,
 ``executemany``, ``executescript`` and ``in_transaction``, and the column types
 of its DDL. Each write is one transaction that starts with ``BEGIN IMMEDIATE``
 (on PostgreSQL: ``BEGIN`` and a transaction-level advisory lock), so writers are
-serialised and what a write method has returned is durable.
+serialised and what a write method has returned is committed (fsynced too
+unless a SQLite store runs with ``durability = "normal"``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import attrgetter, itemgetter
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 import orjson
@@ -585,6 +586,15 @@ class SQLStore:
             raise
         except Exception as exc:
             raise StoreError(f"cannot open the store {self.path!r}: {exc}") from None
+
+    durability: str = "full"
+    """What a write that returned survives (see :class:`~recrawl.Settings`'s
+    ``durability``); on PostgreSQL always ``"full"``."""
+
+    def set_durability(self, durability: Literal["full", "normal"]) -> None:
+        """Make the writes from now on ``"full"``ly durable (fsynced at commit)
+        or ``"normal"`` (SQLite only; PostgreSQL fsyncs its log at every commit
+        whatever is asked here)."""
 
     def _connect(self) -> Any:
         raise NotImplementedError

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from recrawl._exceptions import StoreError
+from recrawl._exceptions import StoreError, StoreFull
 from recrawl.store._sql import BUCKET_WIDTH, SQLStore, padded_buckets
 
 __all__ = ["CHANNEL", "PostgresStore"]
@@ -69,6 +69,16 @@ def _pg(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+def _raise_full(exc: Exception) -> None:
+    """:class:`~recrawl.StoreFull` for the server's ``disk_full`` (SQLSTATE 53100)."""
+    if getattr(exc, "sqlstate", None) == "53100":
+        raise StoreFull(
+            f"the PostgreSQL store is full (no space left on the server's disk): this write "
+            f"was rolled back and nothing of it is stored; what was stored before is intact. "
+            f"Free space and send it again ({exc})"
+        ) from exc
+
+
 class _Conn:
     """A psycopg connection with the small sqlite3-like surface the SQL store uses."""
 
@@ -85,13 +95,21 @@ class _Conn:
             return None
         if head.startswith(("COMMIT", "ROLLBACK")):
             self.in_transaction = False
-        return self.conn.execute(_pg(sql), args or None)
+        try:
+            return self.conn.execute(_pg(sql), args or None)
+        except Exception as exc:
+            _raise_full(exc)
+            raise
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            with self.conn.cursor() as cur:
-                cur.executemany(_pg(sql), rows)
+            try:
+                with self.conn.cursor() as cur:
+                    cur.executemany(_pg(sql), rows)
+            except Exception as exc:
+                _raise_full(exc)
+                raise
 
     def executescript(self, script: str) -> None:
         self.conn.execute(f"SELECT pg_advisory_lock({_KEYS})")  # one migrator at a time

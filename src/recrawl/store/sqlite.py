@@ -1,24 +1,77 @@
 """The embedded store: one SQLite file in WAL mode, nothing to install.
 
 WAL lets one writer (a fetcher reporting, an ingest) proceed while readers plan.
-Each batch is one ``BEGIN IMMEDIATE`` transaction: when
-:meth:`SQLiteStore.ingest` returns, its observations are on disk and survive a
-crash of the process (``synchronous=NORMAL``: an operating-system crash may
-lose the last transactions, a process crash never does).
+Each batch is one ``BEGIN IMMEDIATE`` transaction. What a write has returned
+survives according to ``durability``: with ``"full"`` (the default,
+``synchronous=FULL``) the commit was fsynced, and survives a crash of the
+process, of the operating system and a power loss; with ``"normal"``
+(``synchronous=NORMAL``) it survives a crash of the process, while an
+operating-system crash or a power loss may lose the last transactions (the
+file stays consistent either way).
+
+A full disk, or the database's size limit (``PRAGMA max_page_count``), is
+:class:`~recrawl.StoreFull`: the write that met it is rolled back whole and
+what was committed before stays.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 
-from recrawl._exceptions import StoreError
+from recrawl._exceptions import StoreError, StoreFull
 from recrawl.store._sql import SQLStore, pack_sparse
 
-__all__ = ["SQLiteStore"]
+__all__ = ["DURABILITY", "SQLiteStore"]
+
+DURABILITY: Final = {"full": "FULL", "normal": "NORMAL"}
+"""Each ``durability`` and the ``PRAGMA synchronous`` it sets."""
+_FULL_MESSAGE = (
+    "the store {path!r} is full (no space left on its disk, or the database reached "
+    "its size limit): this write was rolled back and nothing of it is stored; what was "
+    "stored before is intact. Free space and send it again"
+)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose statements raise :class:`~recrawl.StoreFull` for
+    ``SQLITE_FULL``, and whose ``ROLLBACK`` is a no-op once SQLite has rolled
+    the transaction back itself (as it may on a full disk), so the error that
+    caused the rollback is the one raised."""
+
+    store_path = ""
+
+    def _full(self, exc: sqlite3.Error) -> StoreError:
+        return StoreFull(_FULL_MESSAGE.format(path=self.store_path) + f" ({exc})")
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if sql == "ROLLBACK" and not self.in_transaction:
+            return self.cursor()
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                raise self._full(exc) from exc
+            raise
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                raise self._full(exc) from exc
+            raise
+
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                raise self._full(exc) from exc
+            raise
 
 
 def _sparse(v: bytes) -> bytes:
@@ -27,7 +80,8 @@ def _sparse(v: bytes) -> bytes:
 
 
 class SQLiteStore(SQLStore):
-    """The store in one SQLite file at ``path`` (created if missing)."""
+    """The store in one SQLite file at ``path`` (created if missing), its
+    writes as durable as ``durability`` says (see the module)."""
 
     def __init__(
         self,
@@ -35,10 +89,24 @@ class SQLiteStore(SQLStore):
         *,
         half_life_days: float | None = None,
         maintain_buckets: bool = True,
+        durability: Literal["full", "normal"] = "full",
     ) -> None:
         self.path = str(path)
         self._wal = False  # the file is in WAL mode (set by _connect)
+        if durability not in DURABILITY:
+            raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self.durability = durability
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
+
+    def set_durability(self, durability: Literal["full", "normal"]) -> None:
+        """``"full"``: every commit from now on is fsynced before it returns;
+        ``"normal"``: not (see the module)."""
+        if durability not in DURABILITY:
+            raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
+        with self._lock:
+            if durability != self.durability:
+                self._db.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
+                self.durability = durability
 
     def outside_writes(self) -> int | None:
         """SQLite's ``data_version``: it moves with every commit of another connection."""
@@ -71,12 +139,17 @@ class SQLiteStore(SQLStore):
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=30.0,
+                factory=_Connection,
             )
+            db.store_path = self.path
             db.create_function("recrawl_sparse", 1, _sparse, deterministic=True)
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             self._wal = str(mode).lower() == "wal"  # "memory" for an in-memory store
-            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA synchronous={DURABILITY[self.durability]}")
             db.execute("PRAGMA cache_size=-131072")
             db.execute("PRAGMA temp_store=MEMORY")
             # Checkpoint every 64 MB of WAL rather than 4 MB: with the small

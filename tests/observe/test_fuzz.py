@@ -367,3 +367,13 @@ def test_fuzz(name: str) -> None:
 
 
 # -- what the fuzzer found, kept as examples -------------------------------------------------
+
+
+def test_an_unknown_xml_encoding_is_an_unreadable_document() -> None:
+    """Found by the fuzzer: expat's LookupError escaped the sitemap readers."""
+    data = b'<?xml version="1.0" encoding="bogus"?><urlset></urlset>'
+    with pytest.raises(ValueError, match="not a readable XML document"):
+        read_sitemap_document(data, seen_at=1.7e9)
+    with pytest.raises(ValueError, match="not a readable XML document"):
+        list(read_sitemap(io.BytesIO(data), seen_at=1.7e9))
+    check_document(data)

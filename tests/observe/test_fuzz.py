@@ -207,13 +207,13 @@ attributes = st.sampled_from(
     ["", f' xmlns="{SITEMAP_NS}"', ' xmlns="http://www.w3.org/2005/Atom"', ' version="2.0"',
      ' href="https://a.example/h"', ' rel="alternate" href="/rel"', ' a="1" a="2"', ' xmlns:x="u"']
 )  # fmt: skip
-elements = st.recursive(
-    texts,
-    lambda inner: st.builds(
-        _element, st.sampled_from(TAGS), attributes, st.lists(inner, max_size=4)
-    ),
-    max_leaves=15,
-)
+
+
+def _nest(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.builds(_element, st.sampled_from(TAGS), attributes, st.lists(inner, max_size=4))
+
+
+elements = st.recursive(texts, _nest, max_leaves=15)
 PROLOGUES = (
     "",
     '<?xml version="1.0" encoding="UTF-8"?>',

@@ -7,7 +7,8 @@ returns a :class:`FetchResult`; it never raises for a network problem, it
 reports one in ``FetchResult.error``:
 
 ========================  ==================================================
-``timeout``               connect, read, write or the whole hop took too long
+``timeout``               a hop (DNS, connect, request, headers, body) took
+                          longer than ``timeout_s`` in all
 ``connection_reset``      refused, reset or a broken HTTP exchange
 ``dns``                   the host name did not resolve
 ``tls``                   the TLS handshake or certificate failed
@@ -18,8 +19,16 @@ reports one in ``FetchResult.error``:
 ``bad_url``               a URL (or a ``Location``) that cannot be fetched
 ``bad_request``           a request header httpx refuses to send
 ``proxy``                 the route's proxy refused or broke the request
-``decoding``              a body that does not decompress
+``decoding``              a body that does not decompress, or stops mid-stream
 ========================  ==================================================
+
+A hop's ``timeout_s`` is a deadline on the hop as a whole, not on each read: a
+server that trickles its status line, headers or body a byte at a time is cut
+off at the deadline. A body is decompressed (gzip, deflate, brotli; codings
+stacked too) by bounded steps, never producing more than ``max_body_bytes``,
+so a compression bomb is refused as ``too_large`` after at most that much
+output, at the cost of no more memory. A malformed status line or header, or
+a body cut short by a reset or a close, is a ``connection_reset``.
 
 Redirects are followed by hand, hop by hop, so each hop is checked by
 :func:`~recrawl.crawl.safety.resolve_and_check` and billed. Bytes are **wire
@@ -34,7 +43,9 @@ proxy is counted the same way (the ``CONNECT`` exchange is not).
 
 The target of every hop is checked, through a proxy too (the proxy itself, often
 on loopback, is trusted as configured). Direct, the target's name is resolved
-here and refused when any address is not public. Through a proxy the proxy
+here and refused when any address is not public; and when private networks are
+refused, each new connection resolves and checks the name again and connects to
+an address that check passed (pinned), so DNS rebinding cannot slip through. Through a proxy the proxy
 resolves the name, on its own network, so the fetcher asks no DNS of a name
 (``shop.example`` through a route need not resolve here): it checks only IP
 literals, and refuses ``localhost`` and ``*.localhost``, the names every
@@ -45,12 +56,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import select
 import socket
 import ssl
 import time
+import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
@@ -63,7 +77,19 @@ from recrawl.clock import Clock, system_clock
 from recrawl.config import CrawlSettings
 from recrawl.crawl.safety import ResolutionFailed, UnsafeTarget, resolve_and_check
 
+try:  # brotli >= 1.2: its output can be bounded
+    import brotli as _brotli  # type: ignore[import-untyped]
+
+    _BROTLI = hasattr(_brotli.Decompressor(), "can_accept_more_data")
+except ImportError:  # pragma: no cover - brotli is installed with httpx[brotli]
+    _BROTLI = False
+_DECODE_ERRORS: Final[tuple[type[Exception], ...]] = (
+    (zlib.error, _brotli.error) if _BROTLI else (zlib.error,)
+)
+
 __all__ = ["DEFAULT_USER_AGENT", "FetchRequest", "FetchResult", "Fetcher"]
+
+log = logging.getLogger(__name__)
 
 
 DEFAULT_USER_AGENT: Final = CrawlSettings().agent()
@@ -80,6 +106,10 @@ _DNS_CACHE_S: Final = 60.0
 _DNS_CACHE_SIZE: Final = 4096
 _KEEPALIVE_S: Final = 5.0
 _SWEEP_S: Final = 1.0
+_ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI else "gzip, deflate"
+_SENT_EVENTS: Final = frozenset(
+    {"http11.send_request_headers.started", "http2.send_request_headers.started"}
+)
 
 
 @dataclass(frozen=True)
@@ -181,8 +211,99 @@ class _TooLarge(Exception):
     """The body passed the limit (internal: becomes error ``too_large``)."""
 
 
-class _HopTimeout(Exception):
-    """The body took longer than the hop's time (internal: error ``timeout``)."""
+class _Undecodable(Exception):
+    """A body that does not decompress (internal: error ``decoding``)."""
+
+
+class _Inflater:
+    """One content coding's decoder whose output is bounded: :meth:`feed` never
+    returns more than ``room`` bytes more than it was given room for, so a
+    compression bomb costs at most the limit in memory, whatever it inflates to.
+
+    ``gzip`` / ``x-gzip``, ``deflate`` (zlib-wrapped, or raw as some servers
+    send it) and ``br``. Raises :class:`_TooLarge` once its output passes
+    ``limit`` in all, :class:`_Undecodable` for data that is not of its coding
+    or (at :meth:`finish`) a stream that stopped before its end.
+    """
+
+    def __init__(self, coding: str, limit: int) -> None:
+        self.coding = coding
+        self.limit = limit
+        self.out = 0
+        self.fed = False
+        self._z: Any = None
+        self._br: Any = None
+        if coding == "br":
+            self._br = _brotli.Decompressor()
+        else:
+            self._z = zlib.decompressobj(31 if coding != "deflate" else zlib.MAX_WBITS)
+
+    def _count(self, data: bytes) -> bytes:
+        self.out += len(data)
+        if self.out > self.limit:
+            raise _TooLarge
+        return data
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if not data:
+            return []
+        self.fed = True
+        room = self.limit - self.out + 1  # one byte more than allowed: enough to tell
+        try:
+            if self._br is not None:
+                parts = [self._count(self._br.process(data, output_buffer_limit=room))]
+                while not self._br.can_accept_more_data():
+                    room = self.limit - self.out + 1
+                    parts.append(self._count(self._br.process(b"", output_buffer_limit=room)))
+                return parts
+            if self._z.eof:  # bytes after the end of the stream: dropped, as zlib does
+                return []
+            try:
+                out = self._z.decompress(data, room)
+            except zlib.error:
+                if self.coding != "deflate" or self.out or self._z.unused_data:
+                    raise
+                self._z = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate
+                out = self._z.decompress(data, room)
+            parts = [self._count(out)]
+            while self._z.unconsumed_tail and not self._z.eof:
+                room = self.limit - self.out + 1
+                parts.append(self._count(self._z.decompress(self._z.unconsumed_tail, room)))
+            return parts
+        except _DECODE_ERRORS as exc:
+            raise _Undecodable(str(exc)) from exc
+
+    def finish(self) -> list[bytes]:
+        """What is left in the decoder; :class:`_Undecodable` if the stream was cut."""
+        if not self.fed:
+            return []
+        if self._br is not None:
+            if not self._br.is_finished():
+                raise _Undecodable(f"{self.coding} stream ended early")
+            return []
+        if not self._z.eof:
+            raise _Undecodable(f"{self.coding} stream ended early")
+        return []
+
+
+def _inflaters(content_encoding: str, limit: int) -> list[_Inflater]:
+    """The decoders for a ``Content-Encoding`` value, in the order to apply them
+    (the last coding applied first undone); unknown codings are passed through,
+    as httpx does."""
+    known = {"gzip", "x-gzip", "deflate"} | ({"br"} if _BROTLI else set())
+    codings = [c.strip().lower() for c in content_encoding.split(",")]
+    return [_Inflater(c, limit) for c in reversed(codings) if c in known]
+
+
+class _Client(httpx.AsyncClient):
+    """An httpx client that leaves ``Location`` alone: redirects are followed
+    by hand, and httpx's own reading of the next request would turn a response
+    with a bad ``Location`` into an exception, losing its status."""
+
+    def _build_redirect_request(  # type: ignore[override]
+        self, request: httpx.Request, response: httpx.Response
+    ) -> None:
+        return None
 
 
 def _error_word(exc: BaseException) -> str:
@@ -199,9 +320,9 @@ def _error_word(exc: BaseException) -> str:
             if isinstance(cause, socket.gaierror):
                 return "dns"
             cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, httpx.TimeoutException | _HopTimeout):
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return "timeout"
-    if isinstance(exc, httpx.DecodingError):
+    if isinstance(exc, httpx.DecodingError | _Undecodable):
         return "decoding"
     if isinstance(exc, httpx.InvalidURL | httpx.UnsupportedProtocol):
         return "bad_url"
@@ -321,11 +442,24 @@ class _Stream(httpcore.AsyncNetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _Backend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend, its streams wrapped in :class:`_Stream`."""
+_Resolve = Callable[[str, int], Awaitable[list[str]]]
 
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+
+class _Backend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend, its streams wrapped in :class:`_Stream`.
+
+    With ``resolve`` (direct routes when private networks are refused) a host
+    name is resolved and checked here, at connection time, and the connection
+    made to a checked address, the first that answers: the address connected
+    to is always one the safety check passed, whatever the name resolves to
+    a moment later (DNS rebinding).
+    """
+
+    def __init__(
+        self, inner: httpcore.AsyncNetworkBackend, resolve: _Resolve | None = None
+    ) -> None:
         self._inner = inner
+        self._resolve = resolve
 
     async def connect_tcp(
         self,
@@ -335,8 +469,24 @@ class _Backend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
-        stream = await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _Stream(stream)
+        if self._resolve is None:
+            stream = await self._inner.connect_tcp(
+                host, port, timeout, local_address, socket_options
+            )
+            return _Stream(stream)
+        addresses = await self._resolve(host, port)
+        failure: BaseException | None = None
+        for address in addresses:
+            try:
+                stream = await self._inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
+                failure = exc
+                continue
+            return _Stream(stream)
+        assert failure is not None  # resolve returns at least one address
+        raise failure
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
@@ -347,13 +497,18 @@ class _Backend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def _origin_transport(limits: httpx.Limits, proxy: str | None) -> httpx.AsyncHTTPTransport:
-    """One origin's pooled transport (through ``proxy``, if any)."""
+def _origin_transport(
+    limits: httpx.Limits, proxy: str | None, resolve: _Resolve | None = None
+) -> httpx.AsyncHTTPTransport:
+    """One origin's pooled transport (through ``proxy``, if any; connecting to
+    addresses ``resolve`` returns, if given: see :class:`_Backend`)."""
     transport = httpx.AsyncHTTPTransport(limits=limits, proxy=proxy, trust_env=False)
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.AsyncNetworkBackend):  # httpcore 1.x; else left as is
-        pool._network_backend = _Backend(backend)  # type: ignore[union-attr]
+    if isinstance(backend, httpcore.AsyncNetworkBackend):  # httpcore 1.x
+        pool._network_backend = _Backend(backend, resolve)  # type: ignore[union-attr]
+    elif resolve is not None:  # pragma: no cover - never connect unchecked
+        raise RuntimeError("cannot pin connections to checked addresses with this httpcore")
     return transport
 
 
@@ -371,9 +526,16 @@ class _PerOrigin(httpx.AsyncBaseTransport):
     """
 
     def __init__(
-        self, proxy: str | None, *, per_origin: int, total: int, max_idle: int = _MAX_IDLE_ORIGINS
+        self,
+        proxy: str | None,
+        *,
+        per_origin: int,
+        total: int,
+        max_idle: int = _MAX_IDLE_ORIGINS,
+        resolve: _Resolve | None = None,
     ) -> None:
         self._proxy = proxy
+        self._resolve = resolve
         self._limits = httpx.Limits(
             max_connections=per_origin,
             max_keepalive_connections=per_origin,
@@ -400,7 +562,7 @@ class _PerOrigin(httpx.AsyncBaseTransport):
         if origin is None:
             if self._closed:
                 raise RuntimeError("this Fetcher is closed")
-            origin = _Origin(_origin_transport(self._limits, self._proxy))
+            origin = _Origin(_origin_transport(self._limits, self._proxy, self._resolve))
             self._origins[key] = origin
             if len(self._origins) > self._max_idle:
                 self._next_sweep = 0.0
@@ -461,7 +623,8 @@ class Fetcher:
     """Fetch pages politely: pooled connections per route and origin, hand-followed
     redirects, a safety check before every hop, wire bytes counted.
 
-    ``timeout_s`` bounds each hop (connect, send, headers and body), seconds;
+    ``timeout_s`` bounds each hop as a whole (DNS, connect, send, headers and
+    body together, however slowly they trickle), seconds;
     ``max_body_bytes`` bounds a body, decompressed or not, bytes. ``routes``
     maps a route name to an HTTP proxy URL (``""``, None or a missing name:
     direct). ``allow_private_networks`` lets targets on private and loopback
@@ -520,16 +683,21 @@ class Fetcher:
                 proxy or None,
                 per_origin=self.connections_per_origin,
                 total=self.max_connections,
+                resolve=None if proxy or self.allow_private_networks else self._pinned,
             )
-            client = httpx.AsyncClient(
+            client = _Client(
                 transport=transport,
                 follow_redirects=False,
                 timeout=httpx.Timeout(self.timeout_s),
-                headers={"User-Agent": self.user_agent},
+                headers={"User-Agent": self.user_agent, "Accept-Encoding": _ACCEPT_ENCODING},
                 trust_env=False,
             )
             self._clients[proxy] = client
         return client
+
+    async def _pinned(self, host: str, port: int) -> list[str]:
+        """The checked addresses a direct connection to ``host`` may use."""
+        return await resolve_and_check(host, port, allow_private=self.allow_private_networks)
 
     async def _check(self, host: str, port: int, via_proxy: bool = False) -> None:
         if via_proxy and not _is_ip_literal(host):
@@ -572,70 +740,71 @@ class Fetcher:
         seen: set[str] = {str(url)} if url is not None else set()
         permanent = False
         while url is not None:
-            if url.scheme not in _DEFAULT_PORTS or not url.host:
+            if url.scheme not in _DEFAULT_PORTS or not url.host or not _valid_port(url.port):
                 error = "bad_url"
                 break
             request: httpx.Request | None = None
             response: httpx.Response | None = None
-            hop_deadline = time.perf_counter() + self.timeout_s
+            events: set[str] = set()
             try:
-                host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS wants it
-                await self._check(host, url.port or _DEFAULT_PORTS[url.scheme], via_proxy)
-                request = client.build_request("GET", url, headers=headers)
-                response = await client.send(request, stream=True)
-                sent += _request_bytes(request, via_proxy)
-                received += _response_head_bytes(response)
-                status = response.status_code
-                location = response.headers.get("location")
-                if status in _REDIRECTS and location is not None:
-                    await self._drain(response, hop_deadline)
+                # the whole hop, not each read: a server that trickles its answer a
+                # byte at a time never lets httpx's per-read timeout trip
+                async with asyncio.timeout(self.timeout_s):
+                    host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS wants it
+                    await self._check(host, url.port or _DEFAULT_PORTS[url.scheme], via_proxy)
+                    request = client.build_request("GET", url, headers=headers)
+                    request.extensions["trace"] = partial(_trace, events)
+                    response = await client.send(request, stream=True)
+                    sent += _request_bytes(request, via_proxy)
+                    received += _response_head_bytes(response)
+                    status = response.status_code
+                    location = response.headers.get("location")
+                    if status in _REDIRECTS and location is not None:
+                        await self._drain(response)
+                        received += response.num_bytes_downloaded
+                        try:
+                            target = url.join(location).copy_with(fragment=None)
+                        except (httpx.InvalidURL, ValueError):
+                            error = "bad_url"
+                            break
+                        target_text = str(target)
+                        redirects.append((status, target_text))
+                        permanent = permanent or (len(redirects) == 1 and status in _PERMANENT)
+                        if target_text in seen:
+                            error = "redirect_loop"
+                            break
+                        if len(redirects) > self.max_redirects:
+                            error = "too_many_redirects"
+                            break
+                        seen.add(target_text)
+                        if (target.scheme, target.host, target.port) != (
+                            url.scheme,
+                            url.host,
+                            url.port,
+                        ):
+                            headers = {
+                                k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS
+                            }
+                        url, url_text = target, target_text
+                        continue
+                    final_headers = dict(response.headers.items())
+                    if permanent:
+                        moved_to = url_text
+                    body = await self._read(response)
                     received += response.num_bytes_downloaded
-                    try:
-                        target = url.join(location).copy_with(fragment=None)
-                    except (httpx.InvalidURL, ValueError):
-                        error = "bad_url"
-                        break
-                    target_text = str(target)
-                    redirects.append((status, target_text))
-                    permanent = permanent or (len(redirects) == 1 and status in _PERMANENT)
-                    if target_text in seen:
-                        error = "redirect_loop"
-                        break
-                    if len(redirects) > self.max_redirects:
-                        error = "too_many_redirects"
-                        break
-                    seen.add(target_text)
-                    if (target.scheme, target.host, target.port) != (
-                        url.scheme,
-                        url.host,
-                        url.port,
-                    ):
-                        headers = {
-                            k: v for k, v in headers.items() if k.lower() not in _CREDENTIALS
-                        }
-                    url, url_text = target, target_text
-                    continue
-                final_headers = dict(response.headers.items())
-                if permanent:
-                    moved_to = url_text
-                body = await self._read(response, hop_deadline)
-                received += response.num_bytes_downloaded
-                break
+                    break
             except _TooLarge:
                 error = "too_large"
                 if response is not None:
                     received += response.num_bytes_downloaded
                 break
-            except (
-                httpx.HTTPError,
-                httpx.InvalidURL,
-                OSError,
-                UnicodeError,
-                UnsafeTarget,
-                _HopTimeout,
-            ) as exc:
+            except Exception as exc:  # never raise out of a fetch: name what happened
                 error = _error_word(exc)
-                if request is not None and response is None and _was_sent(exc):
+                if not isinstance(
+                    exc, httpx.HTTPError | OSError | UnicodeError | UnsafeTarget | _Undecodable
+                ):
+                    log.warning("fetching %s: unexpected %r", url_text, exc)
+                if request is not None and response is None and _was_sent(exc, events):
                     sent += _request_bytes(request, via_proxy)
                 if response is not None:
                     received += response.num_bytes_downloaded
@@ -661,31 +830,41 @@ class Fetcher:
             redirects=redirects,
         )
 
-    async def _read(self, response: httpx.Response, deadline: float) -> bytes:
-        """The decompressed body; :class:`_TooLarge` past ``max_body_bytes``,
-        :class:`_HopTimeout` past ``deadline`` (``time.perf_counter`` seconds)."""
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The decompressed body; :class:`_TooLarge` past ``max_body_bytes``
+        on the wire or decompressed (never inflating more than that),
+        :class:`_Undecodable` when it does not decompress."""
         limit = self.max_body_bytes
         declared = response.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise _TooLarge
+        stages = _inflaters(response.headers.get("content-encoding", ""), limit)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit or response.num_bytes_downloaded > limit:
+        async for raw in response.aiter_raw():
+            if response.num_bytes_downloaded > limit:
                 raise _TooLarge
-            if time.perf_counter() > deadline:
-                raise _HopTimeout
-            chunks.append(chunk)
+            parts = [raw]
+            for stage in stages:
+                parts = [out for part in parts for out in stage.feed(part)]
+            for part in parts:
+                size += len(part)
+                if size > limit:
+                    raise _TooLarge
+                if part:
+                    chunks.append(part)
+        for i, stage in enumerate(stages):  # a stream cut short does not decompress
+            parts = stage.finish()
+            for later in stages[i + 1 :]:
+                parts = [out for part in parts for out in later.feed(part)]
+            chunks.extend(parts)
         return b"".join(chunks)
 
-    async def _drain(self, response: httpx.Response, deadline: float) -> None:
+    async def _drain(self, response: httpx.Response) -> None:
         """Read and drop a redirect's body (raw, bounded) so the connection is reused."""
         async for _ in response.aiter_raw():
             if response.num_bytes_downloaded > self.max_body_bytes:
                 raise _TooLarge
-            if time.perf_counter() > deadline:
-                raise _HopTimeout
 
     async def aclose(self) -> None:
         """Close every route's connection pool."""
@@ -715,8 +894,22 @@ def _is_ip_literal(host: str) -> bool:
     return True
 
 
-def _was_sent(exc: BaseException) -> bool:
-    """Whether the request went out before ``exc`` (no: failed to connect)."""
+def _valid_port(port: int | None) -> bool:
+    """Whether ``port`` (None: the scheme's) is one a connection can use."""
+    return port is None or 0 < port < 65536
+
+
+async def _trace(events: set[str], name: str, info: Mapping[str, Any]) -> None:
+    """httpcore's trace callback: remember which steps of a request began."""
+    events.add(name)
+
+
+def _was_sent(exc: BaseException, events: AbstractSet[str] = frozenset()) -> bool:
+    """Whether the request went out before ``exc`` (no: failed to connect);
+    for a hop's own deadline, whether httpcore began sending it (``events``
+    from :func:`_trace`)."""
+    if isinstance(exc, TimeoutError):
+        return not events.isdisjoint(_SENT_EVENTS)
     return not isinstance(
         exc,
         httpx.ConnectError

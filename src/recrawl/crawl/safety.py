@@ -6,10 +6,11 @@ service), at ``localhost`` or at the office network. Before every connection
 the fetcher calls :func:`resolve_and_check`, which resolves the host and
 refuses it when **any** of its addresses is not public.
 
-The check and the connection resolve the name separately, so a name whose DNS
-answer changes in between (DNS rebinding) is not caught; the fetcher also
-remembers a passed check for a minute. Pinning the connection to the checked
-address would close that gap.
+The fetcher checks a name before each hop (a passed check is remembered for a
+minute), and again when it opens a direct connection: it then connects to one
+of the addresses this check just passed, never to what the name resolves to
+later, so a name whose DNS answer changes in between (DNS rebinding) cannot
+reach a private address.
 
 >>> is_public_address("93.184.216.34"), is_public_address("10.0.0.1")
 (True, False)

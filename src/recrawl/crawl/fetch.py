@@ -107,6 +107,7 @@ _DNS_CACHE_SIZE: Final = 4096
 _KEEPALIVE_S: Final = 5.0
 _SWEEP_S: Final = 1.0
 _ACCEPT_ENCODING: Final = "gzip, deflate, br" if _BROTLI else "gzip, deflate"
+_INFLATE_STEP: Final = 1 << 20
 _SENT_EVENTS: Final = frozenset(
     {"http11.send_request_headers.started", "http2.send_request_headers.started"}
 )
@@ -217,12 +218,13 @@ class _Undecodable(Exception):
 
 class _Inflater:
     """One content coding's decoder whose output is bounded: :meth:`feed` never
-    returns more than ``room`` bytes more than it was given room for, so a
-    compression bomb costs at most the limit in memory, whatever it inflates to.
+    produces more than one byte past ``limit``, so a compression bomb costs at
+    most the limit in memory, whatever it inflates to.
 
     ``gzip`` / ``x-gzip``, ``deflate`` (zlib-wrapped, or raw as some servers
     send it) and ``br``. Raises :class:`_TooLarge` once its output passes
-    ``limit`` in all, :class:`_Undecodable` for data that is not of its coding
+    ``limit`` in all (memory: what it produced, plus one step of at most
+    1 MiB), :class:`_Undecodable` for data that is not of its coding
     or (at :meth:`finish`) a stream that stopped before its end.
     """
 
@@ -238,6 +240,11 @@ class _Inflater:
         else:
             self._z = zlib.decompressobj(31 if coding != "deflate" else zlib.MAX_WBITS)
 
+    def _room(self) -> int:
+        """How much the next step may produce: one byte more than allowed (enough
+        to tell), in steps of at most :data:`_INFLATE_STEP`."""
+        return min(self.limit - self.out + 1, _INFLATE_STEP)
+
     def _count(self, data: bytes) -> bytes:
         self.out += len(data)
         if self.out > self.limit:
@@ -248,12 +255,12 @@ class _Inflater:
         if not data:
             return []
         self.fed = True
-        room = self.limit - self.out + 1  # one byte more than allowed: enough to tell
+        room = self._room()
         try:
             if self._br is not None:
                 parts = [self._count(self._br.process(data, output_buffer_limit=room))]
                 while not self._br.can_accept_more_data():
-                    room = self.limit - self.out + 1
+                    room = self._room()
                     parts.append(self._count(self._br.process(b"", output_buffer_limit=room)))
                 return parts
             if self._z.eof:  # bytes after the end of the stream: dropped, as zlib does
@@ -267,7 +274,7 @@ class _Inflater:
                 out = self._z.decompress(data, room)
             parts = [self._count(out)]
             while self._z.unconsumed_tail and not self._z.eof:
-                room = self.limit - self.out + 1
+                room = self._room()
                 parts.append(self._count(self._z.decompress(self._z.unconsumed_tail, room)))
             return parts
         except _DECODE_ERRORS as exc:

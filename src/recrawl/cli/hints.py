@@ -36,6 +36,8 @@ from recrawl.cli.common import (
     ConfigOpt,
     DbOpt,
     JsonOpt,
+    Rejections,
+    RejectsOpt,
     at_required,
     at_time,
     cli_store,
@@ -61,8 +63,6 @@ hints_app = typer.Typer(
     help="Cheap signals: what sitemaps, feeds and listings say of pages' last changes.",
     invoke_without_command=True,
 )
-
-_SHOWN = 20  # rejected entries printed, per run
 
 
 @dataclass
@@ -211,6 +211,7 @@ def hints_add(
     config: ConfigOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     as_json: JsonOpt = False,
+    rejects: RejectsOpt = None,
 ) -> None:
     """Store what sitemaps, feeds and listings say of pages' last changes.
 
@@ -220,8 +221,8 @@ def hints_add(
     the source was read) and source (a name: sitemap, feed, listing, ...).
     Only each page's latest hint per source and each new lastmod are kept: a
     sitemap read again unchanged adds nothing but when it was read. Bad lines
-    are reported with their line (or sitemap entry) and field, and skipped; the
-    good ones are stored. Hints read (seen_at) more than 5 minutes after this
+    are skipped and every one is named with its line (or sitemap entry) and
+    field (on stderr, or in the --rejects file); the good ones are stored. Hints read (seen_at) more than 5 minutes after this
     machine's clock are rejected too. A sitemap without --seen-at was read when
     its file was last modified (stdin: now). Every FILE is checked before any
     is read: a missing one exits 2 with nothing stored. Exits 1 when any hint
@@ -238,19 +239,14 @@ def hints_add(
             raise typer.BadParameter(f"{name} is not a readable file", param_hint="FILE")
     settings = load_settings(config)
     results: list[_FileResult] = []
-    shown = 0
+    shut = ExitStack()
+    named = Rejections.open(rejects, shut)
 
     def reject(got: _FileResult, where: str, exc: InvalidHint) -> None:
-        nonlocal shown
         got.rejected += 1
-        shown += 1
-        if shown <= _SHOWN:
-            what = f"field {exc.field!r}: " if exc.field else ""
-            err.print(
-                f"[red]rejected[/] {escape(got.name)}: {where} {exc.line}: {escape(what + exc.reason)}"
-            )
+        named.error(got.name, exc, kind=where)
 
-    with cli_store(db, settings, existing=not add_urls) as store, ExitStack() as stack:
+    with shut, cli_store(db, settings, existing=not add_urls) as store, ExitStack() as stack:
         engine = Engine(store, settings)
         progress = Progress(
             TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
@@ -280,8 +276,7 @@ def hints_add(
                         f"seen after now (seen_at more than {HINT_FUTURE_S / 60:g} minutes "
                         "after this machine's clock: a wrong clock or --seen-at), not stored"
                     )
-    if shown > _SHOWN:
-        err.print(f"… and {shown - _SHOWN} more rejected")
+    named.summary("lines or entries")
     total = HintResult()
     for r in results:
         total.add(r.result)

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -30,6 +31,8 @@ from recrawl.cli.common import (
     ConfigOpt,
     DbOpt,
     JsonOpt,
+    Rejections,
+    RejectsOpt,
     at_required,
     at_time,
     cli_store,
@@ -155,15 +158,7 @@ def ingest(
         str | None, typer.Option("--format", help="jsonl or csv (default: from the file name).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    rejects: Annotated[
-        Path | None,
-        typer.Option(
-            "--rejects",
-            help="Write every rejected line to this file as JSONL (file, line, field, "
-            "reason), instead of naming each on stderr.",
-            dir_okay=False,
-        ),
-    ] = None,
+    rejects: RejectsOpt = None,
 ) -> None:
     """Store fetch observations (JSONL or CSV, SPEC §5).
 
@@ -175,29 +170,13 @@ def ingest(
     if fmt is not None and fmt not in ("jsonl", "csv"):
         raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
     total = IngestReport()
-    by_field: dict[str, int] = {}
     with ExitStack() as stack:
         inputs = stack.enter_context(_open_inputs(files, fmt))  # each there, before writing
-        rejects_out: TextIO | None = None
-        if rejects is not None:
-            try:
-                rejects_out = stack.enter_context(rejects.open("w", encoding="utf-8"))
-            except OSError as exc:
-                raise typer.BadParameter(
-                    f"{rejects} cannot be written ({exc.strerror})", param_hint="--rejects"
-                ) from None
+        named = Rejections.open(rejects, stack)
         store = cli_store(db, settings)
         stack.callback(store.close)
-        _ingest_inputs(Engine(store, settings), inputs, fmt, quiet, total, by_field, rejects_out)
-    if total.rejected:
-        fields = ", ".join(
-            f"{k}: {v:,}" for k, v in sorted(by_field.items(), key=lambda kv: (-kv[1], kv[0]))
-        )
-        where = f", each written to {rejects}" if rejects is not None else ""
-        err.print(
-            escape(f"{total.rejected:,} lines rejected{where} (by field: {fields})"),
-            soft_wrap=True,
-        )
+        _ingest_inputs(Engine(store, settings), inputs, fmt, quiet, total, named)
+    named.summary()
     out.print(
         f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
         f"{total.rejected:,} rejected"
@@ -217,18 +196,15 @@ def _ingest_inputs(
     fmt: str | None,
     quiet: bool,
     total: IngestReport,
-    by_field: dict[str, int],
-    rejects_out: TextIO | None,
+    named: Rejections,
 ) -> None:
     """``recrawl ingest``'s reading: each input into ``total``, each rejection
-    named (to ``rejects_out`` as JSONL when given, else on stderr, one line
-    each) and counted into ``by_field`` (``whole line`` when no field is to blame)."""
+    named by ``named``."""
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.fields[stored]:,} stored"), TimeRemainingColumn(),
         console=err, disable=quiet or not err.is_terminal, transient=True,
     )  # fmt: skip
-    plain = not err.is_terminal
     with progress:
         for name, f, size in inputs:
             kind = fmt or ("csv" if _is_csv(name) else "jsonl")
@@ -239,26 +215,7 @@ def _ingest_inputs(
                 progress.update(task, completed=counting.pos, stored=rep.stored)
 
             def show(exc: InvalidObservation, name: str = name) -> None:
-                field = exc.field or "whole line"
-                by_field[field] = by_field.get(field, 0) + 1
-                if rejects_out is not None:
-                    rejects_out.write(
-                        json.dumps(
-                            {
-                                "file": name,
-                                "line": exc.line,
-                                "field": exc.field,
-                                "reason": exc.reason,
-                            }
-                        )
-                        + "\n"
-                    )
-                elif plain:  # (a log of many rejections: 5 times faster than rich)
-                    err.file.write(f"rejected {name}: {exc}\n")
-                else:
-                    err.print(
-                        f"[red]rejected[/] {escape(name)}: {escape(str(exc))}", soft_wrap=True
-                    )
+                named.error(name, exc)
 
             kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
             rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show)
@@ -334,6 +291,10 @@ app.command("crawl")(crawl)
 app.command("simweb")(simweb)
 
 
+_FIELD_BLAMED = re.compile(r"field '([^']+)': (.*)", re.DOTALL)
+"""A reason that names its field (as :func:`url_registration` words them)."""
+
+
 @dataclass
 class _UrlRows:
     """URL rows read from a file: the good ones (first of each URL), how many
@@ -346,13 +307,14 @@ class _UrlRows:
 
 def _read_url_rows(
     file: str,
+    named: Rejections,
     *,
     site: str | None = None,
     page_type: str | None = None,
     value: float | None = None,
 ) -> _UrlRows:
     """The rows of a URL file (see ``urls add``), each checked with
-    :func:`url_registration`; the first 20 rejected lines are printed."""
+    :func:`url_registration`; every rejected line is named by ``named``."""
     rows: list[dict[str, Any]] = []
     bad = 0
     with _open_inputs([file]) as inputs:
@@ -362,8 +324,11 @@ def _read_url_rows(
     def reject(n: int, why: str) -> None:
         nonlocal bad
         bad += 1
-        if bad <= 20:
-            err.print(f"[red]rejected[/] {escape(name)}: line {n}: {escape(why)}")
+        blamed = _FIELD_BLAMED.match(why)
+        if blamed:
+            named(name, n, blamed[1], blamed[2])
+        else:
+            named(name, n, None, why)
 
     header: list[str] | None = None
     csv_default = _is_csv(name)
@@ -422,8 +387,6 @@ def _read_url_rows(
         seen.add(url)
         row["url"] = url
         rows.append(row)
-    if bad > 20:
-        err.print(f"… and {bad - 20} more rejected lines")
     return _UrlRows(rows, bad, repeated)
 
 
@@ -452,6 +415,7 @@ def urls_add(
             help="Also re-tier URLs already known: set their value to the file's (or --value).",
         ),
     ] = False,
+    rejects: RejectsOpt = None,
 ) -> None:
     """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
 
@@ -459,6 +423,8 @@ def urls_add(
     naming its columns (url and any of site, page_type, value), or a name
     ending in .csv for the columns in that order; lines starting with { are
     JSON objects with those keys. Blank lines and # comments are skipped.
+    Every rejected line is named (on stderr, or in the --rejects file) and
+    the rest registered; exits 1 when any was rejected.
     With --update, the URLs already known take the value given (their site,
     page type and history stay); a URL given no value keeps its own.
     """
@@ -468,7 +434,10 @@ def urls_add(
         raise typer.BadParameter(
             "'canary' is reserved for canaries (recrawl canary add)", param_hint="--page-type"
         )
-    got = _read_url_rows(file, site=site, page_type=page_type, value=value)
+    with ExitStack() as stack:
+        named = Rejections.open(rejects, stack)
+        got = _read_url_rows(file, named, site=site, page_type=page_type, value=value)
+    named.summary()
     rows = got.rows
     retiered = 0
     with cli_store(db) as store:
@@ -494,13 +463,17 @@ def urls_remove(
         typer.Argument(help="The URLs, in any form `urls add` reads; '-' reads stdin."),
     ],
     db: DbOpt = None,
+    rejects: RejectsOpt = None,
 ) -> None:
     """Forget URLs: their pages, fetch logs, leases and canaries leave the store.
 
     Stats and health keep the counts they hold. A URL that a fetcher reports,
     or that is registered, again later starts over as a new page.
     """
-    got = _read_url_rows(file)
+    with ExitStack() as stack:
+        named = Rejections.open(rejects, stack)
+        got = _read_url_rows(file, named)
+    named.summary()
     with cli_store(db, existing=True) as store:
         removed = Engine(store).remove_urls([r["url"] for r in got.rows])
     out.print(

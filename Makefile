@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs setup clean
+.PHONY: demo test test-slow lint docs setup clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,7 +34,12 @@ docs: $(STAMP)
 
 test: $(STAMP) lint docs
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow"
+
+# The tests marked slow (whole generated health histories, a million-page
+# cluster plan): minutes, so kept out of `make test`.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -163,11 +163,14 @@ def crawl_settings(
     """Settings for a crawl of a :class:`SimWeb`: the record fields (name, price,
     stock) extracted for each page type of ``types``, loopback allowed, one request
     at a time per site (so that no request already in flight lands inside a
-    Retry-After window), 30 s between requests."""
+    Retry-After window), 30 s between requests. The stores are throwaway:
+    ``durability = "normal"`` (no fsync a commit, which the simulation clock
+    would multiply)."""
     fields = {"name": "h1.name::text", "price": ".price::text", "stock": ".stock::text"}
     return Settings.model_validate(
         {
             "budget_per_day": budget_per_day,
+            "durability": "normal",
             "cycle_hours": 1,
             "site_concurrency": 1,
             "page_types": {t: {"fields": dict(fields)} for t in types},

@@ -104,7 +104,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,6 +122,7 @@ from recrawl.clock import Clock, system_clock
 __all__ = [
     "DEFAULT_ROBOTS",
     "LISTING_PAGE_ITEMS",
+    "ChangeProcess",
     "FeedKind",
     "HostileKind",
     "ListingMode",
@@ -157,6 +158,9 @@ FeedKind = Literal["rss", "atom", "none"]
 
 ListingMode = Literal["fresh", "stale", "none"]
 """Whether a site's listing pages show each item's summary now or late."""
+
+ChangeProcess = Literal["poisson", "bursts", "business_hours", "rate_jump"]
+"""How a page's record changes over time (see :class:`PageGroup`)."""
 
 Served = Literal[
     "page",
@@ -195,6 +199,12 @@ _VALIDATORS: Final = frozenset(get_args(ValidatorMode))
 _SITEMAPS: Final = frozenset(get_args(SitemapMode))
 _FEEDS: Final = frozenset(get_args(FeedKind))
 _LISTINGS: Final = frozenset(get_args(ListingMode))
+_PROCESSES: Final = frozenset(get_args(ChangeProcess))
+# Extra entropy words for the generators of the change processes and of late
+# pages: separate streams, so the draws of ``default_rng([seed, site])`` (the
+# Poisson change times, prices ...) are the same with or without them.
+_PROCESS_STREAM: Final = 0x5EED_0001
+_LATE_STREAM: Final = 0x5EED_0002
 _LOREM: Final = (
     "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
     "incididunt ut labore et dolore magna aliqua enim ad minim veniam quis nostrud "
@@ -216,14 +226,58 @@ class PageGroup:
     lognormal with mean ``rate_per_day`` and log-sd ``rate_sigma`` (0: every
     page at exactly ``rate_per_day``). A site's groups take consecutive page
     numbers ``/p/<i>`` in the order listed.
+
+    ``process`` (:data:`ChangeProcess`) is how each page's record changes at
+    its drawn rate ``r`` (changes per day):
+
+    * ``poisson``: a Poisson process at ``r``.
+    * ``bursts``: bursts start as a Poisson process at ``r / burst_size``;
+      a burst holds a geometric number of changes of mean ``burst_size``
+      (at least 1), the first at the burst's start and the next ones at
+      exponential gaps of mean ``burst_gap_s`` seconds; the long-run rate is
+      ``r``.
+    * ``business_hours``: changes only from ``business_hours[0]`` to
+      ``business_hours[1]`` o'clock local time (half-open) on Monday to
+      Friday, local time being UTC plus ``utc_offset_h`` hours; a Poisson
+      process inside at ``r × 7 × 24 / (5 × hours a day)``, so the average
+      over a week is ``r`` a day.
+    * ``rate_jump``: a Poisson process at ``r`` until ``jump_at_days`` days
+      after the web's origin, at ``r × jump_factor`` after (``r`` is the rate
+      :meth:`SimWeb.rates` reports).
+
+    Pages that appear later (discovery): ``late_share`` of the group's pages
+    (rounded), or ``late_pages`` of them, chosen at random, do not exist (404,
+    in no sitemap, feed or listing, not in :meth:`SimWeb.urls`) until a time
+    drawn per page uniformly in ``appear_days`` (days after the origin; equal
+    ends: that very time; None: over the web's horizon); their record changes
+    only after it (version 0 from the appearance).
+
+    Every field from ``process`` on may be left None: the site's value
+    (:class:`SiteSpec` has the same fields); ``late_share`` / ``late_pages``
+    set on a group apply to that group only.
     """
 
     page_type: str
     n_pages: int
     rate_per_day: float
     rate_sigma: float = 0.5
+    process: ChangeProcess | None = None
+    burst_size: float | None = None
+    burst_gap_s: float | None = None
+    business_hours: tuple[float, float] | None = None
+    utc_offset_h: float | None = None
+    jump_at_days: float | None = None
+    jump_factor: float | None = None
+    late_share: float | None = None
+    late_pages: int | None = None
+    appear_days: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("business_hours", "appear_days"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _pair(value, f"page group {self.page_type!r}", name))
+        _check_process(f"page group {self.page_type!r}", self)
         if not self.page_type:
             raise ConfigError("a page group needs a page_type")
         if self.n_pages < 0:
@@ -232,6 +286,72 @@ class PageGroup:
             raise ConfigError(
                 f"page group {self.page_type!r}: rate_per_day and rate_sigma must be >= 0"
             )
+
+
+_PROCESS_FIELDS: Final = (
+    "process",
+    "burst_size",
+    "burst_gap_s",
+    "business_hours",
+    "utc_offset_h",
+    "jump_at_days",
+    "jump_factor",
+    "appear_days",
+)
+"""The change-process fields a page group takes from its site when left None."""
+
+
+def _pair(value: Any, what: str, name: str) -> tuple[float, float]:
+    """``[a, b]`` as a tuple of two floats, or a :class:`ConfigError` naming ``name``."""
+    try:
+        a, b = value
+        return float(a), float(b)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what}: {name} must be two numbers [a, b], got {value!r}") from None
+
+
+def _check_process(what: str, obj: Any) -> None:
+    """Check the change-process and late-page fields of a site or a group (None: not set)."""
+
+    def bad(name: str, rule: str) -> ConfigError:
+        return ConfigError(f"{what}: {name} {rule}, got {getattr(obj, name)!r}")
+
+    process = obj.process
+    if process is not None and process not in _PROCESSES:
+        raise bad("process", f"must be one of {sorted(_PROCESSES)}")
+    for name, low, high, rule in (
+        ("burst_size", 1.0, math.inf, "must be >= 1"),
+        ("burst_gap_s", 0.0, math.inf, "must be > 0"),
+        ("utc_offset_h", -14.0, 14.0, "must be in [-14, 14]"),
+        ("jump_at_days", 0.0, math.inf, "must be >= 0"),
+        ("jump_factor", 0.0, math.inf, "must be >= 0"),
+        ("late_share", 0.0, 1.0, "must be in [0, 1]"),
+    ):
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+            or (name == "burst_gap_s" and value == 0)
+        ):
+            raise bad(name, rule)
+    late_pages = obj.late_pages
+    if late_pages is not None and (
+        isinstance(late_pages, bool) or not isinstance(late_pages, int) or late_pages < 0
+    ):
+        raise bad("late_pages", "must be a whole number >= 0")
+    if late_pages and obj.late_share:
+        raise ConfigError(f"{what}: give late_share or late_pages, not both")
+    if late_pages is not None and late_pages > obj.n_pages:
+        raise bad("late_pages", f"must be at most n_pages ({obj.n_pages})")
+    hours = obj.business_hours
+    if hours is not None and not 0 <= hours[0] < hours[1] <= 24:
+        raise bad("business_hours", "must be [start, end] hours with 0 <= start < end <= 24")
+    appear = obj.appear_days
+    if appear is not None and not 0 <= appear[0] <= appear[1]:
+        raise bad("appear_days", "must be [first, last] days with 0 <= first <= last")
 
 
 def _window(
@@ -332,12 +452,32 @@ class SiteSpec:
     listing: ListingMode = "none"
     listing_lag_s: float = _DAY_S
     slow_s: float = 30.0
+    process: ChangeProcess = "poisson"
+    burst_size: float = 5.0
+    burst_gap_s: float = 600.0
+    business_hours: tuple[float, float] = (9.0, 18.0)
+    utc_offset_h: float = 0.0
+    jump_at_days: float = 15.0
+    jump_factor: float = 2.0
+    late_share: float = 0.0
+    late_pages: int = 0
+    appear_days: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         what = f"site {self.name!r}"
         if self.groups:
             self.groups = [g if isinstance(g, PageGroup) else PageGroup(**g) for g in self.groups]
             self.n_pages = sum(g.n_pages for g in self.groups)
+        self.business_hours = _pair(self.business_hours, what, "business_hours")
+        if self.appear_days is not None:
+            self.appear_days = _pair(self.appear_days, what, "appear_days")
+        _check_process(what, self)
+        if (self.late_share or self.late_pages) and any(
+            g.late_share is not None or g.late_pages is not None for g in self.groups
+        ):
+            raise ConfigError(
+                f"{what}: give late_share / late_pages on the site or on its groups, not both"
+            )
         if self.n_pages < 0 or self.n_private < 0:
             raise ConfigError(f"{what}: page counts must be non-negative")
         if not (self.rate_per_day >= 0 and self.rate_sigma >= 0):
@@ -389,10 +529,15 @@ class SiteSpec:
         return {*self.always_500, *self.gone, *self.soft_404, *self.moved}
 
     def page_groups(self) -> list[PageGroup]:
-        """The site's page groups (the one default group when none was given)."""
-        if self.groups:
-            return list(self.groups)
-        return [PageGroup("product", self.n_pages, self.rate_per_day, self.rate_sigma)]
+        """The site's page groups (the one default group when none was given),
+        change-process fields left None filled in from the site's."""
+        site = {name: getattr(self, name) for name in _PROCESS_FIELDS}
+        if not self.groups:
+            return [PageGroup("product", self.n_pages, self.rate_per_day, self.rate_sigma, **site)]
+        return [
+            replace(g, **{k: v for k, v in site.items() if getattr(g, k) is None})
+            for g in self.groups
+        ]
 
 
 @dataclass
@@ -584,6 +729,104 @@ _HTML: Final = ("Content-Type", "text/html; charset=utf-8")
 _XML: Final = ("Content-Type", "application/xml; charset=utf-8")
 
 
+def _by_page(page: np.ndarray, t: np.ndarray, n: int) -> list[np.ndarray]:
+    """Times ``t`` of pages ``page`` (0 … n-1) as one sorted array per page."""
+    order = np.lexsort((t, page))
+    counts = np.bincount(page, minlength=n)
+    return np.split(t[order], np.cumsum(counts)[:-1])
+
+
+def _draw_changes(
+    g: PageGroup, rates: np.ndarray, rng: np.random.Generator, origin: float, horizon_s: float
+) -> list[np.ndarray]:
+    """Change times (seconds after the origin, in ``[0, horizon_s]``) of a group's
+    pages at per-page ``rates`` (changes per day) under ``g.process``."""
+    n = rates.size
+    span_d = horizon_s / _DAY_S
+    idx = np.arange(n)
+    if g.process == "bursts":
+        size_mean = float(g.burst_size or 1.0)
+        gap_s = float(g.burst_gap_s or 1.0)
+        n_bursts = rng.poisson(rates / size_mean * span_d)
+        page = np.repeat(idx, n_bursts)
+        begin = rng.uniform(0.0, horizon_s, page.size)
+        size = rng.geometric(1.0 / size_mean, page.size)
+        gaps = rng.exponential(gap_s, int(size.sum()))
+        head = np.cumsum(size) - size  # each burst's first change
+        gaps[head] = 0.0
+        run = np.cumsum(gaps)
+        t = np.repeat(begin, size) + run - np.repeat(run[head], size)
+        page = np.repeat(page, size)
+        keep = t <= horizon_s
+        return _by_page(page[keep], t[keep], n)
+    if g.process == "business_hours":
+        assert g.business_hours is not None
+        h0, h1 = g.business_hours
+        off = float(g.utc_offset_h or 0.0) * 3600.0
+        # The open hours: local days (unix days of local time) covering the
+        # horizon, Monday to Friday (day 0, 1970-01-01, was a Thursday).
+        day = np.arange(
+            math.floor((origin + off) / _DAY_S), math.floor((origin + horizon_s + off) / _DAY_S) + 1
+        )
+        day = day[(day + 3) % 7 < 5]
+        lo = np.clip(day * _DAY_S + h0 * 3600.0 - off - origin, 0.0, horizon_s)
+        hi = np.clip(day * _DAY_S + h1 * 3600.0 - off - origin, 0.0, horizon_s)
+        lo, hi = lo[hi > lo], hi[hi > lo]
+        until = np.concatenate([[0.0], np.cumsum(hi - lo)])
+        inside = rates * 7 * 24 / (5 * (h1 - h0))
+        count = rng.poisson(inside * until[-1] / _DAY_S)
+        page = np.repeat(idx, count)
+        u = rng.uniform(0.0, until[-1], page.size)
+        k = np.clip(np.searchsorted(until, u, side="right") - 1, 0, max(lo.size - 1, 0))
+        t = lo[k] + (u - until[k]) if lo.size else u
+        return _by_page(page, np.minimum(t, hi[k]) if lo.size else t, n)
+    if g.process == "rate_jump":
+        jump = min(max(float(g.jump_at_days or 0.0) * _DAY_S, 0.0), horizon_s)
+        factor = float(g.jump_factor if g.jump_factor is not None else 1.0)
+        before = rng.poisson(rates * jump / _DAY_S)
+        after = rng.poisson(rates * factor * (horizon_s - jump) / _DAY_S)
+        page = np.concatenate([np.repeat(idx, before), np.repeat(idx, after)])
+        t = np.concatenate(
+            [
+                rng.uniform(0.0, jump, int(before.sum())),
+                rng.uniform(jump, horizon_s, int(after.sum())),
+            ]
+        )
+        return _by_page(page, t, n)
+    raise AssertionError(f"no sampler for process {g.process!r}")
+
+
+def _draw_appearances(
+    spec: SiteSpec, groups: Sequence[PageGroup], seed: int, index: int, horizon_s: float
+) -> np.ndarray:
+    """Per page, when it appears (seconds after the origin; -inf: there from the
+    start), from the site's or its groups' ``late_share`` / ``late_pages``."""
+    n = spec.n_pages
+    out = np.full(n, -np.inf)
+    if not (spec.late_share or spec.late_pages) and not any(
+        g.late_share or g.late_pages for g in groups
+    ):
+        return out
+    rng = np.random.default_rng([seed, index, _LATE_STREAM])
+
+    def pick(first: int, size: int, share: float, count: int, days: Any) -> None:
+        k = count if count else round(share * size)
+        if k == 0:
+            return
+        lo_d, hi_d = days if days is not None else (0.0, horizon_s / _DAY_S)
+        chosen = first + rng.choice(size, k, replace=False)
+        out[chosen] = rng.uniform(lo_d * _DAY_S, hi_d * _DAY_S, k)
+
+    if spec.late_share or spec.late_pages:
+        pick(0, n, spec.late_share, spec.late_pages, spec.appear_days)
+    else:
+        first = 0
+        for g in groups:
+            pick(first, g.n_pages, g.late_share or 0.0, g.late_pages or 0, g.appear_days)
+            first += g.n_pages
+    return out
+
+
 class _Site:
     """One site's precomputed state; :meth:`answer` decides every response."""
 
@@ -596,7 +839,8 @@ class _Site:
         n = spec.n_pages
         rates: list[np.ndarray] = []
         self.page_types: list[str] = []
-        for g in spec.page_groups():
+        groups = spec.page_groups()
+        for g in groups:
             sigma = g.rate_sigma
             rates.append(
                 g.rate_per_day * rng.lognormal(-(sigma**2) / 2, sigma, g.n_pages)
@@ -614,6 +858,28 @@ class _Site:
             times.setflags(write=False)
             self.changes.append(times)
             start += k
+        # Other processes replace their pages' Poisson times, from their own
+        # generator (the draws above stay as they were).
+        prng = np.random.default_rng([seed, index, _PROCESS_STREAM])
+        first = 0
+        for g in groups:
+            if g.process != "poisson" and g.n_pages:
+                drawn = _draw_changes(
+                    g, self.rates[first : first + g.n_pages], prng, origin, horizon_s
+                )
+                for i, times in enumerate(drawn, start=first):
+                    times = times + origin
+                    times.setflags(write=False)
+                    self.changes[i] = times
+            first += g.n_pages
+        # Pages that appear later: no changes before they exist.
+        self.appear = _draw_appearances(spec, groups, seed, index, horizon_s) + origin
+        self.late = [i for i in range(n) if self.appear[i] > -np.inf]
+        for i in self.late:
+            times = self.changes[i][self.changes[i] > self.appear[i]]
+            times.setflags(write=False)
+            self.changes[i] = times
+        self._appear: list[float] = self.appear.tolist()
         self._change_lists = [c.tolist() for c in self.changes]
         self._base_cents = rng.integers(500, 50_000, n).tolist()
         self._stock0 = rng.integers(0, len(_STOCK), n).tolist()
@@ -640,9 +906,13 @@ class _Site:
             self._hostile.append((origin + s, origin + e, kind, route))
         bad = spec.fault_paths
         self.normal = [i for i in range(n) if f"/p/{i}" not in bad]
-        # Every change of a normal page, in time order, for the feed.
+        # Every change of a normal page, in time order, for the feed (and the
+        # appearance of a late page, as its version 0).
         ev_t = [t for i in self.normal for t in self._change_lists[i]]
         ev_p = [i for i in self.normal for _ in self._change_lists[i]]
+        late_normal = [i for i in self.late if i in set(self.normal)]
+        ev_t += [self._appear[i] for i in late_normal]
+        ev_p += late_normal
         order = np.argsort(np.asarray(ev_t, dtype=np.float64), kind="stable")
         self._events_t = np.asarray(ev_t, dtype=np.float64)[order].tolist()
         self._events_p = np.asarray(ev_p, dtype=np.int64)[order].tolist()
@@ -659,9 +929,20 @@ class _Site:
         return bisect.bisect_right(self._change_lists[i], t)
 
     def last_change(self, i: int, t: float) -> float:
-        """Time of page ``i``'s last change at or before ``t`` (the origin if none)."""
+        """Time of page ``i``'s last change at or before ``t`` (if none, the
+        origin, or the page's appearance if it came later)."""
         v = self.version_at(i, t)
-        return self._change_lists[i][v - 1] if v else self.origin
+        return self._change_lists[i][v - 1] if v else self.born(i)
+
+    def born(self, i: int) -> float:
+        """When page ``i``'s version 0 dates from: the origin, or its appearance."""
+        return max(self.origin, self._appear[i])
+
+    def present(self, t: float) -> list[int]:
+        """The normal pages that exist at ``t``."""
+        if not self.late:
+            return self.normal
+        return [i for i in self.normal if self._appear[i] <= t]
 
     def robots_body(self) -> bytes | None:
         if self.spec.robots is None:
@@ -698,6 +979,10 @@ class _Site:
             return self._fault_answer(fault, path)
         i = _page_index(path)
         if i is not None and i < self.spec.n_pages:
+            if t < self._appear[i]:
+                return _Answer(
+                    404, "not_found", _html("Not Found", "<p>No such page.</p>"), [_HTML]
+                )
             return self._page(i, t, inm, ims)
         if path.startswith("/private/"):
             body = _html(f"Private {path[9:]}", "<p>Members only.</p>")
@@ -727,14 +1012,17 @@ class _Site:
         if mode == "read_time":
             return t
         if mode == "lazy":
-            lag = self.spec.sitemap_lag_s
-            regen = self.origin + math.floor(max(t - self.origin, 0.0) / lag) * lag
-            return self.last_change(i, regen)
+            return self.last_change(i, self._regen(t))
         return self.last_change(i, t)
+
+    def _regen(self, t: float) -> float:
+        """When a lazy sitemap read at ``t`` was last regenerated."""
+        lag = self.spec.sitemap_lag_s
+        return self.origin + math.floor(max(t - self.origin, 0.0) / lag) * lag
 
     def _sitemap(self, path: str, t: float) -> _Answer | None:
         chunk = self.spec.sitemap_chunk
-        pages = self.normal
+        pages = self.present(self._regen(t) if self.spec.sitemap == "lazy" else t)
         ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
         head = '<?xml version="1.0" encoding="UTF-8"?>\n'
         if chunk == 0 or len(pages) <= chunk:
@@ -813,10 +1101,11 @@ class _Site:
 
     def _listing(self, k: int, t: float) -> _Answer | None:
         per = LISTING_PAGE_ITEMS
-        items = self.normal[k * per : (k + 1) * per]
+        seen = t - self.spec.listing_lag_s if self.spec.listing == "stale" else t
+        listed = self.present(seen)
+        items = listed[k * per : (k + 1) * per]
         if not items:
             return None
-        seen = t - self.spec.listing_lag_s if self.spec.listing == "stale" else t
         rows = "".join(
             f'<li class="item"><a class="link" href="{self.root}/p/{i}">Item {i}</a>'
             f'<span class="price">{self._price(i, v)}</span>'
@@ -824,7 +1113,7 @@ class _Site:
             for i in items
             for v in (self.version_at(i, seen),)
         )
-        more = (k + 1) * per < len(self.normal)
+        more = (k + 1) * per < len(listed)
         nxt = f'<a class="next" rel="next" href="{self.root}/list/{k + 1}">next</a>' if more else ""
         body = _html(f"Listing {k}", f'<ul class="items">{rows}</ul>{nxt}')
         return _Answer(200, "listing", body, [_HTML])
@@ -879,7 +1168,7 @@ class _Site:
 
     def _page(self, i: int, t: float, inm: str | None, ims: str | None) -> _Answer:
         v = self.version_at(i, t)
-        last = self._change_lists[i][v - 1] if v else self.origin
+        last = self._change_lists[i][v - 1] if v else self.born(i)
         etag = f'"{i}-{v}"'
         mode = self.spec.validators
         kind = self.page_types[i]
@@ -887,7 +1176,7 @@ class _Site:
 
         def not_modified(kept: int) -> _Answer:
             # A 304 names the copy the client keeps (a lying site's stays behind).
-            at = self._change_lists[i][kept - 1] if kept else self.origin
+            at = self._change_lists[i][kept - 1] if kept else self.born(i)
             same = [("ETag", f'"{i}-{kept}"'), ("Last-Modified", _http_date(at))]
             return _Answer(
                 304, "page", headers=same, version=kept, current_version=v, page_type=kind
@@ -1384,19 +1673,27 @@ class SimWeb:
         return out
 
     def urls(
-        self, site: str | None = None, *, private: bool = False, faults: bool = False
+        self,
+        site: str | None = None,
+        *,
+        private: bool = False,
+        faults: bool = False,
+        late: bool = False,
     ) -> list[str]:
-        """The URLs of the normal pages (``/p/<i>`` not listed under a fault), site by site.
+        """The URLs of the normal pages (``/p/<i>`` not listed under a fault)
+        that exist now (on the web's clock), site by site.
 
         ``private=True`` adds the ``/private/<j>`` pages, ``faults=True`` every
-        fault path (500, gone, moved, soft 404).
+        fault path (500, gone, moved, soft 404), ``late=True`` the pages that
+        have not appeared yet (see :meth:`appears_at`).
         """
         self._require_started()
         chosen = self._sites if site is None else [self._site(site)]
+        now = self.clock()
         out: list[str] = []
         for s in chosen:
             root = s.root
-            out.extend(f"{root}/p/{i}" for i in s.normal)
+            out.extend(f"{root}/p/{i}" for i in (s.normal if late else s.present(now)))
             if private:
                 out.extend(f"{root}/private/{j}" for j in range(s.spec.n_private))
             if faults:
@@ -1418,6 +1715,16 @@ class SimWeb:
                 out.append(f"{s.root}/list/0")
         return out
 
+    def appears_at(self, url: str) -> float | None:
+        """When the ``/p/<i>`` page at ``url`` appears (virtual unix seconds;
+        it answers 404 before), or None for a page there from the start."""
+        parts = urlsplit(url)
+        s = self._site(parts.netloc)
+        i = _page_index(parts.path)
+        if i is None or i >= s.spec.n_pages:
+            raise NotFound(f"{url!r} is not a page")
+        return s._appear[i] if s._appear[i] > -math.inf else None
+
     def version_at(self, url: str, t: float) -> int:
         """The version of the page at ``url`` at virtual time ``t``."""
         parts = urlsplit(url)
@@ -1437,17 +1744,25 @@ class SimWeb:
         at ``t_f`` and until the page's next fetch, the page counts as fresh
         while the page's true version is ``v``: from ``t_f`` to its next change
         (a lying 304 records the version the client kept, so it buys nothing).
-        Pages not yet fetched count as stale. Exact, from the change times; the
-        result is in ``[0, 1]``.
+        Pages not yet fetched count as stale. A page that appears later
+        (:meth:`appears_at`) counts only from its appearance: the average is
+        over the time each page exists inside ``[start, end]``. Exact, from the
+        change times; the result is in ``[0, 1]``.
         """
         if not end > start:
             raise ValueError(f"need end > start, got [{start}, {end}]")
         if not urls:
             raise ValueError("no urls")
         keys: dict[tuple[str, str], np.ndarray] = {}
+        born: dict[tuple[str, str], float] = {}
         for url in urls:
             parts = urlsplit(url)
-            keys[(parts.netloc, parts.path)] = self.change_times(parts.netloc, parts.path)
+            key = (parts.netloc, parts.path)
+            keys[key] = self.change_times(parts.netloc, parts.path)
+            i = _page_index(parts.path)
+            appear = self._site(parts.netloc)._appear[i] if i is not None else -math.inf
+            if appear > start:
+                born[key] = appear
         fetches: dict[tuple[str, str], list[tuple[float, int]]] = {k: [] for k in keys}
         for r in self.request_log if log is None else log:
             got = fetches.get((r.site, r.path))
@@ -1467,11 +1782,16 @@ class SimWeb:
                 held_until = seen[k + 1][0] if k + 1 < len(seen) else np.inf
                 current_from = float(changes[v - 1]) if v > 0 else -np.inf
                 current_until = float(changes[v]) if v < len(changes) else np.inf
-                lo = max(t_f, current_from, start)
+                lo = max(t_f, current_from, start, born.get(key, start))
                 hi = min(held_until, current_until, end)
                 if hi > lo:
                     total += hi - lo
-        return total / (len(keys) * (end - start))
+        if not born:
+            return total / (len(keys) * (end - start))
+        exposure = sum(max(0.0, end - born.get(key, start)) for key in keys)
+        if not exposure > 0:
+            raise ValueError(f"none of the urls exists in [{start}, {end}]")
+        return total / exposure
 
     def billing(self, log: Iterable[RequestRecord] | None = None) -> dict[str, Any]:
         """What the requests cost under the seed's two billing models, from
@@ -1632,12 +1952,16 @@ def _changes_jsonl(web: SimWeb) -> str:
     now = _truth_end(web)
     lines = []
     for site in web.sites:
-        for url in web.urls(site):
+        for url in web.urls(site, late=True):
             path = "/" + url.split("/", 3)[3]
+            appear = web.appears_at(url)
+            begin = web.origin if appear is None else max(web.origin, appear)
+            if appear is not None and appear >= now:
+                continue  # not there yet
             ch = web.change_times(site, path)
-            ch = ch[(ch > web.origin) & (ch <= now)]
+            ch = ch[(ch > begin) & (ch <= now)]
             kind = web.page_type(url)
-            trace = Trace(url, site, kind, web.origin, max(now, web.origin + 1.0), ch)
+            trace = Trace(url, site, kind, begin, max(now, begin + 1.0), ch)
             lines.append(dump_trace(trace) + "\n")
     return "".join(lines)
 

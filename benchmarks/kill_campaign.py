@@ -15,11 +15,11 @@ Each target runs as its own process (``python -m recrawl ...``), is killed
   from a client that records each batch the service acknowledged (a 200);
   killed, restarted, and the batch in flight sent again. Lost: an
   acknowledged id not in the log; doubled: a key in the log more than once.
-- ``prune``: ``recrawl prune`` of a store holding the log, each run with a
-  later cut-off, killed; a last run completes. Consistent: SQLite's
-  integrity check, the observations left are exactly the log's lines fetched
-  at or after the last cut-off (lost: fewer, doubled: more or repeated keys),
-  the stats' counts (buckets) and the pages' state as before the prunes.
+- ``prune``: ``recrawl prune`` of half the log from a copy of a store holding
+  it, killed, then run again to the end and once more; once per kill.
+  Consistent: SQLite's integrity check, the observations left are exactly the
+  log's lines fetched at or after the cut-off (lost: fewer, doubled: more or
+  repeated keys), the stats' counts (buckets) and the pages' state as before.
 - ``crawl``: ``recrawl crawl`` against ``recrawl simweb`` on one simulation
   clock, killed and restarted; a last run ends on its own. Answered: the page
   requests the synthetic web's request log shows; stored: the crawl's
@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -293,38 +294,48 @@ def campaign_prune(tmp: Path, kills: int, rng: np.random.Generator, lines: int) 
     times = np.array(
         [o["fetched_at"] for o in generate_fetch_log(lines, n_pages=max(lines // 40, 1))]
     )
-    cuts = np.linspace(START + 2 * DAY, START + 24 * DAY, kills + 1)  # each run prunes more
-    t = time.monotonic()
-    ref = tmp / "prune-ref.db"  # how long one run takes, on a copy
-    subprocess.run(["cp", str(db), str(ref)], check=True)
-    subprocess.run([*CLI, "prune", "--before", str(cuts[0]), "--db", str(ref), "-q"], env=env,
-                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    cut = START + 15 * DAY  # about half the log goes
+    expect = int((times >= cut).sum())
+    prune = [*CLI, "prune", "--before", str(cut), "-q", "--db"]
+    t = time.monotonic()  # how long one run takes, on a copy
+    ref = tmp / "prune-ref.db"
+    shutil.copy(db, ref)
+    subprocess.run([*prune, str(ref)], env=env, check=True, stdout=subprocess.DEVNULL)
     full = time.monotonic() - t
-    ref.unlink()
-    landed, rows_after = 0, []
-    for cut in cuts[:-1]:
-        proc = subprocess.Popen([*CLI, "prune", "--before", str(cut), "--db", str(db), "-q"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        time.sleep(rng.uniform(0.1, 1.0) * full)
+    landed, rows_after, exits, reruns = 0, [], set(), set()
+    lost = doubled = stored = 0
+    integrity, stats, unchanged = set(), set(), True
+    for _ in range(kills):  # each kill on a copy of the store, then a run to the end
+        shutil.copy(db, ref)
+        proc = subprocess.Popen(
+            [*prune, str(ref)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        time.sleep(rng.uniform(0.3, 1.0) * full)
         landed += _kill(proc)
-        rows_after.append(_log_check(db)["rows"])
-    done = subprocess.run([*CLI, "prune", "--before", str(cuts[-1]), "--db", str(db), "-q"],
-                          env=env, capture_output=True, text=True)  # fmt: skip
-    again = subprocess.run([*CLI, "prune", "--before", str(cuts[-1]), "--db", str(db), "-q"],
-                           env=env, capture_output=True, text=True)  # fmt: skip
-    after = _snapshot(db)
-    check = _log_check(db)
-    expect = int((times >= cuts[-1]).sum())
+        rows_after.append(_log_check(ref)["rows"])
+        exits.add(subprocess.run([*prune, str(ref)], env=env, capture_output=True).returncode)
+        again = subprocess.run([*prune, str(ref)], env=env, capture_output=True, text=True)
+        reruns.add(
+            again.stdout.strip().split(" observations")[0] + f" removed, exit {again.returncode}"
+        )
+        after = _snapshot(ref)
+        check = _log_check(ref)
+        stored += check["rows"]
+        lost += max(expect - check["rows"], 0)
+        doubled += max(check["rows"] - expect, 0) + check["repeated_keys"]
+        integrity.add(check["integrity"])
+        stats.add(after[0])
+        unchanged &= after[1] == before[1]
     return {
-        "kills": kills, "kills_landed": landed, "acknowledged": expect,
-        "stored": check["rows"], "lost": max(expect - check["rows"], 0),
-        "doubled": max(check["rows"] - expect, 0) + check["repeated_keys"],
+        "kills": kills, "kills_landed": landed, "acknowledged": expect * kills,
+        "stored": stored, "lost": lost, "doubled": doubled,
         "seconds": round(time.monotonic() - t0, 1),
-        "observations_ingested": lines, "rows_after_each_kill": rows_after,
-        "stats_count_before_after": [before[0], after[0]],
-        "pages_unchanged": before[1] == after[1], "integrity": check["integrity"],
-        "last_run_exit": done.returncode, "rerun_exit": again.returncode,
-        "rerun": again.stdout.strip().split(";")[0], "one_run_s": round(full, 2),
+        "observations_ingested": lines, "left_after_each_prune": expect,
+        "rows_after_each_kill": rows_after,
+        "stats_count_before_after": [before[0], sorted(stats)],
+        "pages_unchanged": unchanged, "integrity": ",".join(sorted(integrity)),
+        "finishing_run_exits": sorted(exits), "run_again": sorted(reruns),
+        "one_run_s": round(full, 2),
     }  # fmt: skip
 
 
@@ -356,13 +367,20 @@ def campaign_crawl(tmp: Path, kills: int, rng: np.random.Generator, pages: int) 
         subprocess.run([*CLI, "urls", "add", "urls.txt", "--db", str(db)], cwd=tmp, env=env,
                        check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         landed, counts, shrank = 0, [], 0
+        ended: list[str] = []  # runs that had ended before their kill, and how
         for _ in range(kills):
-            proc = subprocess.Popen(
-                [*CLI, "crawl", "--db", str(db), "--for", "30d", "--json", *clock],
-                cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            time.sleep(rng.uniform(2.0, 5.0))
-            landed += _kill(proc)
+            with (tmp / "crawl.err").open("w") as errs:
+                proc = subprocess.Popen(
+                    [*CLI, "crawl", "--db", str(db), "--for", "30d", "--json", *clock],
+                    cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=errs,
+                )  # fmt: skip
+                time.sleep(rng.uniform(2.0, 5.0))
+                if not _kill(proc):
+                    ended.append(
+                        f"exit {proc.returncode}: " + (tmp / "crawl.err").read_text()[-300:]
+                    )
+                    continue
+                landed += 1
             n = _log_check(db)["rows"]
             shrank += bool(counts and n < counts[-1])
             counts.append(n)
@@ -385,7 +403,7 @@ def campaign_crawl(tmp: Path, kills: int, rng: np.random.Generator, pages: int) 
         "doubled": check["repeated_keys"] + check["same_twice"]
         + max(check["rows"] - len(answered), 0),
         "seconds": round(time.monotonic() - t0, 1),
-        "answered_not_stored": len(answered) - check["rows"],
+        "answered_not_stored": len(answered) - check["rows"], "ended_before_kill": ended,
         "stored_at_each_kill": counts, "last_run_exit": last.returncode,
         "last_run_requests": summary.get("requests"), "last_run_stored": summary.get("stored"),
         "integrity": check["integrity"],
@@ -411,8 +429,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if unknown := set(targets) - runs.keys():
         ap.error(f"unknown target(s) {sorted(unknown)}: choose from {sorted(runs)}")
     result: dict[str, Any] = {"seed": args.seed, "load_before": round(os.getloadavg()[0], 2)}
-    for i, name in enumerate(targets):
-        rng = np.random.default_rng([args.seed, i])
+    for name in targets:  # each target's moments from the seed and its name alone
+        rng = np.random.default_rng([args.seed, list(runs).index(name)])
         with tempfile.TemporaryDirectory(prefix=f"kill-{name}-") as d:
             result[name] = runs[name](Path(d), rng)
         print(json.dumps({name: result[name]}), file=sys.stderr, flush=True)

@@ -303,3 +303,18 @@ def test_late_share_of_a_group_and_of_a_site() -> None:
         assert {web.appears_at(u) for u in g_late} == {T0 + 3 * DAY}
     finally:
         web.stop()
+
+
+def test_the_shipped_example_has_a_site_using_the_processes() -> None:
+    example = read_scenario(Path(__file__).parents[2] / "src/recrawl/data/simweb.toml").sites
+    catalog = next(s for s in example if s.name == "catalog")
+    assert [g.process for g in catalog.page_groups()] == [
+        "business_hours",
+        "bursts",
+        "rate_jump",
+    ]
+    with SimWeb(example, seed=0, origin=T0, clock=ManualClock(T0)) as web:
+        late = [u for u in web.urls("catalog", late=True) if web.appears_at(u) is not None]
+        assert len(late) == 20 and not set(late) & set(web.urls("catalog"))
+        with httpx.Client() as client:
+            assert client.get(late[0]).status_code == 404

@@ -30,7 +30,9 @@ and a session token, new on every load, as they are) is drawn from
 ``numpy.random.default_rng([seed, site_index])`` when the :class:`SimWeb` is
 built: per-page change rates (lognormal around each :class:`PageGroup`'s
 ``rate_per_day``), Poisson change times over ``[origin, origin + horizon_s]``,
-prices and padding. Two webs with the same specs, seed and origin have the same
+prices and padding; the change times of the other processes (bursts, business
+hours, a rate jump) and pages that appear later come from generators of their
+own, so adding them leaves those draws as they were. Two webs with the same specs, seed and origin have the same
 change times. After the horizon pages stop changing. A change is a change of
 the record (a page's price and stock); the ad slot, the served-at time and the
 session token change on every load and are not changes.
@@ -379,7 +381,13 @@ class SiteSpec:
     proxies. Its pages ``/p/0`` … are the ``groups`` in order (default one
     group ``product`` of ``n_pages`` pages at ``rate_per_day`` with log-sd
     ``rate_sigma``; with groups, ``n_pages`` becomes their total), each
-    changing as a Poisson process at its own rate.
+    changing at its own rate under ``process`` (default ``poisson``; see
+    :class:`PageGroup` for ``bursts``, ``business_hours``, ``rate_jump`` and
+    their fields, which a group takes from its site unless it sets its own).
+    ``late_share`` (rounded) or ``late_pages`` of the site's pages, chosen at
+    random, appear later, each at a time drawn uniformly in ``appear_days``
+    (days after the origin; None: over the horizon); groups may instead set
+    their own (not both).
 
     Faults, by path (a path may be a ``/p/<i>`` page, which then stops being a
     normal page, or any other path): ``always_500`` answer 500, ``gone`` 404,

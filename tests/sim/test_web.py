@@ -292,3 +292,33 @@ def test_concurrent_clients_are_all_logged(web: SimWeb) -> None:
         statuses = [s for batch in pool.map(crawl, range(8)) for s in batch]
     assert statuses == [200] * 200
     assert len(web.request_log) == 200
+
+
+def test_a_temporary_redirect_answers_302_and_the_crawl_keeps_the_page_at_its_url(
+    clock: ManualClock,
+) -> None:
+    import asyncio
+
+    from recrawl.crawl.fetch import Fetcher, FetchRequest
+
+    spec = SiteSpec("s", n_pages=4, redirected={"/sale": "/p/2"}, moved={"/old/1": "/p/1"})
+    with SimWeb([spec], clock=clock, seed=3, origin=T0) as web:
+        root = f"http://{web.sites[0]}"
+        with httpx.Client(timeout=5.0) as c:
+            got = c.get(root + "/sale")
+        assert got.status_code == 302 and got.headers["Location"] == root + "/p/2"
+        assert web.request_log.snapshot()[-1].served == "redirected"
+
+        async def fetch(url: str) -> tuple[int | None, str | None]:
+            f = Fetcher(allow_private_networks=True)
+            try:
+                r = await f.fetch(FetchRequest(url=url))
+            finally:
+                await f.aclose()
+            return r.status, r.moved_to
+
+        # a 302 is followed and the page keeps its URL; a 301 moves it
+        assert asyncio.run(fetch(root + "/sale")) == (200, None)
+        assert asyncio.run(fetch(root + "/old/1")) == (200, root + "/p/1")
+    with pytest.raises(ConfigError, match="not a normal page"):
+        SiteSpec("s", n_pages=3, redirected={"/a": "/p/3"})

@@ -48,7 +48,8 @@ What a site answers, in the order it checks:
   empty result page (*No results*, no price, no stock); ``"slow"`` → the normal
   answer after ``slow_s`` virtual seconds.
 * ``always_500`` → 500, ``gone`` → 404, ``moved`` → 301 to the new path (a normal
-  page), ``soft_404`` → 200 with a *Page not found* page.
+  page), ``redirected`` → 302 to a normal page (temporary), ``soft_404`` → 200
+  with a *Page not found* page.
 * the cheap signals, where the spec has them: ``/sitemap.xml`` (a sitemap, or
   a sitemap index over ``/sitemap-<k>.xml`` or ``.xml.gz`` parts), ``/feed.xml``
   (RSS 2.0) or ``/feed.atom`` (Atom) of the latest changes, listing pages
@@ -171,6 +172,7 @@ Served = Literal[
     "error_500",
     "gone",
     "moved",
+    "redirected",
     "soft_404",
     "challenge",
     "soft_block",
@@ -392,7 +394,8 @@ class SiteSpec:
     Faults, by path (a path may be a ``/p/<i>`` page, which then stops being a
     normal page, or any other path): ``always_500`` answer 500, ``gone`` 404,
     ``soft_404`` 200 with a not-found page, ``moved`` maps an old path to the
-    ``/p/<i>`` page it answers 301 for. ``hostile`` lists windows
+    ``/p/<i>`` page it answers 301 for (a permanent move), ``redirected`` one
+    it answers 302 for (a temporary redirect: the page stays at its URL). ``hostile`` lists windows
     ``(start_s, end_s, kind)`` or ``(start_s, end_s, kind, route)`` in **seconds
     after the web's origin** (virtual time), half-open, during which every
     request except ``/robots.txt`` (only those through ``route``, when given)
@@ -443,6 +446,7 @@ class SiteSpec:
     always_500: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     moved: dict[str, str] = field(default_factory=dict)
+    redirected: dict[str, str] = field(default_factory=dict)
     soft_404: list[str] = field(default_factory=list)
     hostile: list[tuple[Any, ...]] = field(default_factory=list)
     retry_after_s: int = 60
@@ -518,13 +522,15 @@ class SiteSpec:
                 ">= 0, feed_items >= 1"
             )
         seen: set[str] = set()
-        for path in [*self.always_500, *self.gone, *self.soft_404, *self.moved]:
+        for path in [
+            *self.always_500, *self.gone, *self.soft_404, *self.moved, *self.redirected
+        ]:  # fmt: skip
             if not path.startswith("/") or path == "/robots.txt":
                 raise ConfigError(f"{what}: bad fault path {path!r}")
             if path in seen:
                 raise ConfigError(f"{what}: {path!r} is listed under two faults")
             seen.add(path)
-        for old, new in self.moved.items():
+        for old, new in [*self.moved.items(), *self.redirected.items()]:
             i = _page_index(new)
             if i is None or i >= self.n_pages or new in seen:
                 raise ConfigError(f"{what}: {old!r} moves to {new!r}, which is not a normal page")
@@ -534,7 +540,7 @@ class SiteSpec:
     @property
     def fault_paths(self) -> set[str]:
         """Every path listed under a fault."""
-        return {*self.always_500, *self.gone, *self.soft_404, *self.moved}
+        return {*self.always_500, *self.gone, *self.soft_404, *self.moved, *self.redirected}
 
     def page_groups(self) -> list[PageGroup]:
         """The site's page groups (the one default group when none was given),
@@ -596,7 +602,7 @@ class RequestRecord:
     tell the site), ``path`` the path without the query. ``status`` is what
     was sent (0: the route reset the connection); ``served`` says what
     (``"page"``, ``"robots"``, ``"private"``, ``"error_500"``, ``"gone"``,
-    ``"moved"``, ``"soft_404"``, ``"challenge"``, ``"soft_block"``, ``"429"``,
+    ``"moved"``, ``"redirected"``, ``"soft_404"``, ``"challenge"``, ``"soft_block"``, ``"429"``,
     ``"403"``, ``"not_found"``, ``"sitemap"``, ``"sitemap_index"``, ``"feed"``,
     ``"listing"``, and from a proxy ``"bad_gateway"``, ``"route_reset"``,
     ``"bad_request"``). ``version`` is the page version the answer stands for
@@ -908,6 +914,8 @@ class _Site:
             self._faults[path] = "soft_404"
         for path in spec.moved:
             self._faults[path] = "moved"
+        for path in spec.redirected:
+            self._faults[path] = "redirected"
         self._hostile = []
         for w in spec.hostile:
             s, e, kind, route = _window(w, spec.name, _HOSTILE_KINDS)
@@ -1153,10 +1161,11 @@ class _Site:
             return _Answer(500, fault, _html("Internal Server Error", "<p>Oops.</p>"), [_HTML])
         if fault == "gone":
             return _Answer(404, fault, _html("Not Found", "<p>No such page.</p>"), [_HTML])
-        if fault == "moved":
-            location = f"{self.root}{self.spec.moved[path]}"
+        if fault in ("moved", "redirected"):
+            target = self.spec.moved.get(path) or self.spec.redirected[path]
+            location = f"{self.root}{target}"
             return _Answer(
-                301,
+                301 if fault == "moved" else 302,
                 fault,
                 _html("Moved", f'<a href="{location}">here</a>'),
                 [_HTML, ("Location", location)],

@@ -9,6 +9,7 @@ against the web's ground truth. Smaller crawls check stopping and the CLI.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from pathlib import Path
@@ -67,6 +68,16 @@ def test_crawl_delay_kept_between_requests_to_a_site(figures: dict[str, Any]) ->
     assert figures["crawl_delay_gaps"] > 300
     short = figures["crawl_delay_share_under_90pct"]
     assert short <= 0.02, f"{short:.1%} of gaps under 90% of the {CRAWL_DELAY_S:g} s Crawl-delay"
+
+
+def test_a_redirect_hop_waits_for_the_crawl_delay(run: CrawlRun) -> None:
+    """The moved page's 301 is followed as a request to the site like any other:
+    its hop to the new URL waits for the Crawl-delay (before: 44 s after the 301)."""
+    shop = run.requests("shop")
+    hops = [(a, b) for a, b in itertools.pairwise(shop) if a.status == 301]
+    assert hops, "the moved page was never fetched"
+    for a, b in hops:
+        assert b.t - a.t >= 0.9 * CRAWL_DELAY_S, (a.path, b.path, b.t - a.t)
 
 
 def test_no_request_inside_a_retry_after_window(figures: dict[str, Any]) -> None:

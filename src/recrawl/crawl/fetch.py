@@ -120,7 +120,10 @@ class FetchRequest:
     ``headers`` are extra request headers, typically the plan's conditional
     ones (``If-None-Match``, ``If-Modified-Since``); ``route`` names the proxy
     route (``""``: direct); ``site`` and ``page_type`` are carried through to
-    the observation.
+    the observation. ``before_hop``, when given, is awaited with the target
+    URL before each redirect hop: a hop is a request to its site like any
+    other, and the crawl holds it to the site's spacing (Crawl-delay
+    included); the time it waits is not counted in ``latency_ms``.
     """
 
     url: str
@@ -128,6 +131,7 @@ class FetchRequest:
     route: str = ""
     site: str = ""
     page_type: str = ""
+    before_hop: Callable[[str], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -139,7 +143,7 @@ class FetchResult:
     are the final response's, names lower-case; ``body`` is decompressed and
     empty when ``error`` is set. ``bytes_sent`` / ``bytes_received`` are wire
     bytes summed over every hop; ``latency_ms`` is the elapsed real time of the
-    whole chain, milliseconds; ``started_at`` is the clock's time at the start,
+    whole chain (less any wait before a hop), milliseconds; ``started_at`` is the clock's time at the start,
     unix seconds. ``moved_to`` is the final URL when the first hop was a
     permanent redirect (301/308) and the chain ended in a response;
     ``redirects`` lists every ``(status, target URL)`` hop.
@@ -746,7 +750,12 @@ class Fetcher:
             url, error = None, "bad_url"
         seen: set[str] = {str(url)} if url is not None else set()
         permanent = False
+        waited = 0.0
         while url is not None:
+            if redirects and req.before_hop is not None:
+                w0 = time.perf_counter()
+                await req.before_hop(url_text)
+                waited += time.perf_counter() - w0
             if url.scheme not in _DEFAULT_PORTS or not url.host or not _valid_port(url.port):
                 error = "bad_url"
                 break
@@ -829,7 +838,7 @@ class Fetcher:
             content_type=final_headers.get("content-type", ""),
             bytes_sent=sent,
             bytes_received=received,
-            latency_ms=(time.perf_counter() - t0) * 1000.0,
+            latency_ms=(time.perf_counter() - t0 - waited) * 1000.0,
             started_at=started_at,
             route=req.route,
             conditional=conditional,

@@ -649,6 +649,16 @@ class Crawler:
             return math.inf
         return math.floor(0.9 * (end - first) * per_s) + 1
 
+    async def _before_hop(self, url: str) -> None:
+        """Hold a redirect hop to its site's spacing (Crawl-delay, Retry-After
+        and back-off included), then count it as a start there. A paused site
+        is not waited for: the hop goes, and its answer is the fetch's."""
+        gate = self._gate(origin_of(url))
+        at = gate.next_allowed(self.clock())
+        if math.isfinite(at) and at > self.clock():
+            await self._sleep_until(at)
+        gate.hop(self.clock())
+
     async def _run_tasks(self, tasks: Sequence[CrawlTask], end: float) -> None:
         self._enqueue(tasks, end)
         await self._drain()
@@ -804,6 +814,7 @@ class Crawler:
             route=self._route(origin_of(task.url)),
             site=task.site,
             page_type=task.page_type,
+            before_hop=self._before_hop,
         )
         async with self._slots:
             res = await self.fetcher.fetch(req)

@@ -244,6 +244,11 @@ class SiteGate:
 
     # -- events ----------------------------------------------------------
 
+    def hop(self, now: float) -> None:
+        """Record a redirect hop to the site at ``now``: a request for the
+        spacing, inside a fetch that already holds its slot (or another site's)."""
+        self.last_start = now if self.last_start is None else max(self.last_start, now)
+
     def started(self, now: float) -> None:
         """Record that a request to the site started at ``now``."""
         self.in_flight += 1

@@ -368,9 +368,9 @@ class Service:
         from the last mark seen, is the one record of what was reported."""
         mark, urls = self.store.reported_since(self._seen_seq)
         if urls:
+            # not into _done_pending: a plan being computed meanwhile read its
+            # own mark first, and the reports after it are synced once installed
             self._done.update(urls)
-            if self._done_pending is not None:
-                self._done_pending.update(urls)
             for url in urls:
                 pool.rest.pop(url, None)
         self._seen_seq = mark

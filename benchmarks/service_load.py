@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     db = os.path.join(work, "load.db")
     cfg = os.path.join(work, "recrawl.toml")
     Path(cfg).write_text(
-        f'token = "{TOKEN}"\nbudget_per_day = {args.pages * 24.0}\ncycle_hours = 1\n'
+        f'token = "{TOKEN}"\nbudget_per_day = {args.pages * args.fetches_per_page_day}\n'
+        "cycle_hours = 1\n"
         f"max_body_bytes = {64 * 1024 * 1024}\n"
     )
     port = _free_port()
@@ -212,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "server_cpu_s": round(cpu, 2),
             "server_cpu_us_per_observation": round(cpu / max(total, 1) * 1e6, 1),
             "pages": args.pages,
+            "fetches_per_page_day": args.fetches_per_page_day,
             "errors": errors[:5],
             "cpus": os.cpu_count(),
         }
@@ -230,6 +232,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--batches", type=int, default=25, help="Batches per reporter.")
     ap.add_argument("--pages", type=int, default=20_000)
+    ap.add_argument(
+        "--fetches-per-page-day",
+        type=float,
+        default=24.0,
+        help="The budget per page and day (24: every page every hourly cycle, so "
+        "each cycle's plan and lease pool hold every page).",
+    )
     ap.add_argument("--lease-max", type=int, default=50)
     ap.add_argument(
         "--lease-interval",

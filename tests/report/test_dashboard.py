@@ -536,3 +536,58 @@ def test_site_links_are_escaped_and_quoted(populated: Engine) -> None:
     assert EVIL_SITE not in page
     evil = render_dashboard(populated, site=EVIL_SITE)
     assert EVIL_SITE not in evil and "&lt;script&gt;" in evil
+
+
+QUOTED = 'a"b<c>&d'
+
+
+def _load_quoted(engine: Engine, base: str) -> None:
+    """A day of fetches of a site and a page type named :data:`QUOTED`."""
+    t0 = engine.clock()
+    lines = [
+        {"url": f"https://quoted.example/{i}", "fetched_at": t0 - 86400 + i * 600, "status": 200,
+         "site": QUOTED, "page_type": QUOTED, "record": {"v": i % 3}}
+        for i in range(40)
+    ]  # fmt: skip
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = b"\n".join(orjson.dumps(o) for o in lines)
+    r = httpx.post(f"{base}/v1/observations", content=body, headers=auth)
+    assert r.status_code == 200 and not r.json()["rejected"], r.text
+
+
+def _unplotly(text: str) -> str:
+    """``text`` as plotly.js draws it: the entities it decodes (amp, lt, gt, numeric)."""
+    text = re.sub(r"&#x([0-9a-fA-F]+);", lambda m: chr(int(m[1], 16)), text)
+    text = re.sub(r"&#(\d+);", lambda m: chr(int(m[1])), text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def test_quotes_and_markup_in_names_read_as_they_are_in_the_figures(populated: Engine) -> None:
+    with serve_in_thread(_app(populated)) as base:
+        _load_quoted(populated, base)
+        page = httpx.get(f"{base}/").text
+    figs = _figures(populated, populated.clock())
+    spend = [t["name"] for t in figs["fig-spend"]["data"] if t.get("type") == "bar"]
+    money = list(figs["fig-money"]["data"][0]["x"])
+    assert [_unplotly(n) for n in spend] == [QUOTED]
+    assert [_unplotly(x) for x in money] == [f"{QUOTED} · {QUOTED}"]
+    # what plotly shows is the name: no &quot; it would draw as such, no <c> taken for a tag
+    assert "&quot;" not in orjson.dumps(figs).decode()
+    assert all("<c>" not in n for n in [*spend, *money])
+    # the page: escaped in its HTML, the figures' JSON inert in their <script>
+    assert "<c>" not in page and "&lt;c&gt;" in page
+    assert page.count("</script>") == page.count("<script")
+
+
+@needs_chromium
+def test_a_quoted_name_is_drawn_as_it_is_in_a_headless_browser(
+    populated: Engine, tmp_path: Path
+) -> None:
+    with serve_in_thread(_app(populated)) as base:
+        _load_quoted(populated, base)
+        dom = _chromium(["--dump-dom", f"{base}/"], tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    legends = re.findall(r'<text[^>]*class="legendtext"[^>]*>(.*?)</text>', dom.stdout)
+    # the DOM's serialisation of the text a"b<c>&d: < > & as entities, the quote as it is
+    assert 'a"b&lt;c&gt;&amp;d' in legends, legends
+    assert "&amp;quot;" not in dom.stdout and "<c>" not in dom.stdout

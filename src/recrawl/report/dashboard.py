@@ -4,7 +4,8 @@ plotly.js is not inlined: the page loads it by URL (:mod:`recrawl.report.assets`
 so after the first load a page weighs its HTML alone; :func:`render_report`
 with ``inline=True`` keeps the single-file form. Everything user-supplied
 (URLs, site names, page types, reasons) is HTML-escaped before it reaches the
-page or a figure.
+page, and escaped as plotly reads text (``&``, ``<``, ``>``, not quotes) before
+it reaches a figure.
 
 Every figure covers one time range (:class:`~recrawl.report.window.TimeWindow`,
 picked with ``?days=`` or ``?from=&to=`` on the service, ``--days`` or
@@ -124,6 +125,16 @@ _PALETTE = qualitative.D3
 def _e(text: Any) -> str:
     """HTML-escape anything user-supplied."""
     return html.escape(str(text), quote=True)
+
+
+def _label(text: Any) -> str:
+    """Anything user-supplied as a plotly figure's text (a title, a label, a
+    trace's name, hover text): its ``&``, ``<`` and ``>`` as entities, which
+    plotly's text renderer decodes, so a name reads as it is and a ``<b>`` or
+    ``<br>`` in it is not taken for markup. Not :func:`_e`: plotly does not
+    decode ``&quot;``, so a quote would show as that. The figure's JSON stays
+    inert in its ``<script>`` whatever the text: plotly writes ``<`` as ``\\u003c``."""
+    return html.escape(str(text), quote=False)
 
 
 def _dt(t: float) -> datetime:
@@ -364,11 +375,14 @@ def _money_figure(data: DashboardData) -> go.Figure:
     fig = make_subplots(
         rows=1,
         cols=2,
-        subplot_titles=(f"Cost per change detected ({_e(unit)})", "Fetches that found no change"),
+        subplot_titles=(
+            f"Cost per change detected ({_label(unit)})",
+            "Fetches that found no change",
+        ),
     )
     if not groups:
         return _empty(fig, _nothing_in(data.window, "fetches"))
-    labels = [f"{_e(g['site'])} · {_e(g['page_type'])}" for g in groups]
+    labels = [f"{_label(g['site'])} · {_label(g['page_type'])}" for g in groups]
     per_change = [g["cost_per_change"] for g in groups]
     fig.add_trace(
         go.Bar(
@@ -377,7 +391,7 @@ def _money_figure(data: DashboardData) -> go.Figure:
             text=["no change yet" if v is None else "" for v in per_change],
             name="cost per change",
             marker_color="#1565c0",
-            hovertemplate="%{x}<br>%{y:,.2f} " + _e(unit) + " per change<extra></extra>",
+            hovertemplate="%{x}<br>%{y:,.2f} " + _label(unit) + " per change<extra></extra>",
         ),
         row=1,
         col=1,
@@ -409,8 +423,8 @@ def _spend_figure(data: DashboardData) -> go.Figure:
     for i, site in enumerate(sites):
         fig.add_trace(
             go.Bar(
-                x=x, y=spend[i].tolist(), name=_e(site), marker_color=colours[site],
-                hovertemplate="%{x}<br>%{y:,.2f} " + _e(data.unit) + "<extra>" + _e(site) + "</extra>",
+                x=x, y=spend[i].tolist(), name=_label(site), marker_color=colours[site],
+                hovertemplate="%{x}<br>%{y:,.2f} " + _label(data.unit) + "<extra>" + _label(site) + "</extra>",
             )
         )  # fmt: skip
     budget = data.budget_per_day * m.step_s / _DAY_S
@@ -426,7 +440,7 @@ def _spend_figure(data: DashboardData) -> go.Figure:
         _empty(fig, _nothing_in(w, "spend"))
     fig.update_layout(
         barmode="stack", height=380, margin={"t": 30}, legend={"orientation": "h"},
-        yaxis={"title": f"{_e(data.unit)} per {step}", "rangemode": "tozero"},
+        yaxis={"title": f"{_label(data.unit)} per {step}", "rangemode": "tozero"},
     )  # fmt: skip
     _time_axes(fig, w)
     return fig
@@ -439,7 +453,7 @@ def _waste_figure(data: DashboardData) -> go.Figure:
         rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
         subplot_titles=(
             f"Fetches that found no change, per {step}",
-            f"Cost per change detected ({_e(data.unit)})",
+            f"Cost per change detected ({_label(data.unit)})",
         ),
     )  # fmt: skip
     labels = [f"{s} · {p}" for s, p in m.groups]
@@ -447,7 +461,7 @@ def _waste_figure(data: DashboardData) -> go.Figure:
     x = _dts(m.starts + m.step_s / 2)
     per_change = m.cost_per_change
     for g, label in enumerate(labels):
-        name = _e(label)
+        name = _label(label)
         line = {"color": colours[label]}
         fig.add_trace(
             go.Scatter(
@@ -460,7 +474,7 @@ def _waste_figure(data: DashboardData) -> go.Figure:
             go.Scatter(
                 x=x, y=_gaps(per_change[g]), mode="lines+markers", name=name, legendgroup=name,
                 showlegend=False, line=line, marker={"size": 4},
-                hovertemplate="%{x}<br>%{y:,.2f} " + _e(data.unit) + " per change<extra>" + name + "</extra>",
+                hovertemplate="%{x}<br>%{y:,.2f} " + _label(data.unit) + " per change<extra>" + name + "</extra>",
             ),
             row=2, col=1,
         )  # fmt: skip
@@ -489,7 +503,7 @@ def _signals_figure(data: DashboardData) -> go.Figure:
         (3, s.p95_ms, s.normal_p95_ms, ",.0f"),
     )
     for i, site in enumerate(s.sites):
-        name = _e(site)
+        name = _label(site)
         for row, values, normal, fmt in rows:
             fig.add_trace(
                 go.Scatter(
@@ -543,13 +557,13 @@ def _health_figure(data: DashboardData) -> go.Figure:
                 x=[_dt(at) for at, _ in scored],
                 y=[r["score"] for _, r in scored],
                 mode="lines+markers",
-                name=_e(site),
+                name=_label(site),
                 line={"color": colours[site]},
                 text=[
-                    f"{_e(r.get('band'))}: {_e(', '.join(map(str, r.get('reasons') or [])) or 'no penalty')}"
+                    f"{_label(r.get('band'))}: {_label(', '.join(map(str, r.get('reasons') or [])) or 'no penalty')}"
                     for _, r in scored
                 ],
-                hovertemplate="%{x}<br>score %{y}<br>%{text}<extra>" + _e(site) + "</extra>",
+                hovertemplate="%{x}<br>score %{y}<br>%{text}<extra>" + _label(site) + "</extra>",
             )
         )
     fig.update_layout(
@@ -626,7 +640,7 @@ def _calibration_figure(data: DashboardData) -> go.Figure:
         1, 1,
     )  # fmt: skip
     groups = cal.groups
-    names = [_e(g.name) for g in groups]
+    names = [_label(g.name) for g in groups]
     fig.add_trace(
         go.Bar(x=names, y=[g.expected_changes for g in groups], name="expected", marker_color="#90a4ae"),
         1, 2,
@@ -651,7 +665,7 @@ def _plan_figure(plan: PlanResult | None, unit: str, empty: str = "") -> go.Figu
         rows=1,
         cols=2,
         specs=[[{"type": "domain"}, {"type": "xy"}]],
-        subplot_titles=("Tasks by reason", f"Cost by reason ({_e(unit)})"),
+        subplot_titles=("Tasks by reason", f"Cost by reason ({_label(unit)})"),
     )
     if plan is None or not plan.tasks:
         return _empty(fig, empty or "no plan (no pages, or no budget configured)")
@@ -664,7 +678,7 @@ def _plan_figure(plan: PlanResult | None, unit: str, empty: str = "") -> go.Figu
     reasons = [r for r in _REASON_ORDER if r in counts] + sorted(
         r for r in counts if r not in _REASON_ORDER
     )
-    labels = [_e(r) for r in reasons]
+    labels = [_label(r) for r in reasons]
     colours = [REASON_COLOURS.get(r, "#9e9e9e") for r in reasons]
     fig.add_trace(
         go.Pie(
@@ -677,7 +691,7 @@ def _plan_figure(plan: PlanResult | None, unit: str, empty: str = "") -> go.Figu
     fig.add_trace(
         go.Bar(
             x=labels, y=[costs[r] for r in reasons], marker_color=colours, showlegend=False,
-            hovertemplate="%{x}: %{y:,.2f} " + _e(unit) + "<extra></extra>",
+            hovertemplate="%{x}: %{y:,.2f} " + _label(unit) + "<extra></extra>",
         ),
         1, 2,
     )  # fmt: skip
@@ -692,7 +706,7 @@ def _routes_figure(data: DashboardData) -> go.Figure:
         colours = _colours(r.routes)
         x = _dts(r.starts + r.step_s / 2)
         for i, route in enumerate(r.routes):
-            name = _e(route or "no route reported")
+            name = _label(route or "no route reported")
             fig.add_trace(
                 go.Scatter(
                     x=x, y=_gaps(r.refused[i]), customdata=r.requests[i].tolist(),

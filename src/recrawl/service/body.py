@@ -8,16 +8,22 @@ read: the request is passed on marked, and its route refuses it (413, 415)
 once the token check has passed (:func:`refuse_too_large`,
 :func:`refuse_undecodable`, called by :class:`~recrawl.service.auth.TokenCheck`),
 so a client without the token learns nothing of how bodies are read.
+
+A client that closes its connection before its body is all sent gets no
+answer (none could reach it): :class:`BodyLimit` logs one INFO line and
+the request ends there, stored nothing, without a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi import HTTPException
 from fastapi.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from recrawl.observe.compression import is_gzip
 
@@ -36,6 +42,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_log = logging.getLogger("recrawl.service")
 
 # -- body size limit -------------------------------------------------------------------------
 
@@ -90,9 +98,25 @@ class BodyLimit(_BodyMiddleware):
     authentication (:func:`refuse_too_large`): a client without the token gets
     401 and learns nothing of the limit. Every answer to such a request closes
     the connection (the body left on the wire is not read).
+
+    A client that disconnects before its body has all arrived ends the
+    request with one INFO line: no answer, no traceback.
     """
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._limited(scope, receive, send)
+        except ClientDisconnect:
+            client = scope.get("client") or ("?", 0)
+            _log.info(
+                "client %s:%s disconnected mid-body: %s %s not read, nothing stored",
+                client[0],
+                client[1],
+                scope.get("method", "?"),
+                scope.get("path", "?"),
+            )
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:

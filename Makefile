@@ -34,6 +34,7 @@ docs: $(STAMP)
 
 test: $(STAMP) lint docs
 	@test -x /usr/bin/chromium || (apt-get update && apt-get install -y chromium)
+	@test -x /usr/bin/promtool || (apt-get update && apt-get install -y prometheus)
 	$(BIN)/python -m pytest -m "not slow"
 
 # The tests marked slow (whole generated health histories, a million-page

@@ -16,7 +16,9 @@ what was committed before stays.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -44,34 +46,35 @@ class _Connection(sqlite3.Connection):
 
     store_path = ""
 
-    def _full(self, exc: sqlite3.Error) -> StoreError:
-        return StoreFull(_FULL_MESSAGE.format(path=self.store_path) + f" ({exc})")
+    @contextlib.contextmanager
+    def _full_is_store_full(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                message = _FULL_MESSAGE.format(path=self.store_path)
+                raise StoreFull(f"{message} ({exc})") from exc
+            raise
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         if sql == "ROLLBACK" and not self.in_transaction:
             return self.cursor()
-        try:
+        with self._full_is_store_full():
             return super().execute(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
-                raise self._full(exc) from exc
-            raise
 
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
-        try:
+        with self._full_is_store_full():
             return super().executemany(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
-                raise self._full(exc) from exc
-            raise
 
     def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
-        try:
+        with self._full_is_store_full():
             return super().executescript(sql_script)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
-                raise self._full(exc) from exc
-            raise
+
+
+def _checked(durability: str) -> Literal["full", "normal"]:
+    if durability not in DURABILITY:
+        raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
+    return durability  # type: ignore[return-value]
 
 
 def _sparse(v: bytes) -> bytes:
@@ -93,16 +96,13 @@ class SQLiteStore(SQLStore):
     ) -> None:
         self.path = str(path)
         self._wal = False  # the file is in WAL mode (set by _connect)
-        if durability not in DURABILITY:
-            raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
-        self.durability = durability
+        self.durability = _checked(durability)
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
 
     def set_durability(self, durability: Literal["full", "normal"]) -> None:
         """``"full"``: every commit from now on is fsynced before it returns;
         ``"normal"``: not (see the module)."""
-        if durability not in DURABILITY:
-            raise StoreError(f"durability must be 'full' or 'normal', not {durability!r}")
+        _checked(durability)
         with self._lock:
             if durability != self.durability:
                 self._db.execute(f"PRAGMA synchronous={DURABILITY[durability]}")

@@ -284,17 +284,14 @@ class _Inflater:
         except _DECODE_ERRORS as exc:
             raise _Undecodable(str(exc)) from exc
 
-    def finish(self) -> list[bytes]:
-        """What is left in the decoder; :class:`_Undecodable` if the stream was cut."""
+    def finish(self) -> None:
+        """:class:`_Undecodable` if the stream stopped before its end (its
+        output was all given by :meth:`feed`, step by step)."""
         if not self.fed:
-            return []
-        if self._br is not None:
-            if not self._br.is_finished():
-                raise _Undecodable(f"{self.coding} stream ended early")
-            return []
-        if not self._z.eof:
+            return
+        done = self._br.is_finished() if self._br is not None else self._z.eof
+        if not done:
             raise _Undecodable(f"{self.coding} stream ended early")
-        return []
 
 
 def _inflaters(content_encoding: str, limit: int) -> list[_Inflater]:
@@ -869,11 +866,8 @@ class Fetcher:
                     raise _TooLarge
                 if part:
                     chunks.append(part)
-        for i, stage in enumerate(stages):  # a stream cut short does not decompress
-            parts = stage.finish()
-            for later in stages[i + 1 :]:
-                parts = [out for part in parts for out in later.feed(part)]
-            chunks.extend(parts)
+        for stage in stages:  # a stream cut short does not decompress
+            stage.finish()
         return b"".join(chunks)
 
     async def _drain(self, response: httpx.Response) -> None:

@@ -1,32 +1,77 @@
 """Prometheus metrics of the service, computed from the store at each scrape.
 
-Per site and page type: fetches, changes detected, fetches without change,
-cost and cost per change (in the billing unit, labelled ``unit``). Per site:
-health score (0–100), band (one series per band, 1 for the current one),
-pause, concurrency cap and outstanding leases. For the service: observations
-accepted, stored and rejected, ingest requests, leases handed out, the ingest
-rate over the last minute (observations per second) and the plan's tasks by reason.
+Per site and page type: fetches, fetches per outcome (every outcome of
+:data:`~recrawl.health.buckets.OUTCOMES`), changes detected, fetches without
+change, wire bytes sent and received, credits, cost and cost per change (in the
+billing unit, labelled ``unit``). Per site: a fetch latency histogram (seconds),
+health score (0–100), band (one series per band, 1 for the current one), pause,
+concurrency cap, outstanding leases and the estimated freshness of its live
+pages with their summed value. For the service: the current cycle's budget,
+spend and length; observations accepted, stored and rejected, ingest requests,
+leases handed out, the plan's tasks by reason (and ``recrawl_ingest_rate``,
+deprecated: ``rate(recrawl_observations_accepted_total[1m])`` says the same).
+
+The store's counts cover its whole history, so the counters only grow (until
+the store is replaced) and count what any process stored, ``recrawl ingest``
+included; they rise when an observation is stored, whatever its ``fetched_at``.
+The cost keeps the billing unit as a label rather than in its name: the unit is
+a setting (fetches, bytes or credits), one name for all three keeps the
+dashboard and alerts the same whichever is configured, and a store whose unit
+changes gets new series instead of one series mixing units. Bytes and credits
+also have counters of their own, named after their unit.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.stats import (
+    FreshnessModel,
+    compute_stats,
+    freshness_model,
+    latency_sum_estimate_ms,
+    site_latency,
+)
 from recrawl.estimate.rates import RESOLUTION_WARN_SHARE
+from recrawl.health.buckets import LATENCY_EDGES_MS, OUTCOMES
 from recrawl.service.writer import Writer
 from recrawl.store import SQLStore
 
-__all__ = ["CONTENT_TYPE", "MeteredService", "ServiceCollector", "render_metrics"]
+__all__ = [
+    "CONTENT_TYPE",
+    "FRESHNESS_EVERY_S",
+    "LATENCY_LE_SECONDS",
+    "MeteredService",
+    "ServiceCollector",
+    "render_metrics",
+]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 BANDS = ("healthy", "degrading", "critical", "unknown")
+LATENCY_LE_SECONDS: Final = tuple(repr(float(e) / 1000.0) for e in LATENCY_EDGES_MS)
+"""The ``le`` labels of ``recrawl_fetch_latency_seconds_bucket`` below ``+Inf``: the
+store's latency bin edges (:data:`~recrawl.health.buckets.LATENCY_EDGES_MS`), seconds."""
+FRESHNESS_EVERY_S: Final = 300.0
+"""The freshness estimate re-reads the pages and re-estimates their change rates at most
+this often (seconds), when observations were stored since (else once an hour); in
+between it is recomputed at each scrape's time from the pages as last read."""
+_FAR_FUTURE: Final = 4.0e9  # unix seconds (2096): the end of "every bucket"
+_freshness_lock = threading.Lock()
+_freshness: weakref.WeakKeyDictionary[Any, tuple[int, FreshnessModel]] = weakref.WeakKeyDictionary()
 
 
 class MeteredService(Protocol):
@@ -34,7 +79,8 @@ class MeteredService(Protocol):
     is one): its engine, store, settings and writer, its counters since start
     (observations accepted, stored, rejected; ingest requests; leases handed
     out), the ingest rate over the last minute (observations per second), the
-    current plan and the latest health evaluation."""
+    current plan, the cycle's length (seconds), budget and spend so far, and the
+    latest health evaluation."""
 
     engine: Engine
     store: SQLStore
@@ -46,7 +92,14 @@ class MeteredService(Protocol):
     ingest_requests: int
     leased_total: int
 
+    @property
+    def cycle_s(self) -> float: ...
+
     def now(self) -> float: ...
+
+    def cycle_budget(self) -> float: ...
+
+    def cycle_spent(self, now: float | None = None) -> float: ...
 
     def ingest_rate(self) -> float: ...
 
@@ -63,16 +116,45 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         svc = self.service
+        now = svc.now()
+        yield from self._groups()
+        yield self._latency()
+        yield from self._health(now)
+        yield from self._service(now)
+        yield from self._freshness(now)
+
+    def _groups(self) -> Iterator[Metric]:
+        """Per site and page type, from the store's bucket sums."""
+        svc = self.service
         unit = svc.settings.billing_unit
-        stats = svc.engine.stats()
+        totals = svc.store.group_totals()
+        stats = compute_stats(totals, unit)
         gl = ["site", "page_type"]
         fetches = CounterMetricFamily("recrawl_fetches", "Fetches observed.", labels=gl)
+        outcomes = CounterMetricFamily(
+            "recrawl_outcomes",
+            "Fetches observed by outcome (" + ", ".join(OUTCOMES) + ").",
+            labels=[*gl, "outcome"],
+        )
         changes = CounterMetricFamily(
             "recrawl_changes_detected", "Fetches that found a change.", labels=gl
         )
         without = CounterMetricFamily(
             "recrawl_fetches_without_change",
             "Revisits that found no change (unchanged or 304).",
+            labels=gl,
+        )
+        sent = CounterMetricFamily(
+            "recrawl_sent_bytes", "Wire bytes sent by fetches, headers included.", labels=gl
+        )
+        received = CounterMetricFamily(
+            "recrawl_received_bytes",
+            "Wire bytes received by fetches, headers included.",
+            labels=gl,
+        )
+        credits = CounterMetricFamily(
+            "recrawl_credits",
+            "API credits charged, as reported (one per successful response when not reported).",
             labels=gl,
         )
         cost = CounterMetricFamily(
@@ -83,17 +165,42 @@ class ServiceCollector(Collector):
             "Cost per change detected in the billing unit (absent with no change).",
             labels=[*gl, "unit"],
         )
-        for g in stats["groups"]:
+        for t, g in zip(totals, stats["groups"], strict=True):
             lv = [g["site"], g["page_type"]]
             fetches.add_metric(lv, g["fetches"])
+            for o in OUTCOMES:
+                outcomes.add_metric([*lv, o], float(t.outcomes.get(o, 0)))
             changes.add_metric(lv, g["changes_detected"])
             without.add_metric(lv, g["fetches_without_change"])
+            sent.add_metric(lv, float(t.bytes_sent))
+            received.add_metric(lv, float(t.bytes_received))
+            credits.add_metric(lv, float(t.credits))
             cost.add_metric([*lv, unit], g["cost"])
             if g["cost_per_change"] is not None:
                 per_change.add_metric([*lv, unit], g["cost_per_change"])
-        yield from (fetches, changes, without, cost, per_change)
+        yield from (fetches, outcomes, changes, without, sent, received, credits, cost, per_change)
 
-        now = svc.now()
+    def _latency(self) -> Metric:
+        """Each site's fetch latency histogram, from the store's daily buckets."""
+        hist = HistogramMetricFamily(
+            "recrawl_fetch_latency_seconds",
+            "Latency of the fetches that reported one, seconds, in the store's half-octave "
+            "bins (10 ms to 116 s). The store keeps the bins, not the sum: _sum counts each "
+            "fetch at its bin's geometric middle (within 19 % of its latency from 7 ms to "
+            "116 s); the quantiles of _bucket are exact to the bin.",
+            labels=["site"],
+        )
+        buckets = self.service.store.buckets(0.0, _FAR_FUTURE, daily=True)
+        for site, counts in sorted(site_latency(buckets).items()):
+            cum = counts.cumsum().tolist()
+            pairs = [(le, float(c)) for le, c in zip(LATENCY_LE_SECONDS, cum, strict=False)]
+            pairs.append(("+Inf", float(cum[-1])))
+            hist.add_metric([site], pairs, latency_sum_estimate_ms(counts) / 1000.0)
+        return hist
+
+    def _health(self, now: float) -> Iterator[Metric]:
+        """Per site: health, controls, leases."""
+        svc = self.service
         score = GaugeMetricFamily(
             "recrawl_site_health_score", "Smoothed target health score (0-100).", labels=["site"]
         )
@@ -126,6 +233,9 @@ class ServiceCollector(Collector):
             leases.add_metric([site], float(n))
         yield leases
 
+    def _service(self, now: float) -> Iterator[Metric]:
+        """The service's counters, the cycle's budget and spend, the plan."""
+        svc = self.service
         yield CounterMetricFamily(
             "recrawl_observations_accepted",
             "Valid observations acknowledged over HTTP (new or already known).",
@@ -155,13 +265,32 @@ class ServiceCollector(Collector):
         )
         yield GaugeMetricFamily(
             "recrawl_ingest_rate",
+            "Deprecated: rate(recrawl_observations_accepted_total[1m]) says the same. "
             "Observations accepted per second over the last minute.",
             value=svc.ingest_rate(),
+        )
+        plan = svc.plan(now)  # the service's settings always give a budget
+        unit = svc.settings.billing_unit
+        budget = GaugeMetricFamily(
+            "recrawl_cycle_budget",
+            "The current planning cycle's budget in the billing unit.",
+            labels=["unit"],
+        )
+        budget.add_metric([unit], svc.cycle_budget())
+        spent = GaugeMetricFamily(
+            "recrawl_cycle_spent",
+            "What the current cycle has spent in the billing unit: leases at their planned "
+            "cost until reported, then at the fetch's real cost; expired leases refunded.",
+            labels=["unit"],
+        )
+        spent.add_metric([unit], svc.cycle_spent(now))
+        yield from (budget, spent)
+        yield GaugeMetricFamily(
+            "recrawl_cycle_seconds", "Length of one planning cycle, seconds.", value=svc.cycle_s
         )
         tasks = GaugeMetricFamily(
             "recrawl_plan_tasks", "Tasks of the current plan by reason.", labels=["reason"]
         )
-        plan = svc.plan(now)  # the service's settings always give a budget
         for reason, n in sorted(plan.split().items()):
             tasks.add_metric([reason], float(n))
         yield tasks
@@ -175,9 +304,52 @@ class ServiceCollector(Collector):
                 value=plan.resolution.share,
             )
 
+    def _freshness(self, now: float) -> Iterator[Metric]:
+        """Per site: the live pages' estimated freshness and their summed value."""
+        by_site = freshness_now(self.service, now)
+        ratio = GaugeMetricFamily(
+            "recrawl_freshness_ratio",
+            "Estimated value-weighted share of the site's live pages whose stored copy "
+            "still equals the live page: exp(-rate x time since the last successful "
+            "fetch), 0 for a page never fetched (the change model's estimate).",
+            labels=["site"],
+        )
+        value = GaugeMetricFamily(
+            "recrawl_live_page_value",
+            "Summed value of the site's live pages (the weight of its freshness ratio).",
+            labels=["site"],
+        )
+        for site, (fresh, total) in sorted(by_site.items()):
+            ratio.add_metric([site], fresh / total)
+            value.add_metric([site], total)
+        yield from (ratio, value)
+
+
+def freshness_now(service: MeteredService, now: float) -> dict[str, tuple[float, float]]:
+    """Per site: ``(fresh value, live value)`` at ``now``
+    (:meth:`~recrawl.engine.stats.FreshnessModel.by_site`), from a model of the
+    pages read again when :data:`FRESHNESS_EVERY_S` has passed and observations
+    were stored since, at least once an hour (URLs added, sites paused), and when
+    the clock went back."""
+    mark = service.store.observation_mark()
+    with _freshness_lock:
+        kept = _freshness.get(service)
+    if kept is not None and _still_good(kept, mark, now):
+        model = kept[1]
+    else:
+        model = freshness_model(service.engine, now)
+        with _freshness_lock:
+            _freshness[service] = (mark, model)
+    return model.by_site(now)
+
 
 def render_metrics(service: MeteredService) -> bytes:
     """The Prometheus text exposition of ``service``'s metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServiceCollector(service))
     return generate_latest(registry)
+
+
+def _still_good(kept: tuple[int, FreshnessModel], mark: int, now: float) -> bool:
+    age = now - kept[1].at
+    return age >= 0.0 and (age < FRESHNESS_EVERY_S or (kept[0] == mark and age < 3600.0))

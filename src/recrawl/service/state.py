@@ -26,6 +26,7 @@ import orjson
 from recrawl._exceptions import ConfigError, InvalidDocument, InvalidObservation
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.pipeline import store_batch
 from recrawl.engine.results import HealthOverview, SiteDetail, health_overview, site_detail
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
@@ -190,6 +191,20 @@ class Service:
         s = self.settings
         pages = 0 if s.budget_per_day is not None else len(self.store.page_columns()["url"])
         return s.daily_budget(pages) * s.cycle_hours / 24.0
+
+    def cycle_spent(self, now: float | None = None) -> float:
+        """What the current cycle has spent so far, in the billing unit: each
+        lease charges its task's planned cost when handed out, then what the
+        fetch really cost once its report arrives (wire bytes or credits); a
+        lease that expired unreported is refunded (here too, as :meth:`plan`
+        does). 0 until the cycle's first plan. The ``/metrics`` figure against
+        :meth:`cycle_budget`."""
+        t = self.now() if now is None else now
+        with self._lock:
+            if int(t // self.cycle_s) != self._plan_cycle:
+                return 0.0
+            self._refund_expired(t)
+            return self._spent
 
     # -- health ----------------------------------------------------------------------------
 
@@ -474,7 +489,7 @@ class Service:
     # -- observations ----------------------------------------------------------------------
 
     def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
-        return self.store.ingest(observations, classifier=self.classifier)
+        return store_batch(self.store, observations, classifier=self.classifier)
 
     def parse_body(self, body: bytes) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
         """Parse NDJSON or a JSON array of observations: ``(good, where, rejected)``,

@@ -23,7 +23,12 @@ from recrawl.testing.server import ManualClock, serve_in_thread
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus" / "recrawl-alerts.yml"
-RULES_TESTS = DEPLOY / "prometheus" / "recrawl-alerts.test.yml"
+# the rules' unit tests: evaluated every minute, and every 5 minutes for the rules that
+# compare a site with its own last day (a day of 1-minute steps takes promtool seconds)
+RULES_TESTS = (
+    DEPLOY / "prometheus" / "recrawl-alerts.test.yml",
+    DEPLOY / "prometheus" / "recrawl-alerts-normal.test.yml",
+)
 DASHBOARD = DEPLOY / "grafana" / "recrawl-dashboard.json"
 TOKEN = "observability-token"
 NAME = re.compile(r"\brecrawl_[a-z0-9_]+")
@@ -129,13 +134,31 @@ def test_promtool_accepts_the_alert_rules_and_their_unit_tests() -> None:
     tool = promtool()
     res = subprocess.run([tool, "check", "rules", str(RULES)], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = subprocess.run([tool, "test", "rules", str(RULES_TESTS)], capture_output=True, text=True)
+    res = subprocess.run(
+        [tool, "test", "rules", *map(str, RULES_TESTS)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_every_alert_has_a_unit_test_that_sees_it_fire() -> None:
+    tested = set()
+    for path in RULES_TESTS:
+        text = path.read_text(encoding="utf-8")
+        # an alertname followed by expected alerts that are not empty
+        for m in re.finditer(r"alertname: (\w+)\n\s+exp_alerts:\n\s+- exp_labels", text):
+            tested.add(m.group(1))
+    assert set(alerts()) <= tested, sorted(set(alerts()) - tested)
 
 
 def test_every_alert_has_a_for_a_severity_and_a_summary() -> None:
     rules = alerts()
-    assert {"RecrawlSiteDegrading", "RecrawlSiteCritical"} <= set(rules)
+    assert {
+        "RecrawlSiteDegrading",
+        "RecrawlSiteCritical",
+        "RecrawlSpendOverBudget",
+        "RecrawlSiteSlowerThanNormal",
+        "RecrawlSiteBlocksRising",
+    } <= set(rules)
     for name, text in rules.items():
         assert re.search(r"^\s+expr:", text, re.M), name
         assert re.search(r"^\s+for: \d+[smh]$", text, re.M), name
@@ -160,6 +183,18 @@ def test_the_scenario_exposes_every_metric_family(metrics_text: str) -> None:
         "recrawl_cost_per_change",
         "recrawl_rates_bounded_below_share",
         "recrawl_leases_outstanding",
+        "recrawl_outcomes_total",
+        "recrawl_sent_bytes_total",
+        "recrawl_received_bytes_total",
+        "recrawl_credits_total",
+        "recrawl_fetch_latency_seconds_bucket",
+        "recrawl_fetch_latency_seconds_sum",
+        "recrawl_fetch_latency_seconds_count",
+        "recrawl_cycle_budget",
+        "recrawl_cycle_spent",
+        "recrawl_cycle_seconds",
+        "recrawl_freshness_ratio",
+        "recrawl_live_page_value",
     ):
         assert name in names, name
 

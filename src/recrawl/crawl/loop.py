@@ -88,6 +88,10 @@ crawl pauses a site itself: too few requests reach a small site for its health
 score to judge it (it needs ``MIN_REQUESTS`` an hour), and this many refusals
 with no success between them is the site saying no. A human resumes it."""
 
+LISTING_TRUST_CYCLES = 6
+"""Cycles between two looks at the store for the listings' items' values and
+at the hint trust for the listings it refused (:meth:`Crawler._listing_worth`)."""
+
 _HOSTILE_STATUSES: frozenset[int] = frozenset({401, 403, 429})
 
 _BANDS: frozenset[str] = frozenset({"healthy", "degrading", "critical", "unknown"})
@@ -115,6 +119,8 @@ class CrawlTask:
     cost: float = 0.0
     """The plan's estimated cost, in the billing unit."""
     lease_id: str | None = None
+    rate_per_day: float | None = None
+    """The plan's estimate of the page's change rate (embedded source only)."""
 
     @property
     def canary(self) -> bool:
@@ -161,6 +167,10 @@ class CrawlStats:
     """What they cost, in the billing unit (part of ``spent``)."""
     signals: list[dict[str, Any]] = field(default_factory=list)
     """Each sitemap and feed read: reads, changes, 304s, hints, pages discovered."""
+    listings: list[dict[str, Any]] = field(default_factory=list)
+    """Each listing page read: items, reads, read interval, the plan's rate
+    for it and the value its items' worth gave it
+    (:class:`~recrawl.crawl.signals.ListingPage`)."""
     bytes_sent: int = 0
     bytes_received: int = 0
     spent: float = 0.0
@@ -268,6 +278,7 @@ class EmbeddedSource:
                     reason=str(t.get("reason", "")),
                     headers=headers.get(t["url"], {}),
                     cost=float(t.get("cost") or 0.0),
+                    rate_per_day=plan.rates.get(t["url"], (None, None))[0],
                 )
                 for t in plan.tasks
             ]
@@ -309,6 +320,43 @@ class EmbeddedSource:
                 self.engine.ingest_hints(hints)
 
         await self._run(work)
+
+    # what listing pages are worth (recrawl.crawl.signals.SignalReader.listing_worth)
+
+    async def page_values(self, urls: Sequence[str]) -> dict[str, float]:
+        """The values of the known ``urls``."""
+
+        def work() -> dict[str, float]:
+            cols = self.engine.store.page_columns()
+            want = set(urls)
+            return {
+                u: float(v)
+                for u, v in zip(cols["url"], cols["value"].tolist(), strict=True)
+                if u in want
+            }
+
+        result: dict[str, float] = await self._run(work)
+        return result
+
+    async def set_values(self, rows: Sequence[tuple[str, float]]) -> None:
+        """Give pages new values (:meth:`Engine.update_values`)."""
+        await self._run(lambda: self.engine.update_values({"url": u, "value": v} for u, v in rows))
+
+    async def refused_listings(self, now: float) -> set[str]:
+        """Sites whose ``listing`` hints the revisits refused: judged on at
+        least :data:`~recrawl.estimate.hints.MIN_MOVES` moves, trusted neither
+        to vouch nor to prove (:meth:`Engine.hint_trust`)."""
+        from recrawl.estimate.hints import MIN_MOVES
+
+        def work() -> set[str]:
+            return {
+                t.site
+                for t in self.engine.hint_trust(until=now)
+                if t.source == "listing" and not (t.quiet or t.changes) and t.moved >= MIN_MOVES
+            }
+
+        result: set[str] = await self._run(work)
+        return result
 
     async def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -489,6 +537,8 @@ class Crawler:
         self._spent_total = 0.0
         self._cycle_budget = math.inf
         self._last_progress = 0.0
+        self._item_values: dict[str, float] = {}
+        self._refused: set[str] = set()
         self.signals = SignalReader(
             settings,
             fetch=self._fetch_signal,
@@ -557,6 +607,7 @@ class Crawler:
         except Exception as exc:  # keep crawling on the bands last known
             log.warning("health bands unavailable: %s", exc)
         self.signals.discover(self.robots.sitemaps())
+        await self._listing_worth(start)
         reads = self.signals.planned_origins(start)
         reserve = min(len(reads) * self._mean_cost(), budget * self.settings.crawl.signal_share)
         chosen: list[CrawlTask] = []
@@ -588,10 +639,36 @@ class Crawler:
         await self._drain()
         self.stats.signal_spent = self.signals.spent
         self.stats.signals = self.signals.figures()
+        self.stats.listings = [p.figures() for p in self.signals.listing_pages.values()]
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent
         await self._flush(wait=True)
+
+    async def _listing_worth(self, now: float) -> None:
+        """Give each listing page read so far the value what it reveals is
+        worth (:meth:`SignalReader.listing_worth`), through a source that can
+        set values (the embedded one); the sites whose listings the revisits
+        refused are judged again every :data:`LISTING_TRUST_CYCLES` cycles."""
+        pages = self.signals.listing_pages
+        set_values = getattr(self.source, "set_values", None)
+        if not pages or set_values is None:
+            return
+        try:
+            new = [u for p in pages.values() if p.base is None for u in (p.url, *p.items)]
+            if new or self.stats.cycles % LISTING_TRUST_CYCLES == 0:
+                self._item_values.update(await self.source.page_values(  # type: ignore[attr-defined]
+                    [u for p in pages.values() for u in (p.url, *p.items)]
+                ))  # fmt: skip
+                self._refused = await self.source.refused_listings(now)  # type: ignore[attr-defined]
+            rows = self.signals.listing_worth(
+                now, self._item_values, self._refused,
+                cycle_s=self.settings.cycle_hours * 3600.0,
+            )  # fmt: skip
+            if rows:
+                await set_values(rows)
+        except Exception as exc:  # the listings keep the values they have
+            log.warning("listing values not set: %s", exc)
 
     def _fit(
         self,
@@ -835,7 +912,7 @@ class Crawler:
         # a challenge page, or a page with none of its fields, paces the site as
         # a refusal would
         status = 403 if challenged else res.status
-        await self._signals_of(task, res, challenged)
+        await self._signals_of(task, res, challenged, record)
         gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
         await self._watch(
@@ -845,16 +922,24 @@ class Crawler:
         if len(self._pending) >= REPORT_BATCH:
             await self._flush(wait=False)
 
-    async def _signals_of(self, task: CrawlTask, res: FetchResult, challenged: bool) -> None:
-        """What a fetch tells the signal reader: an item fetched, a listing read."""
-        if res.status == 304 or (res.status is not None and 200 <= res.status < 300):
-            self.signals.fetched(task.url, self.clock())
+    async def _signals_of(
+        self, task: CrawlTask, res: FetchResult, challenged: bool, record: Any
+    ) -> None:
+        """What a fetch tells the signal reader: an item fetched (at its start,
+        the time the store keeps, with its record), a listing read."""
         ok = res.status is not None and 200 <= res.status < 300 and res.error is None
+        if res.status == 304:
+            self.signals.fetched(task.url, res.started_at)  # the record is as last fetched
+        elif ok and not challenged:
+            self.signals.fetched(
+                task.url, res.started_at, record if isinstance(record, dict) else None
+            )
         if ok and not challenged and task.page_type in self.signals.listing_rules:
             try:
                 await self.signals.listing(
-                    task.url, task.site, task.page_type, res.body, self.clock()
-                )
+                    task.url, task.site, task.page_type, res.body, res.started_at,
+                    rate_per_day=task.rate_per_day,
+                )  # fmt: skip
             except Exception as exc:  # a listing's hints are a bonus: the fetch stands
                 log.warning("listing %s not read: %s", task.url, exc)
 

@@ -28,6 +28,18 @@ each last changed. :class:`SignalReader` keeps the sources a crawl reads:
   that sitemap's last hints as seen now: the source still says the same, which
   is what lets a trusted source vouch for a page.
 
+Listing pages (``[crawl] listings``) are pages of the plan, fetched as any
+page; each fetch is read here (:meth:`SignalReader.listing`): per item a hint
+(source ``listing``). What a listing is worth to the plan is what it reveals:
+:meth:`SignalReader.listing_worth` gives each listing page the value weight
+:func:`recrawl.plan.freshness.reveal_weight` finds for its items (their
+values, their change rates as its reads saw them, its read rate and the plan's
+estimate of its own rate), which the crawl sets on the page
+(:meth:`recrawl.engine.Engine.update_values`) so that the allocation reads it
+as often as the freshness it buys its items is worth; a listing whose moves
+the crawl's revisits refused (mostly not changes: a stale listing) falls back
+to its own value.
+
 Only URLs on the source's own origin are taken (sitemaps.org's rule): a site
 cannot plant pages of another. State lives in memory for the crawl process.
 Times are unix seconds of the crawl's clock, which is given.
@@ -41,6 +53,7 @@ import math
 import xml.etree.ElementTree as ET
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -59,10 +72,30 @@ from recrawl.observe.sitemaps import (
     Hint,
     read_sitemap_document,
 )
+from recrawl.plan.freshness import reveal_weight
 
-__all__ = ["SignalFetch", "SignalReader", "SignalSink", "SignalSource", "read_interval"]
+__all__ = [
+    "ListingPage",
+    "SignalFetch",
+    "SignalReader",
+    "SignalSink",
+    "SignalSource",
+    "item_rates",
+    "read_interval",
+]
 
 DAY = 86400.0
+
+PRIOR_DAYS = 1.0
+"""Days of the site's pooled rate an item's own rate estimate starts from
+(:func:`item_rates`)."""
+
+WORTH_STEP = 2.0
+"""A listing's value moves at most this factor per refresh (the read rate it is
+computed at lags the value it was read under)."""
+
+READ_SMOOTHING = 0.3
+"""Weight of the latest interval in a listing's smoothed read interval."""
 
 SignalFetch = Callable[[str, Mapping[str, str], float], Awaitable[FetchResult | None]]
 """``fetch(url, headers, end)``: the response, or None when the site could not
@@ -157,16 +190,80 @@ class SignalSource:
         }
 
 
+def item_rates(moves: Any, watched_days: Any, prior_days: float = PRIOR_DAYS) -> Any:
+    """Each item's change rate, per day, as a listing's reads saw it: its
+    summary ``moves`` over the days it was ``watched`` (first to last
+    sighting), starting from ``prior_days`` days at the items' pooled rate (1
+    a day before any was watched).
+
+    >>> item_rates(np.array([0.0, 4.0]), np.array([2.0, 2.0])).round(3)
+    array([0.333, 1.667])
+    """
+    m = np.asarray(moves, dtype=np.float64)
+    t = np.maximum(np.asarray(watched_days, dtype=np.float64), 0.0)
+    total = float(t.sum())
+    pooled = float(m.sum()) / total if total > 0 else 1.0
+    return (m + pooled * prior_days) / (t + prior_days)
+
+
 @dataclass
 class _Item:
     """What the listings last showed of one item: its summary (as JSON), since
-    when (``since``), whether it ever changed under the crawl's eyes, and when
-    this crawl last fetched the item itself."""
+    when (``since``: the change's time as far as the crawl can tell), whether
+    a hint may say so (``changed``: it changed under the crawl's eyes), when a
+    listing first and last (``seen``) showed it, its summary moves, and when
+    this crawl last fetched the item itself (``fetched``, the fetch's start)
+    with what the fetch's record showed of the summary's fields."""
 
     summary: str
     since: float
+    first: float
+    seen: float
     changed: bool = False
     fetched: float | None = None
+    record: dict[str, str] | None = None
+    moves: int = 0
+
+
+@dataclass
+class ListingPage:
+    """One listing page the crawl read: its items at the last read, its read
+    rate, the plan's estimate of its own change rate and the values the crawl
+    gave it (``base``: its own, as registered)."""
+
+    url: str
+    site: str = ""
+    items: list[str] = field(default_factory=list)
+    reads: int = 0
+    last_read: float | None = None
+    interval_s: float | None = None
+    """Smoothed interval between reads (:data:`READ_SMOOTHING`)."""
+    rate_per_day: float | None = None
+    base: float | None = None
+    value: float | None = None
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "site": self.site,
+            "kind": "listing",
+            "items": len(self.items),
+            "reads": self.reads,
+            "interval_s": self.interval_s,
+            "rate_per_day": self.rate_per_day,
+            "value": self.value,
+        }
+
+
+def _same(summary: Mapping[str, Any], record: Mapping[str, str] | None) -> bool | None:
+    """Whether a fetched item's ``record`` shows ``summary``: None when they
+    share no field (or no record)."""
+    if not record:
+        return None
+    shared = [k for k in summary if k in record and summary[k] is not None]
+    if not shared:
+        return None
+    return all(str(summary[k]) == record[k] for k in shared)
 
 
 @dataclass
@@ -228,6 +325,7 @@ class SignalReader:
         }
         self._items: dict[str, _Item] = {}
         self._next_pages: dict[str, set[str]] = {}
+        self.listing_pages: dict[str, ListingPage] = {}
         self.listing_reads = 0
         self.listing_hints = 0
 
@@ -268,20 +366,41 @@ class SignalReader:
 
     # -- listing pages -----------------------------------------------------
 
-    def fetched(self, url: str, now: float) -> None:
-        """This crawl fetched ``url`` at ``now`` (kept for items a listing shows)."""
+    def fetched(self, url: str, now: float, record: Mapping[str, Any] | None = None) -> None:
+        """This crawl fetched ``url`` at ``now`` (its start: the time the store
+        keeps), its ``record`` the fields extracted (None: as at the last fetch,
+        a 304); kept for items a listing shows."""
         item = self._items.get(url)
         if item is not None:
             item.fetched = now
+            if record is not None:
+                item.record = {k: str(v) for k, v in record.items() if v is not None and v != []}
 
-    async def listing(self, url: str, site: str, page_type: str, body: bytes, now: float) -> None:
+    async def listing(
+        self,
+        url: str,
+        site: str,
+        page_type: str,
+        body: bytes,
+        now: float,
+        *,
+        rate_per_day: float | None = None,
+    ) -> None:
         """Read a fetched listing page of ``page_type`` (one of ``[crawl]
-        listings``): per item on the page's own origin, a hint (source
-        ``listing``, ``lastmod`` the first time the crawl saw its current
-        summary) once the listing can say something: its summary changed while
-        the crawl watched, or the crawl fetched the item since the summary
-        was first seen (an unchanged summary then vouches for it). Items new
-        to the crawl and the next page are registered."""
+        listings``), fetched at ``now`` (its start), whose change rate the plan
+        estimates at ``rate_per_day``: per item on the page's own origin, a
+        hint (source ``listing``, ``lastmod`` the first time the crawl saw its
+        current summary) once the listing can say something: its summary
+        changed while the crawl watched, or the crawl fetched the item since
+        the summary was first seen (an unchanged summary then vouches for it).
+
+        A summary that moved since the last read, of an item the crawl fetched
+        in between, changed before or after that fetch: the fetch's record
+        tells which where it has the summary's fields (the same values: before,
+        the hint's ``lastmod`` is the fetch; other values: after); without, the
+        item gets no hint until it is fetched again (either ``lastmod`` would
+        be a guess, and a wrong one a false vouch or a wasted fetch). Items
+        new to the crawl and the next page are registered."""
         rule = self.listing_rules[page_type]
         items, nxt = self._listings[page_type].read(body, url)
         origin = site_root(url)
@@ -289,6 +408,8 @@ class SignalReader:
         rows: list[dict[str, Any]] = []
         _, seen_type = self._sites.get(origin, ("", "page"))
         item_type = rule.item_type or seen_type
+        page = self.listing_pages.setdefault(url, ListingPage(url))
+        shown: list[str] = []
         for it in items:
             try:
                 u = normalize_url(it.url)
@@ -296,16 +417,34 @@ class SignalReader:
                 continue
             if site_root(u) != origin:
                 continue
+            shown.append(u)
             key = json.dumps(it.summary, sort_keys=True)
             mem = self._items.get(u)
             if mem is None:
-                self._items[u] = _Item(key, now)
+                self._items[u] = _Item(key, now, now, now)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue
             if mem.summary != key:
-                mem.summary, mem.since, mem.changed = key, now, True
+                mem.summary, mem.moves = key, mem.moves + 1
+                f = mem.fetched
+                if f is not None and mem.seen < f <= now:  # fetched since the last sighting
+                    before = _same(it.summary, mem.record)
+                    if before is None:  # cannot tell: silent until the next fetch
+                        mem.since, mem.changed = now, False
+                    else:
+                        mem.since, mem.changed = (f if before else now), True
+                else:
+                    mem.since, mem.changed = now, True
+            mem.seen = max(mem.seen, now)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
+        if page.last_read is not None and now > page.last_read:
+            gap = now - page.last_read
+            prev = page.interval_s
+            page.interval_s = gap if prev is None else prev + READ_SMOOTHING * (gap - prev)
+        page.site, page.items, page.reads, page.last_read = site, shown, page.reads + 1, now
+        if rate_per_day is not None and rate_per_day > 0:
+            page.rate_per_day = rate_per_day
         pages = self._next_pages.setdefault(origin, set())
         if nxt is not None and site_root(nxt) == origin and len(pages) < rule.max_pages:
             try:
@@ -319,6 +458,52 @@ class SignalReader:
         self.listing_hints += len(hints)
         if hints or rows:
             await self._sink(hints, rows)
+
+    def listing_worth(
+        self,
+        now: float,
+        values: Mapping[str, float],
+        refused: AbstractSet[str] = frozenset(),
+        *,
+        cycle_s: float = 3600.0,
+    ) -> list[tuple[str, float]]:
+        """The value each listing page should have now, where it moved (by more
+        than a tenth): :func:`~recrawl.plan.freshness.reveal_weight` of its
+        items (``values``: the store's, by URL, 1 for an item it lacks; their
+        rates by :func:`item_rates`) at its smoothed read rate (one read a
+        cycle of ``cycle_s`` before two reads) and the plan's estimate of its
+        rate (the sum of its items' before the plan gave one), never below its
+        own value (``values`` of the listing, kept from the first call), and
+        at most :data:`WORTH_STEP` times more or less than the last one. A
+        listing of a site in ``refused`` (site names: its listings' moves
+        mostly found no change) goes back to its own value."""
+        out: list[tuple[str, float]] = []
+        for page in self.listing_pages.values():
+            if page.base is None:
+                page.base = float(values.get(page.url, 1.0))
+            mem = [self._items[u] for u in page.items if u in self._items]
+            if not mem:
+                continue
+            base = page.base
+            if page.site in refused:
+                want = base
+            else:
+                rates = item_rates(
+                    np.array([m.moves for m in mem], dtype=np.float64),
+                    np.array([(m.seen - m.first) / DAY for m in mem]),
+                )
+                vals = np.array([values.get(u, 1.0) for u in page.items if u in self._items])
+                every = page.interval_s if page.interval_s else cycle_s
+                visits = DAY / max(every, 1.0)
+                own = page.rate_per_day or float(rates.sum())
+                want = max(base, reveal_weight(rates, vals, own, visits))
+                if page.value is not None and page.value > 0:
+                    want = min(max(want, page.value / WORTH_STEP), page.value * WORTH_STEP)
+            last = page.value if page.value is not None else base
+            if abs(want - last) > 0.1 * max(last, 1e-9):
+                page.value = want
+                out.append((page.url, want))
+        return out
 
     def discover(self, robots_sitemaps: Mapping[str, Sequence[str]]) -> None:
         """Read the sitemaps robots.txt names (by site root), when configured to."""

@@ -54,6 +54,7 @@ __all__ = [
     "inverse_marginal",
     "marginal",
     "optimal_allocation",
+    "reveal_weight",
     "time_averaged_freshness",
 ]
 
@@ -297,6 +298,52 @@ def marginal(r: ArrayLike) -> float | FloatArray:
     if x0.ndim == 0:
         return float(out[0])
     return out.reshape(x0.shape)
+
+
+def reveal_weight(
+    item_rate: ArrayLike,
+    item_value: ArrayLike,
+    rate_per_day: float,
+    visits_per_day: float,
+) -> float:
+    """The value weight of a page that reveals others (a listing page): what
+    it is worth is not its own freshness but its items'.
+
+    A read of a listing shows, for each of its items, whether it changed
+    since the last read; trusted, it sends the changed items to the front of
+    the plan and vouches for the others, so each item stays fresh as if it
+    were visited at the listing's own read rate ``f``: the reads are worth
+    ``Σ vᵢ F(λᵢ, f)``, whose marginal is ``M(f) = Σ vᵢ g(λᵢ/f)/λᵢ``. The
+    optimal allocation sees the listing as a page of rate ``λ`` (its own: any
+    item's summary moving changes it) and weight ``w``, visited where
+    ``w g(λ/f)/λ = μ c``. The weight returned,
+
+        ``w = λ M(f) / g(λ/f)``,
+
+    makes the two marginals agree at ``f``: solved again as the read rate
+    moves, the allocation reads the listing where ``M(f) = μ c``, as often as
+    what it reveals is worth against a fetch of any page. ``item_rate``:
+    changes per day of each item (≥ 0; an item that never changes adds
+    nothing); ``item_value``: their values; ``rate_per_day``: the listing's
+    (> 0); ``visits_per_day``: its current read rate (> 0).
+
+    Forty items changing daily, the listing read every two hours (twelve a
+    day) and changing forty times a day: weighted about as 6.2 pages, the
+    allocation gives it the visits forty items at that rate would need.
+
+    >>> round(reveal_weight(np.ones(40), np.ones(40), 40.0, 12.0), 2)
+    6.22
+    """
+    lam = np.atleast_1d(_f64(item_rate))
+    v = np.broadcast_to(_f64(item_value), lam.shape)
+    if not (rate_per_day > 0 and visits_per_day > 0):
+        raise ValueError("rate_per_day and visits_per_day must be positive")
+    if np.any(lam < 0) or not np.all(np.isfinite(lam)) or np.any(v < 0):
+        raise ValueError("item rates and values must be finite and ≥ 0")
+    moving = lam > 0
+    m = float(np.sum(v[moving] * marginal(lam[moving] / visits_per_day) / lam[moving]))
+    own = marginal(rate_per_day / visits_per_day)
+    return rate_per_day * m / own if own > 0 else 0.0
 
 
 # g⁻¹ tabulated on a uniform grid of logit(g) = log(g / (1 − g)), so a look-up

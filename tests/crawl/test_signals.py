@@ -291,3 +291,89 @@ def test_a_listing_page_registers_its_items_and_next_page(tmp_path: Path) -> Non
     )
     assert types[f"http://{host}/list/1"] == "category"
     assert sites == {host}
+
+
+LISTINGS = {
+    "category": {
+        "items": "li.item",
+        "url": "a.link::attr(href)",
+        "summary": {"price": ".price::text"},
+        "item_type": "product",
+    }
+}
+
+
+def _reader() -> tuple[Any, list[Any]]:
+    from recrawl.crawl.signals import SignalReader
+
+    settings = Settings.model_validate({"budget_per_day": 100, "crawl": {"listings": LISTINGS}})
+    got: list[Any] = []
+
+    async def sink(hints: Any, rows: Any) -> None:
+        got.extend(hints)
+
+    async def fetch(url: str, headers: Any, end: float) -> None:
+        return None
+
+    reader = SignalReader(
+        settings, fetch=fetch, sink=sink, clock=lambda: 0.0, cost=lambda r: 1.0,
+        commit=lambda d: None, room=lambda: 1.0, mean_cost=lambda: 1.0,
+    )  # fmt: skip
+    return reader, got
+
+
+def _page(prices: dict[int, str]) -> bytes:
+    rows = "".join(
+        f'<li class="item"><a class="link" href="/p/{i}">{i}</a><span class="price">{p}</span></li>'
+        for i, p in prices.items()
+    )
+    return f"<ul>{rows}</ul>".encode()
+
+
+def test_a_summary_move_is_dated_by_the_fetch_between_two_reads() -> None:
+    reader, hints = _reader()
+    url = "https://shop.example/list/0"
+
+    def read(t: float, prices: dict[int, str]) -> dict[str, float]:
+        hints.clear()
+        asyncio.run(reader.listing(url, "shop", "category", _page(prices), t))
+        return {h.url.rsplit("/", 1)[1]: h.lastmod for h in hints}
+
+    assert read(0.0, {1: "5", 2: "5", 3: "5"}) == {}  # first sighting: nothing to say yet
+    for i in (1, 2, 3):
+        reader.fetched(f"https://shop.example/p/{i}", 100.0, {"price": "5"})
+    # unchanged summaries, the items fetched since: vouched for, as of their first sighting
+    assert read(200.0, {1: "5", 2: "5", 3: "5"}) == {"1": 0.0, "2": 0.0, "3": 0.0}
+    reader.fetched("https://shop.example/p/1", 250.0, {"price": "6"})  # saw the new price
+    reader.fetched("https://shop.example/p/2", 250.0, {"price": "5"})  # changed after
+    reader.fetched("https://shop.example/p/3", 250.0, {"name": "x"})  # cannot tell
+    # moved: /p/1 changed before its fetch (the hint dates it then: no false
+    # change), /p/2 after it (a change since the fetch), /p/3 says nothing yet
+    assert read(300.0, {1: "6", 2: "6", 3: "6"}) == {"1": 250.0, "2": 300.0}
+    reader.fetched("https://shop.example/p/3", 350.0, {"name": "x"})
+    assert read(400.0, {1: "6", 2: "6", 3: "6"}) == {"1": 250.0, "2": 300.0, "3": 300.0}
+
+
+def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
+    import numpy as np
+
+    from recrawl.plan.freshness import optimal_allocation
+
+    reader, _ = _reader()
+    url = "https://shop.example/list/0"
+    # forty items whose price moves once a day each, the listing read every two hours
+    for k in range(4 * 12):
+        t = k * 2 * HOUR
+        prices = {i: str(int((t / 86400.0) + i / 40.0)) for i in range(40)}
+        asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
+    now = 4 * 86400.0
+    [(got_url, value)] = reader.listing_worth(now, {})
+    assert got_url == url and value > 2.0, value
+    # the allocation (forty items, the listing, 1.6 fetches an item a day) then
+    # reads the listing several times a day; valued as a page of its own, hardly
+    rates, items = np.r_[np.ones(40), 40.0], np.ones(40)
+    worth = optimal_allocation(rates, 64.0, weight=np.r_[items, value]).visits_per_day[-1]
+    own = optimal_allocation(rates, 64.0, weight=np.r_[items, 1.0]).visits_per_day[-1]
+    assert worth >= 4.0 and own < 1.0, (worth, own)
+    # a site whose listing moves the revisits refused: back to the listing's own value
+    assert reader.listing_worth(now, {}, {"shop"}) == [(url, 1.0)]

@@ -23,9 +23,11 @@ also have counters of their own, named after their unit.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -67,11 +69,25 @@ LATENCY_LE_SECONDS: Final = tuple(repr(float(e) / 1000.0) for e in LATENCY_EDGES
 store's latency bin edges (:data:`~recrawl.health.buckets.LATENCY_EDGES_MS`), seconds."""
 FRESHNESS_EVERY_S: Final = 300.0
 """The freshness estimate re-reads the pages and re-estimates their change rates at most
-this often (seconds), when observations were stored since (else once an hour); in
-between it is recomputed at each scrape's time from the pages as last read."""
+this often (seconds), when observations were stored since (else once an hour), in a
+thread of its own: meanwhile, and in between, each scrape evaluates the last model at
+its own time."""
 _FAR_FUTURE: Final = 4.0e9  # unix seconds (2096): the end of "every bucket"
+_log = logging.getLogger("recrawl.service")
+
+
+@dataclass
+class _Kept:
+    """A service's latest freshness model, the observation mark it was read at, and
+    whether a thread is reading a newer one."""
+
+    mark: int
+    model: FreshnessModel
+    busy: bool = False
+
+
 _freshness_lock = threading.Lock()
-_freshness: weakref.WeakKeyDictionary[Any, tuple[int, FreshnessModel]] = weakref.WeakKeyDictionary()
+_freshness: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
 
 
 class MeteredService(Protocol):
@@ -325,24 +341,6 @@ class ServiceCollector(Collector):
         yield from (ratio, value)
 
 
-def freshness_now(service: MeteredService, now: float) -> dict[str, tuple[float, float]]:
-    """Per site: ``(fresh value, live value)`` at ``now``
-    (:meth:`~recrawl.engine.stats.FreshnessModel.by_site`), from a model of the
-    pages read again when :data:`FRESHNESS_EVERY_S` has passed and observations
-    were stored since, at least once an hour (URLs added, sites paused), and when
-    the clock went back."""
-    mark = service.store.observation_mark()
-    with _freshness_lock:
-        kept = _freshness.get(service)
-    if kept is not None and _still_good(kept, mark, now):
-        model = kept[1]
-    else:
-        model = freshness_model(service.engine, now)
-        with _freshness_lock:
-            _freshness[service] = (mark, model)
-    return model.by_site(now)
-
-
 def render_metrics(service: MeteredService) -> bytes:
     """The Prometheus text exposition of ``service``'s metrics."""
     registry = CollectorRegistry(auto_describe=False)
@@ -350,6 +348,46 @@ def render_metrics(service: MeteredService) -> bytes:
     return generate_latest(registry)
 
 
-def _still_good(kept: tuple[int, FreshnessModel], mark: int, now: float) -> bool:
-    age = now - kept[1].at
-    return age >= 0.0 and (age < FRESHNESS_EVERY_S or (kept[0] == mark and age < 3600.0))
+def freshness_now(service: MeteredService, now: float) -> dict[str, tuple[float, float]]:
+    """Per site: ``(fresh value, live value)`` at ``now``
+    (:meth:`~recrawl.engine.stats.FreshnessModel.by_site`). The model of the pages is
+    read at the first call (empty when that fails: the error is logged), then again
+    in a thread when :data:`FRESHNESS_EVERY_S` has passed and observations were
+    stored since, at least once an hour (URLs added, sites paused), and when the
+    clock went back; the scrapes meanwhile use the model they have."""
+    mark = service.store.observation_mark()
+    with _freshness_lock:
+        kept = _freshness.get(service)
+        if kept is not None and not kept.busy and not _still_good(kept, mark, now):
+            kept.busy = True
+            threading.Thread(
+                target=_refresh, args=(service, kept, mark, now), name="recrawl-freshness",
+                daemon=True,
+            ).start()  # fmt: skip
+    if kept is not None:
+        return kept.model.by_site(now)
+    try:
+        model = freshness_model(service.engine, now)
+    except Exception:
+        _log.exception("estimating freshness failed")
+        return {}
+    with _freshness_lock:
+        _freshness.setdefault(service, _Kept(mark, model))
+    return model.by_site(now)
+
+
+def _refresh(service: MeteredService, kept: _Kept, mark: int, now: float) -> None:
+    try:
+        model = freshness_model(service.engine, now)
+    except Exception:  # the last model keeps serving; the next scrape retries
+        _log.exception("estimating freshness failed")
+        with _freshness_lock:
+            kept.busy = False
+        return
+    with _freshness_lock:
+        _freshness[service] = _Kept(mark, model)
+
+
+def _still_good(kept: _Kept, mark: int, now: float) -> bool:
+    age = now - kept.model.at
+    return age >= 0.0 and (age < FRESHNESS_EVERY_S or (kept.mark == mark and age < 3600.0))

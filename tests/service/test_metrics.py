@@ -235,3 +235,23 @@ def test_the_freshness_estimate_per_site_decays_until_the_next_fetch(serve: Serv
             assert time.monotonic() < deadline, again
             time.sleep(0.02)
         assert math.isclose(again, 0.5, rel_tol=0.05)
+
+
+def test_a_failing_parser_shows_in_its_own_band_not_the_sites(serve: Serve) -> None:
+    with serve() as (client, clock):
+        t0 = clock()
+        post(client, [  # five quiet days, then half an hour of records that fail to extract
+            obs(f"https://p.example/{i % 20}", t0 - (5 - d) * 86400 + i * 720, record={"n": d})
+            for d in range(5) for i in range(120)
+        ] + [
+            obs(f"https://p.example/{i % 20}", t0 - 1800 + i * 9, outcome="extract_failed")
+            for i in range(200)
+        ])  # fmt: skip
+        m = scrape(client)
+    site = {"site": "p.example"}
+    assert value(m, "recrawl_outcomes_total", **site, page_type="product",
+                 outcome="extract_failed") == 200.0  # fmt: skip
+    assert value(m, "recrawl_site_parser_health_band", **site, band="critical") == 1.0
+    assert value(m, "recrawl_site_parser_health_score", **site) == 0.0
+    assert value(m, "recrawl_site_health_band", **site, band="healthy") == 1.0
+    assert value(m, "recrawl_site_throttle_share", **site) == 0.0

@@ -54,9 +54,10 @@ def _obs(url: str, t: float, **kw: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def metrics_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``/metrics`` of a service with every series present: two sites with five days of
-    history (one then blocked with 403s, so it has a score, a band, a pause and a cap),
-    a rejected item, a new URL and leases out."""
+    """``/metrics`` of a service with every series present: three sites with five days
+    of history (one then blocked with 403s, so it has a score, a band, a pause and a cap;
+    one whose records then fail to extract, so it has a parser score), a rejected item, a
+    new URL and leases out."""
     clock = ManualClock()
     settings = Settings(token=TOKEN, budget_per_day=10_000.0)
     store = open_store(str(tmp_path_factory.mktemp("obs") / "recrawl.db"))
@@ -74,12 +75,16 @@ def metrics_text(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 _obs(f"https://{site}/{i % 20}", t0 - (5 - d) * 86400 + i * 720,
                      record={"n": d}, route=f"pool-{i % 3}", page_type="product",
                      bytes_received=1000)
-                for site in ("hostile.example", "calm.example")
+                for site in ("hostile.example", "calm.example", "parser.example")
                 for d in range(5)
                 for i in range(120)
             ] + [
                 _obs(f"https://hostile.example/{i % 20}", t0 - 1800 + i * 9, status=403,
                      route=f"pool-{i % 3}")
+                for i in range(200)
+            ] + [  # parser.example answers, but its records stop extracting
+                _obs(f"https://parser.example/{i % 20}", t0 - 1800 + i * 9,
+                     outcome="extract_failed")
                 for i in range(200)
             ]  # fmt: skip
             body = b"\n".join(orjson.dumps(i) for i in items) + b"\n"
@@ -158,6 +163,7 @@ def test_every_alert_has_a_for_a_severity_and_a_summary() -> None:
         "RecrawlSpendOverBudget",
         "RecrawlSiteSlowerThanNormal",
         "RecrawlSiteBlocksRising",
+        "RecrawlParserFailing",
     } <= set(rules)
     for name, text in rules.items():
         assert re.search(r"^\s+expr:", text, re.M), name
@@ -195,6 +201,9 @@ def test_the_scenario_exposes_every_metric_family(metrics_text: str) -> None:
         "recrawl_cycle_seconds",
         "recrawl_freshness_ratio",
         "recrawl_live_page_value",
+        "recrawl_site_parser_health_score",
+        "recrawl_site_parser_health_band",
+        "recrawl_site_throttle_share",
     ):
         assert name in names, name
 

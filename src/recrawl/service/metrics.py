@@ -4,7 +4,8 @@ Per site and page type: fetches, fetches per outcome (every outcome of
 :data:`~recrawl.health.buckets.OUTCOMES`), changes detected, fetches without
 change, wire bytes sent and received, credits, cost and cost per change (in the
 billing unit, labelled ``unit``). Per site: a fetch latency histogram (seconds),
-health score (0–100), band (one series per band, 1 for the current one), pause,
+health score (0–100), band (one series per band, 1 for the current one), parser
+health score and band, the smoothed share of answers asking to slow down, pause,
 concurrency cap, outstanding leases and the estimated freshness of its live
 pages with their summed value. For the service: the current cycle's budget,
 spend and length; observations accepted, stored and rejected, ingest requests,
@@ -223,12 +224,41 @@ class ServiceCollector(Collector):
         band = GaugeMetricFamily(
             "recrawl_site_health_band", "1 for the site's current band.", labels=["site", "band"]
         )
+        pscore = GaugeMetricFamily(
+            "recrawl_site_parser_health_score",
+            "Smoothed parser health score (0-100): records extracted from the site's "
+            "responses against its normal (extract_failed above it lowers the score).",
+            labels=["site"],
+        )
+        pband = GaugeMetricFamily(
+            "recrawl_site_parser_health_band",
+            "1 for the band of the site's parser health.",
+            labels=["site", "band"],
+        )
+        throttle = GaugeMetricFamily(
+            "recrawl_site_throttle_share",
+            "Smoothed share of the site's answers asking to slow down (429, 503, "
+            "Retry-After, or hard blocks above its normal); the site's concurrency is "
+            "cut as it rises.",
+            labels=["site"],
+        )
         for h in svc.refresh_health(now):
+            site = h["site"]
             if h.get("score") is not None:
-                score.add_metric([h["site"]], float(h["score"]))
+                score.add_metric([site], float(h["score"]))
             for b in BANDS:
-                band.add_metric([h["site"], b], 1.0 if h.get("band", "unknown") == b else 0.0)
-        yield from (score, band)
+                band.add_metric([site, b], 1.0 if h.get("band", "unknown") == b else 0.0)
+            parser = h.get("parser")
+            if isinstance(parser, dict):
+                if parser.get("score") is not None:
+                    pscore.add_metric([site], float(parser["score"]))
+                for b in BANDS:
+                    on = parser.get("band", "unknown") == b
+                    pband.add_metric([site, b], 1.0 if on else 0.0)
+            slow = h.get("throttle")
+            if isinstance(slow, dict) and slow.get("share") is not None:
+                throttle.add_metric([site], float(slow["share"]))
+        yield from (score, band, pscore, pband, throttle)
 
         paused = GaugeMetricFamily(
             "recrawl_site_paused", "1 when the site is paused.", labels=["site"]

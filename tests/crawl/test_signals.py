@@ -377,3 +377,65 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     assert worth >= 4.0 and own < 1.0, (worth, own)
     # a site whose listing moves the revisits refused: back to the listing's own value
     assert reader.listing_worth(now, {}, {"shop"}) == [(url, 1.0)]
+
+
+def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    from recrawl.sim.crawl import crawl_settings
+    from recrawl.sim.web import SimWeb, SiteSpec
+
+    day = 86400.0
+    clock = ScaledClock(day / 3, real_origin=time.time(), virtual_origin=ORIGIN)
+    listings = {"category": {**LISTINGS["category"],
+                             "summary": {"price": ".price::text", "stock": ".stock::text"}}}  # fmt: skip
+    specs = [
+        SiteSpec("fresh", n_pages=40, rate_per_day=2.0, listing="fresh"),
+        SiteSpec("stale", n_pages=40, rate_per_day=2.0, listing="stale"),
+    ]
+    with SimWeb(specs, clock=clock, seed=5, origin=ORIGIN, horizon_s=4 * day) as web:
+        hosts = {s.name: web.site(s.name) for s in specs}
+        settings = crawl_settings(200, listings=listings)
+        with open_store(str(tmp_path / "l.db")) as store:
+            engine = Engine(store, settings, clock=clock)
+            engine.add_urls(
+                [{"url": u, "site": h, "page_type": "product"}
+                 for h in hosts.values() for u in web.urls(h)]
+                + [{"url": f"http://{h}/list/0", "site": h, "page_type": "category"}
+                   for h in hosts.values()]
+            )  # fmt: skip
+            crawler = Crawler(EmbeddedSource(engine), settings, clock=clock)
+            start = clock()
+            asyncio.run(crawler.run(start + 2.5 * day))
+            trust = {t.site: t for t in engine.hint_trust(until=clock())}
+            cols = store.page_columns()
+            value = dict(zip(cols["url"], cols["value"].tolist(), strict=True))
+        log = sorted(web.request_log.snapshot(), key=lambda r: r.t)
+    got = {}
+    for name, host in hosts.items():
+        seen: dict[str, int] = {}
+        items = changes = reads = 0
+        for r in log:
+            if r.site != host or r.path == "/robots.txt":
+                continue
+            if not r.path.startswith("/p/"):
+                reads += 1
+                continue
+            late = r.t > start + 1.5 * day  # once the listing could be judged
+            items += late
+            if r.version is not None and r.status in (200, 304):
+                changes += late and r.url in seen and seen[r.url] != r.version
+                seen[r.url] = r.version
+        got[name] = {"items": items, "changes": changes, "reads": reads}
+    fresh, stale = trust[hosts["fresh"]], trust[hosts["stale"]]
+    # the fresh listing is trusted to prove changes; the stale one's moves are not
+    assert fresh.changes and not stale.changes, (fresh, stale)
+    # valued for its items' worth, the fresh listing is read more often
+    assert value[f"http://{hosts['fresh']}/list/0"] > 1.0
+    assert got["fresh"]["reads"] > got["stale"]["reads"], got
+    # and the shop it watches costs fewer item fetches per change found (the last
+    # day), when the crawl kept pace (on a starved machine the budget goes unspent
+    # and nearly every fetch finds a change, on either shop)
+    per = {n: g["items"] / max(g["changes"], 1) for n, g in got.items()}
+    if crawler.stats.spent >= 0.75 * crawler.stats.budget:
+        assert per["fresh"] < 0.8 * per["stale"], (got, per)

@@ -19,7 +19,10 @@ Alongside the tasks, the sitemaps and feeds that are due are read
 (:mod:`recrawl.crawl.signals`: robots.txt's ``Sitemap:`` lines and the
 configured ones, through the same gates, in the same budget, the plan asked for
 that much less); what they say reaches the store as hints for the next cycle's
-plan.
+plan. Listing pages (``[crawl] listings``) are tasks of the plan like any page;
+each one read gives hints for its items, and before each cycle the crawl gives
+it the value of what it reveals (:meth:`SignalReader.listing_worth`, through a
+source that can set values: the embedded one).
 
 Time is whatever clock is given: a :class:`~recrawl.clock.ScaledClock` makes
 days run in minutes (a simulation feature), and every wait is turned back into

@@ -430,8 +430,10 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
     fresh, stale = trust[hosts["fresh"]], trust[hosts["stale"]]
     # the fresh listing is trusted to prove changes; the stale one's moves are not
     assert fresh.changes and not stale.changes, (fresh, stale)
-    # valued for its items' worth, the fresh listing is read more often
+    # valued for its items' worth, the fresh listing is read more often; the
+    # refused one is back to its own value
     assert value[f"http://{hosts['fresh']}/list/0"] > 1.0
+    assert value[f"http://{hosts['stale']}/list/0"] == 1.0
     assert got["fresh"]["reads"] > got["stale"]["reads"], got
     # and the shop it watches costs fewer item fetches per change found (the last
     # day), when the crawl kept pace (on a starved machine the budget goes unspent

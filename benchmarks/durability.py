@@ -21,6 +21,7 @@ import tempfile
 import time
 from typing import Any
 
+from recrawl.engine.pipeline import store_batch
 from recrawl.observe.observation import parse_observation
 from recrawl.store import SQLiteStore
 
@@ -52,7 +53,7 @@ def run(size: int, batches: int, workdir: str) -> dict[str, dict[str, float]]:
         obs = batch(k, size)
         for d in SETTINGS if k % 2 == 0 else reversed(SETTINGS):
             t = time.perf_counter()
-            stores[d].ingest(obs)
+            store_batch(stores[d], obs)
             times[d].append(time.perf_counter() - t)
     out = {}
     for d, ts in times.items():

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from recrawl.engine.pipeline import store_batch
 from recrawl.estimate.hints import Hint
 from recrawl.observe.observation import Observation, with_keys
 from recrawl.store import open_store
@@ -63,7 +64,7 @@ def _seed(store: Any, urls: list[str], reads: int, batch: int) -> None:
     # listed (unchanged for ten days) before the first fetch: the sitemap vouches from there
     store.ingest_hints([Hint(u, T0 - DAY, "sitemap", T0 - 10 * DAY) for u in urls], add_urls=True)
     for k in range(0, len(first), batch):
-        store.ingest(first[k : k + batch])
+        store_batch(store, first[k : k + batch])
     rng = np.random.default_rng(0)
     for d in range(1, reads + 1):
         seen = T0 + d * DAY
@@ -90,10 +91,10 @@ def _batches(urls: list[str], reads: int, n: int, size: int) -> list[list[Observ
 
 
 def _run(store: Any, batches: list[list[Observation]]) -> tuple[float, float]:
-    store.ingest(batches[0][:10])  # warm the store's caches
+    store_batch(store, batches[0][:10])  # warm the store's caches
     nu0 = store.execute("SELECT sum(ev_nu) FROM pages")[0][0]
     t = time.perf_counter()
-    n = sum(store.ingest(b).stored for b in batches)
+    n = sum(store_batch(store, b).stored for b in batches)
     spent = time.perf_counter() - t
     nu = store.execute("SELECT sum(ev_nu) FROM pages")[0][0]
     return n / spent, nu - nu0

@@ -3,7 +3,7 @@
 Usage: python benchmarks/prune.py [--observations 1000000] [--pages 100000] [--keep 0.1]
 
 Builds a store from the same generated fetch log as ``benchmarks/ingest.py``,
-then times ``SQLStore.prune`` at the fetch time that keeps the newest
+then times ``recrawl.engine.pipeline.prune_log`` at the fetch time that keeps the newest
 ``--keep`` share of the observations, and a ``VACUUM`` after it. Prints one
 JSON object: observations removed, pages checkpointed, seconds, and the file
 size before, after the prune (SQLite reuses the space, the file keeps its
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ap.error("--keep must be at least 0 and below 1")
 
     from recrawl.engine.ingest import ingest_lines
+    from recrawl.engine.pipeline import prune_log
     from recrawl.store import SQLiteStore
     from recrawl.testing.fetchlog import write_fetch_log
 
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
             size0 = s.size_bytes()
             t = time.perf_counter()
-            rep = s.prune(before)
+            rep = prune_log(s, before)
             prune_s = time.perf_counter() - t
             size1 = s.size_bytes()
             t = time.perf_counter()

@@ -79,3 +79,30 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     found = _private_imports(SRC) + _private_imports(root / "benchmarks")
     found += [f for f in _private_imports(root / "tests") if not f.startswith("tests/crawl/")]
     assert found == []
+
+
+def test_the_store_imports_none_of_the_math_and_no_edge() -> None:
+    """The store keeps rows: it imports the record shapes (``recrawl.records``)
+    and the observation format, never the estimators, the planner, health or
+    the engine, which is what lets another store implement the protocol."""
+    graph = _graph()
+    store = [m for m in graph if m == "recrawl.store" or m.startswith("recrawl.store.")]
+    assert store
+    banned = ("recrawl.estimate", "recrawl.plan", "recrawl.health", "recrawl.engine")
+    found = sorted(f"{m} -> {t}" for m in store for t in graph[m] if t.startswith(banned))
+    assert found == []
+
+
+def test_the_records_are_data_only() -> None:
+    """``recrawl.records`` (page state, outcome codes, bucket layout) imports
+    nothing of recrawl but the observation format and itself."""
+    graph = _graph()
+    recs = [m for m in graph if m.startswith("recrawl.records")]
+    assert recs
+    found = sorted(
+        f"{m} -> {t}"
+        for m in recs
+        for t in graph[m]
+        if not t.startswith(("recrawl.records", "recrawl.observe.observation"))
+    )
+    assert found == []

@@ -148,4 +148,4 @@ def test_readme_opens_with_the_two_commands() -> None:
     head = "\n".join(lines[:10])
     assert lines[0] == "# recrawl"
     assert "make demo" in head and "make test" in head
-    assert len(lines) <= 170
+    assert len(lines) <= 130  # issue 24: a README of about 120 lines

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from recrawl.config import Reserves, Settings
 from recrawl.engine.engine import HINT_TRUST_DAYS, Engine
 from recrawl.engine.ingest import IngestReport, ingest_lines
+from recrawl.engine.pipeline import prune_log
 from recrawl.estimate.hints import (
     HINT_LAG_DEFAULT_S,
     Hint,
@@ -328,7 +329,7 @@ def test_prune_keeps_the_hint_log_revisits_can_still_use(make_store: MakeStore) 
     before = {(t.site, t.source): t for t in engine.hint_trust(days=30)}
     rows = log_rows(store)
     state = latest(store)
-    report = store.prune(T0 + 60 * DAY)
+    report = prune_log(store, T0 + 60 * DAY)
     assert 0 < report.hint_log_removed < rows
     assert log_rows(store) == rows - report.hint_log_removed
     assert latest(store) == state  # the latest hint of every page stays
@@ -734,7 +735,7 @@ def test_a_late_report_after_a_prune_refolds_as_the_whole_log_would(make_store: 
         for k, name in enumerate(order):
             _fetched(s, url, *fetches[name])
             if k == prune_after:
-                assert s.prune(T0 + DAY + 1).hint_log_removed > 0
+                assert prune_log(s, T0 + DAY + 1).hint_log_removed > 0
         return s
 
     whole = seeded(["first", "prev", "late", "last"])

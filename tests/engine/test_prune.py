@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 from recrawl.cli.main import app
 from recrawl.engine.engine import Engine
 from recrawl.engine.ingest import PARSE_CHUNK, ingest_lines
+from recrawl.engine.pipeline import prune_log, store_batch
 from recrawl.engine.stats import compute_stats
 from recrawl.observe.observation import parse_observation
-from recrawl.store import SQLiteStore, SQLStore
+from recrawl.store import SQLiteStore, SQLStore, SQLWrite
 
 A = "https://shop.example/p/1"  # reached early, changes now and then
 B = "https://shop.example/p/2"  # fails before its first success
@@ -80,12 +81,12 @@ def test_a_late_report_after_a_prune_ends_as_with_the_whole_log(
     whole, pruned = make_store(), make_store()
     for s in (whole, pruned):
         _ingest(s, history())
-    rep = pruned.prune(HORIZON)
+    rep = prune_log(pruned, HORIZON)
     assert (rep.observations_removed, rep.pages_checkpointed) == (10, 4)
     assert pruned.observation_count() == whole.observation_count() - 10
     assert _snapshot(pruned) == _snapshot(whole)  # a prune changes nothing a user reads
     for s in (whole, pruned):
-        res = s.ingest([_obs(x) for x in LATE])
+        res = store_batch(s, [_obs(x) for x in LATE])
         assert res.stored == 3 and res.reordered_pages == 3 and not res.refused
     assert _snapshot(pruned) == _snapshot(whole)
     for url in (A, B, C):  # the kept part of the log, its outcomes re-decided alike
@@ -99,20 +100,20 @@ def test_a_report_older_than_its_pages_pruned_log_is_refused_and_changes_nothing
 ) -> None:
     store = make_store()
     _ingest(store, history())
-    store.prune(HORIZON)
+    prune_log(store, HORIZON)
     before, count, version = _snapshot(store), store.observation_count(), store.version()
     batch = [_obs(line(A, 350, v=7)), _obs(line(A, 1200, v=7)), _obs(line(D, 50, 404))]
-    res = store.ingest(batch)
+    res = store_batch(store, batch)
     assert res.stored == 1 and res.duplicates == 0
     assert [i for i, _ in res.refused] == [0, 2]
     why = res.refused[0][1]
     assert "1970-01-01T00:05:50Z" in why and "1970-01-01T00:06:40Z" in why and "pruned" in why
     assert "1970-01-01T00:05:00Z" in res.refused[1][1]  # D's last pruned fetch
-    store.ingest([_obs(line(A, 350, v=7))])  # sent again: refused again, not a duplicate
+    store_batch(store, [_obs(line(A, 350, v=7))])  # sent again: refused again, not a duplicate
     assert store.observation_count() == count + 1
     assert _snapshot(store)["pages"] != before["pages"]  # the report at 1200 was stored
     assert store.version() > version
-    res = store.ingest([_obs(line(A, 350, v=7))])
+    res = store_batch(store, [_obs(line(A, 350, v=7))])
     assert res.stored == 0 and res.duplicates == 0 and len(res.refused) == 1
 
 
@@ -124,7 +125,7 @@ def test_a_refused_report_in_a_file_names_its_line(
     the error names the line, so the operator finds it in a big file."""
     store = make_store()
     _ingest(store, history())
-    store.prune(HORIZON)
+    prune_log(store, HORIZON)
     # enough lines for the parallel parser; the bad line and the refused
     # report sit in the second chunk, after other good lines
     fill = [line(f"https://filler.example/{i}", 2000 + i) for i in range(2 * PARSE_CHUNK + 10)]
@@ -141,9 +142,9 @@ def test_a_refused_report_in_a_file_names_its_line(
 def test_refused_reports_leave_the_store_as_it_was(make_store: Callable[[], SQLStore]) -> None:
     store = make_store()
     _ingest(store, history())
-    store.prune(HORIZON)
+    prune_log(store, HORIZON)
     before, version = _snapshot(store), store.version()
-    res = store.ingest([_obs(line(A, 350, v=7)), _obs(line(C, 150, 503))])
+    res = store_batch(store, [_obs(line(A, 350, v=7)), _obs(line(C, 150, 503))])
     assert res.stored == 0 and len(res.refused) == 2
     assert _snapshot(store) == before and store.version() == version
 
@@ -153,7 +154,7 @@ def test_a_pruned_observation_sent_again_is_a_duplicate(
 ) -> None:
     store = make_store()
     _ingest(store, history())
-    store.prune(HORIZON)
+    prune_log(store, HORIZON)
     before = _snapshot(store)
     rep = ingest_lines(store, history())
     assert rep.stored == 0 and rep.duplicates == len(history())
@@ -164,15 +165,15 @@ def test_a_second_prune_builds_on_the_first(make_store: Callable[[], SQLStore]) 
     twice, once, whole = make_store(), make_store(), make_store()
     for s in (twice, once, whole):
         _ingest(s, history())
-    twice.prune(250)
-    assert twice.prune(250).observations_removed == 0  # nothing left to do
-    rep = twice.prune(HORIZON)
+    prune_log(twice, 250)
+    assert prune_log(twice, 250).observations_removed == 0  # nothing left to do
+    rep = prune_log(twice, HORIZON)
     assert rep.observations_removed == 10 - 7
-    once.prune(HORIZON)
+    prune_log(once, HORIZON)
     cps = "SELECT * FROM page_checkpoints ORDER BY page"
     assert twice.execute(cps) == once.execute(cps)
     for s in (twice, once, whole):
-        s.ingest([_obs(x) for x in LATE])
+        store_batch(s, [_obs(x) for x in LATE])
     assert _snapshot(twice) == _snapshot(whole)
 
 
@@ -182,11 +183,11 @@ def test_a_prune_that_crashes_midway_leaves_pages_whole_and_a_rerun_finishes(
     store, reference = make_store(), make_store()
     for s in (store, reference):
         _ingest(s, history())
-    reference.prune(HORIZON)
-    real = SQLStore._checkpoint_pages
+    prune_log(reference, HORIZON)
+    real = SQLWrite.write_checkpoints
     calls = 0
 
-    def crash_in_second(self: SQLStore, *args: Any) -> Any:
+    def crash_in_second(self: SQLWrite, *args: Any) -> Any:
         nonlocal calls
         calls += 1
         got = real(self, *args)  # rows folded, checkpoints written, rows deleted ...
@@ -194,9 +195,9 @@ def test_a_prune_that_crashes_midway_leaves_pages_whole_and_a_rerun_finishes(
             raise KeyboardInterrupt  # ... and the transaction never commits
         return got
 
-    monkeypatch.setattr(SQLStore, "_checkpoint_pages", crash_in_second)
+    monkeypatch.setattr(SQLWrite, "write_checkpoints", crash_in_second)
     with pytest.raises(KeyboardInterrupt):
-        store.prune(HORIZON, chunk_rows=1)  # one page per transaction
+        prune_log(store, HORIZON, chunk_rows=1)  # one page per transaction
     monkeypatch.undo()
     pages = store.execute("SELECT id FROM pages ORDER BY id")
     done = {p for (p,) in store.execute("SELECT page FROM page_checkpoints")}
@@ -206,13 +207,13 @@ def test_a_prune_that_crashes_midway_leaves_pages_whole_and_a_rerun_finishes(
             "SELECT count(*) FROM observations WHERE page = ? AND fetched_at < ?", (p, HORIZON)
         )[0][0]
         assert (old == 0) == (p in done)
-    rep = store.prune(HORIZON)
+    rep = prune_log(store, HORIZON)
     assert rep.pages_checkpointed == 3
     cps = "SELECT * FROM page_checkpoints ORDER BY page"
     assert store.execute(cps) == reference.execute(cps)
     assert store.observation_count() == reference.observation_count()
     for s in (store, reference):
-        s.ingest([_obs(x) for x in LATE])
+        store_batch(s, [_obs(x) for x in LATE])
     assert _snapshot(store) == _snapshot(reference)
 
 
@@ -221,7 +222,7 @@ def test_the_store_version_never_goes_down(make_store: Callable[[], SQLStore]) -
     _ingest(store, [line(A, 1000, v=1), line(A, 2000, v=1)])
     _ingest(store, [line(B, 100, v=1), line(C, 150, v=1)])  # new pages: the newest rows, old
     v0 = store.version()
-    assert store.prune(500).observations_removed == 2
+    assert prune_log(store, 500).observations_removed == 2
     v1 = store.version()
     assert v1 >= v0
     _ingest(store, [line(D, 3000, v=1)])
@@ -238,8 +239,10 @@ def test_a_prune_by_another_connection_is_seen_by_a_writer(
 ) -> None:
     writer, operator = connect(), connect()
     _ingest(writer, history())
-    operator.prune(HORIZON)
-    res = writer.ingest([_obs(line(A, 350, v=7)), _obs(LATE[0])])  # its cache predates the prune
+    prune_log(operator, HORIZON)
+    res = store_batch(
+        writer, [_obs(line(A, 350, v=7)), _obs(LATE[0])]
+    )  # its cache predates the prune
     assert [i for i, _ in res.refused] == [0] and res.stored == 1
 
 
@@ -296,7 +299,7 @@ def test_recrawl_ingest_names_a_report_older_than_the_pruned_log(tmp_path: Path)
     db = str(tmp_path / "s.db")
     with SQLiteStore(db) as s:
         _ingest(s, history())
-        s.prune(HORIZON)
+        prune_log(s, HORIZON)
     late = tmp_path / "late.jsonl"
     late.write_text(line(A, 1200, v=7) + "\n" + line(A, 350, v=7) + "\n")
     res = CliRunner().invoke(app, ["ingest", str(late), "--db", db])
@@ -316,7 +319,7 @@ def test_the_service_answers_a_report_older_than_the_pruned_log_as_rejected(
     db = tmp_path / "s.db"
     with SQLiteStore(db) as s:
         _ingest(s, history())
-        s.prune(HORIZON)
+        prune_log(s, HORIZON)
     store = SQLiteStore(db)
     svc = Service(Engine(store, Settings(), clock=ManualClock(2000.0)))
     try:

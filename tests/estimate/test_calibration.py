@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from recrawl.cli.main import app
 from recrawl.engine.engine import Engine
 from recrawl.engine.ingest import ingest_lines
+from recrawl.engine.pipeline import prune_log
 from recrawl.estimate.calibration import (
     CHANGED,
     FIRST,
@@ -189,7 +190,7 @@ def test_pruned_log_checks_from_the_checkpoint(store: SQLStore) -> None:
     the same predictions as with the whole log."""
     ingest(store, crawl(200, 200.0, seed=7))
     before = Engine(store).calibration(days=50).as_dict()
-    store.prune(T0 + 120 * DAY)
+    prune_log(store, T0 + 120 * DAY)
     after = Engine(store).calibration(days=50).as_dict()
     assert after["overall"]["revisits"] == before["overall"]["revisits"] > 100
     assert after["overall"]["expected_changes"] == pytest.approx(
@@ -348,7 +349,7 @@ def test_replay_ends_where_the_stores_fold_ends(tmp_path: Path, half_life: float
         for k in range(6):
             ingest(store, random_log(rng, 40, 150))
             if k == 3:
-                store.prune(T0 + 30 * DAY)
+                prune_log(store, T0 + 30 * DAY)
         engine = Engine(store)
         pages, cols = engine.page_arrays(T0)
         h = store.content_history(-math.inf)

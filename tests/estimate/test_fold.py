@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from recrawl.engine.ingest import ContentClassifier
+from recrawl.engine.pipeline import store_batch
 from recrawl.estimate.fold import PageArrays, fold_batch, new_page_row, page_from_row
 from recrawl.estimate.hints import Hint, quiet_until
 from recrawl.estimate.pagestate import CONTENT_OUTCOMES, PageState, apply_observation, fixed_outcome
@@ -91,7 +92,7 @@ def _ingest_in_random_batches(
     i = 0
     while i < len(arrival):
         k = rng.randint(1, 12)
-        store.ingest(arrival[i : i + k], classifier=classifier)
+        store_batch(store, arrival[i : i + k], classifier=classifier)
         i += k
 
 
@@ -188,9 +189,9 @@ def test_page_cache_sees_writes_of_another_connection(tmp_path: Any) -> None:
     db = tmp_path / "two.db"
     a, b = SQLiteStore(db), SQLiteStore(db)
     seq = [_obs(i, 0, 1_700_000_000.0 + 3600 * i, 1, i, 40_000) for i in range(6)]
-    a.ingest(seq[:2])
-    b.ingest(seq[2:4])  # b learns the page from the store
-    a.ingest(seq[4:])  # a's cached state is stale: it must re-read
+    store_batch(a, seq[:2])
+    store_batch(b, seq[2:4])  # b learns the page from the store
+    store_batch(a, seq[4:])  # a's cached state is stale: it must re-read
     ref, _ = _reference(seq, None)
     for s in (a, b):
         got = s.page(seq[0].url)

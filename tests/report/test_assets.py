@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from recrawl.config import load_settings
 from recrawl.engine.engine import Engine
+from recrawl.engine.pipeline import store_batch
 from recrawl.report.assets import PLOTLY_FILE, PLOTLY_PATH, PLOTLY_VERSION, plotly_js
 from recrawl.report.dashboard import write_report
 from recrawl.service import create_app
@@ -78,7 +79,7 @@ def test_a_report_loads_the_script_from_beside_it_or_inlines_it(
     db_path: str, tmp_path: Path
 ) -> None:
     with SQLiteStore(db_path) as store:
-        store.ingest([])
+        store_batch(store, [])
         engine = Engine(store, clock=lambda: 1.77e9)
         split = tmp_path / "split" / "report.html"
         split.parent.mkdir()

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from recrawl.cli.main import app as cli_app
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.pipeline import prune_log, store_batch
 from recrawl.estimate.rates import RateResolution
 from recrawl.report.assets import PLOTLY_PATH
 from recrawl.report.dashboard import (
@@ -77,7 +78,7 @@ def populated(db_path: str) -> Iterator[Engine]:
     settings = Settings(token=TOKEN, budget_per_day=500.0)
     store = SQLiteStore(db_path)
     engine = Engine(store, settings, clock=clock)
-    store.ingest([])  # the store exists before the first write
+    store_batch(store, [])  # the store exists before the first write
     yield engine
     store.close()
 
@@ -241,10 +242,10 @@ def test_the_freshness_chart_reads_the_same_after_a_prune(tmp_path: Path) -> Non
             observations.append(parse_observation(raw))
             t += 20 * day
     with SQLiteStore(tmp_path / "d.db") as store:
-        store.ingest(sorted(observations, key=lambda o: o.fetched_at))
+        store_batch(store, sorted(observations, key=lambda o: o.fetched_at))
         engine = Engine(store, clock=lambda: now)
         _, before = freshness_series(engine, now, points=8)
-        store.prune(now - 10 * day)
+        prune_log(store, now - 10 * day)
         _, after = freshness_series(engine, now, points=8)
     assert after == pytest.approx(before, abs=1e-9)
 
@@ -308,7 +309,7 @@ def test_the_pie_labels_stay_inside_the_pie_below_its_title(populated: Engine) -
 def test_an_empty_health_chart_shows_the_ranges_dates_and_says_why(db_path: str) -> None:
     now = 1_770_000_000.0
     with SQLiteStore(db_path) as store:
-        store.ingest([])
+        store_batch(store, [])
         fig = _figures(Engine(store, clock=lambda: now), now)["fig-health"]
     assert not fig["data"]
     axis = fig["layout"]["xaxis"]
@@ -341,7 +342,7 @@ def test_old_data_is_called_stale_and_freshness_shown_at_its_end(populated: Engi
 
 def test_an_empty_store_says_so_on_every_chart(db_path: str) -> None:
     with SQLiteStore(db_path) as store:
-        store.ingest([])
+        store_batch(store, [])
         engine = Engine(store, clock=lambda: 1_770_000_000.0)
         page = render_dashboard(engine)
         figs = _figures(engine, 1_770_000_000.0)

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from recrawl.engine.pipeline import store_batch
 from recrawl.engine.stats import compute_stats
 from recrawl.observe.observation import parse_observation
 from recrawl.report.timeline import (
@@ -39,7 +40,7 @@ def _store(tmp_path: Path) -> SQLiteStore:
                      "id": f"{site}-{day}-{i}"}
                 )  # fmt: skip
     store = SQLiteStore(tmp_path / "t.db")
-    store.ingest([parse_observation(o) for o in sorted(obs, key=lambda o: o["fetched_at"])])
+    store_batch(store, [parse_observation(o) for o in sorted(obs, key=lambda o: o["fetched_at"])])
     return store
 
 

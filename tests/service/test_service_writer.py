@@ -18,13 +18,11 @@ import pytest
 
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine
-from recrawl.estimate.pagestate import Classifier
-from recrawl.observe.batch import ObservationColumns
 from recrawl.observe.observation import Observation
 from recrawl.service import create_app
 from recrawl.service.leases import pick_candidates
 from recrawl.service.writer import Writer, split_result
-from recrawl.store import BatchResult, SQLiteStore
+from recrawl.store import BatchResult, SQLiteStore, SQLWrite
 from recrawl.testing.server import serve_in_thread
 
 TOKEN = "write-secret"
@@ -221,15 +219,11 @@ class SlowSQLiteStore(SQLiteStore):
 
     delay_s = 0.0
 
-    def ingest(
-        self,
-        observations: Sequence[Observation],
-        *,
-        classifier: Classifier | None = None,
-        columns: ObservationColumns | None = None,
-    ) -> BatchResult:
+    @contextmanager
+    def writing(self) -> Iterator[SQLWrite]:
         time.sleep(self.delay_s)
-        return super().ingest(observations, classifier=classifier, columns=columns)
+        with super().writing() as tx:
+            yield tx
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 import pytest
 from conftest import PG_URL, pg_schema
 
+from recrawl.engine.pipeline import store_batch
 from recrawl.observe.observation import Observation
 from recrawl.store import PostgresStore
 
@@ -81,7 +82,7 @@ def test_another_stores_writes_count_and_its_own_do_not(
 
     writes: list[Callable[[PostgresStore], object]] = [
         lambda s: s.add_urls([("https://b.example/1", "b.example", "page", 1.0)], now=2.0),
-        lambda s: s.ingest([seen("https://a.example/1", 3.0)]),
+        lambda s: store_batch(s, [seen("https://a.example/1", 3.0)]),
         lambda s: s.set_site_controls("a.example", now=4.0, paused=True, event="pause"),
         lambda s: s.add_canary("https://a.example/c", "a.example", {"title": "A"}, 3600.0, 5.0),
     ]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from recrawl.engine.ingest import ingest_lines
+from recrawl.engine.pipeline import prune_log
 from recrawl.store import ContentHistory, SQLiteStore, SQLStore
 
 T0 = 1_700_000_000.0
@@ -132,7 +133,7 @@ def test_the_reader_reads_what_the_locked_read_did(store: SQLStore) -> None:
     """Windows of a log partly pruned and fed again after: the reader's
     history is the one the store's own connection reads, field for field."""
     ingest(store, log(30, 40))
-    store.prune(T0 + 15 * DAY)
+    prune_log(store, T0 + 15 * DAY)
     ingest(store, log(30, 5, start=T0 + 40 * DAY) + log(5, 10, site="b.example"))
     windows = [
         (-math.inf, math.inf),
@@ -205,7 +206,7 @@ def test_a_prune_during_a_read_counts_no_fetch_twice(
     read = Run(lambda: store.content_history(-math.inf))
     read.start()
     assert reached.wait(WAIT)
-    pruner = Run(lambda: store.prune(T0 + 20 * DAY))
+    pruner = Run(lambda: prune_log(store, T0 + 20 * DAY))
     pruner.start()
     pruner.join(WAIT)
     finished_first = not pruner.is_alive()

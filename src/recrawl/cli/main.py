@@ -47,6 +47,7 @@ from recrawl.cli.simweb import simweb
 from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
 from recrawl.engine.ingest import IngestReport, fewer_collections
+from recrawl.engine.pipeline import prune_log
 from recrawl.engine.results import CalibrationReport, health_overview, site_detail
 from recrawl.engine.stats import Stats
 from recrawl.estimate.calibration import Calibration
@@ -1694,7 +1695,7 @@ def prune(
     settings = load_settings(config)
     with cli_store(db, settings, existing=True) as store:
         if dry_run:
-            rep = store.prune(until, dry_run=True)
+            rep = prune_log(store, until, dry_run=True)
             out.print(
                 f"would remove {rep.to_remove:,} observations fetched before {iso(until)}, "
                 f"checkpointing {rep.pages_to_checkpoint:,} pages; nothing removed (--dry-run)"
@@ -1707,7 +1708,8 @@ def prune(
         )  # fmt: skip
         with progress:
             task = progress.add_task("prune", total=None)
-            rep = store.prune(
+            rep = prune_log(
+                store,
                 until,
                 on_progress=lambda r: progress.update(
                     task, total=r.to_remove, completed=r.observations_removed

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recrawl._exceptions import InvalidObservation
+from recrawl.engine.pipeline import store_batch
 from recrawl.estimate.pagestate import Classifier, PageState
 from recrawl.observe.batch import ObservationColumns, observation_columns
 from recrawl.observe.classify import ExtraMarker, ResponseNormals, classify_response
@@ -216,7 +217,7 @@ def _store_lists(
     def flush() -> None:
         given = [p for p in parts if p is not None]
         cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
-        res = store.ingest(batch, classifier=classifier, columns=cols)
+        res = store_batch(store, batch, classifier=classifier, columns=cols)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
         for i, why in res.refused:
             bad = InvalidObservation(f"{why} ({batch[i].url})", field="fetched_at", line=line_of(i))

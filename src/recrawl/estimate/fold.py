@@ -11,27 +11,31 @@ observations one by one in time order (tests check it against
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
 
-from recrawl.estimate.pagestate import (
-    CONTENT_OUTCOMES,
-    NUTCH_DEFAULT_S,
-    NUTCH_MAX_S,
-    NUTCH_MIN_S,
-    Classifier,
-    PageState,
-    fixed_outcome,
-    status_outcome,
-)
+from recrawl.estimate.pagestate import fixed_outcome, status_outcome
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, fold_revisits
-from recrawl.health.buckets import OUTCOMES
 from recrawl.observe.batch import ObservationColumns, observation_columns
 from recrawl.observe.observation import Observation
+from recrawl.records.buckets import OUTCOMES
+from recrawl.records.pages import (
+    CODE,
+    CONTENT_OUTCOMES,
+    MUTABLE_FIELDS,
+    NUTCH_MAX_S,
+    NUTCH_MIN_S,
+    ROW_FIELDS,
+    Classifier,
+    PageArrays,
+    new_page_row,
+    object_array,
+    page_from_row,
+    page_row,
+)
 
 __all__ = [
     "CODE",
@@ -50,8 +54,6 @@ FloatArray = NDArray[np.float64]
 QuietUntil = Callable[[NDArray[np.intp], FloatArray, FloatArray], FloatArray]
 """``quiet_until(rows, prev, at)``: see :func:`fold_batch`."""
 
-CODE: Final = {o: i for i, o in enumerate(OUTCOMES)}
-"""Outcome name → its integer code (the index in :data:`~recrawl.buckets.OUTCOMES`)."""
 _CONTENT: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])
 _NEW: Final = CODE["new"]
 _CHANGED: Final = CODE["changed"]
@@ -65,137 +67,6 @@ _DAY: Final = 86400.0
 _outcome_of: Final = attrgetter("outcome")
 _CONTENT_PENDING: Final = -1  # a 2xx whose outcome depends on the previous fetch
 _ASK_CLASSIFIER: Final = -2  # decided by the classifier, in the page's time order
-
-
-@dataclass
-class PageArrays:
-    """The mutable state of ``n`` pages as columns (times in unix seconds, NaN for never)."""
-
-    url: NDArray[Any]  # object: str
-    site: NDArray[Any]
-    page_type: NDArray[Any]
-    value: FloatArray
-    first_seen: FloatArray
-    last_fetch: FloatArray
-    last_ok: FloatArray
-    last_change: FloatArray
-    fingerprint: NDArray[Any]  # object: str or None
-    etag: NDArray[Any]
-    last_modified: NDArray[Any]
-    fetches: NDArray[np.int64]
-    changes: NDArray[np.int64]
-    bytes_total: NDArray[np.int64]
-    credits_total: FloatArray
-    avg_bytes: FloatArray
-    ev_nc: FloatArray
-    ev_tc: FloatArray
-    ev_nu: FloatArray
-    ev_tu: FloatArray
-    nutch_interval: FloatArray
-    fails: NDArray[np.int64]
-    gone: NDArray[np.bool_]
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[Sequence[Any]]) -> PageArrays:
-        """Columns from rows in the order of :data:`ROW_FIELDS` (None: never / unknown)."""
-        cols: list[Any] = list(zip(*rows, strict=True)) if rows else [()] * len(ROW_FIELDS)
-        out: dict[str, Any] = {}
-        for name, col in zip(ROW_FIELDS, cols, strict=True):
-            if name in _OBJECT_FIELDS:
-                out[name] = _objects(list(col))
-            else:  # None becomes NaN in the float columns
-                out[name] = np.array(col, dtype=_DTYPES.get(name, np.float64))
-        return cls(**out)
-
-    def rows(
-        self, index: Sequence[int] | NDArray[np.intp], *, then: Sequence[Any] | None = None
-    ) -> list[tuple[Any, ...]]:
-        """Pages ``index`` as rows in the order of :data:`ROW_FIELDS` (NaN times as None).
-
-        With ``then``, rows are what a fetch changes (:data:`MUTABLE_FIELDS`)
-        followed by ``then[k]`` (the page's id, for an UPDATE).
-        """
-        ix = np.asarray(index, dtype=np.intp)
-
-        def column(name: str) -> list[Any]:
-            values: list[Any] = getattr(self, name)[ix].tolist()
-            if name in _OPTIONAL_TIMES:
-                return [None if v != v else v for v in values]
-            if name == "gone":
-                return [int(v) for v in values]
-            return values
-
-        if then is not None:
-            return list(zip(*map(column, MUTABLE_FIELDS), then, strict=True))
-        return list(zip(*map(column, ROW_FIELDS), strict=True))
-
-    def __len__(self) -> int:
-        return len(self.value)
-
-    def take(self, index: NDArray[np.intp]) -> PageArrays:
-        """A copy of the pages ``index``."""
-        return PageArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
-
-    @staticmethod
-    def concat(a: PageArrays, b: PageArrays) -> PageArrays:
-        """The pages of ``a`` then those of ``b``."""
-        return PageArrays(
-            **{f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)]) for f in fields(a)}
-        )
-
-    def put(self, index: NDArray[np.intp], other: PageArrays) -> None:
-        """Overwrite the pages ``index`` with the rows of ``other``, in place."""
-        for f in fields(self):
-            getattr(self, f.name)[index] = getattr(other, f.name)
-
-    def grown(self, n: int) -> PageArrays:
-        """A copy with room for ``n`` pages (new rows: pages never fetched, no url)."""
-        k = min(n, len(self))
-        cols: dict[str, Any] = {}
-        for name, blank in zip(ROW_FIELDS, new_page_row("", "", "", np.nan), strict=True):
-            have = getattr(self, name)
-            col = np.empty(n, dtype=have.dtype)
-            col[k:] = np.nan if blank is None and have.dtype != object else blank
-            col[:k] = have[:k]
-            cols[name] = col
-        return PageArrays(**cols)
-
-    def states(self, index: NDArray[np.intp]) -> list[PageState]:
-        """Pages ``index`` as :class:`~recrawl.pagestate.PageState` objects (one pass per column)."""
-        return [page_from_row(r) for r in self.rows(index)]
-
-
-ROW_FIELDS: Final = tuple(f.name for f in fields(PageArrays))
-"""Field order of a page row (the store's ``pages`` columns after ``id``, and
-:class:`~recrawl.pagestate.PageState`'s own order)."""
-MUTABLE_FIELDS: Final = ROW_FIELDS[4:]
-"""What a fetch changes in a page (identity and value stay)."""
-_OBJECT_FIELDS: Final = frozenset(
-    {"url", "site", "page_type", "fingerprint", "etag", "last_modified"}
-)
-_DTYPES: Final[dict[str, Any]] = {
-    "fetches": np.int64, "changes": np.int64, "bytes_total": np.int64, "fails": np.int64,
-    "gone": bool,
-}  # fmt: skip
-_OPTIONAL_TIMES: Final = frozenset({"last_fetch", "last_ok", "last_change"})
-
-
-def page_from_row(row: Sequence[Any]) -> PageState:
-    """A :class:`~recrawl.pagestate.PageState` from a row (:data:`ROW_FIELDS`)."""
-    page = PageState(*row[:-1])
-    page.gone = bool(row[-1])
-    return page
-
-
-def page_row(p: PageState) -> tuple[Any, ...]:
-    """The row (:data:`ROW_FIELDS`) of a :class:`~recrawl.pagestate.PageState`."""
-    return (*(getattr(p, name) for name in ROW_FIELDS[:-1]), int(p.gone))
-
-
-def _objects(values: list[Any]) -> NDArray[Any]:
-    a = np.empty(len(values), dtype=object)
-    a[:] = values
-    return a
 
 
 def _static_codes(
@@ -273,9 +144,9 @@ def fold_batch(
     br_all = cols.bytes_received.astype(np.float64)
     bsum = cols.bytes_sent + cols.bytes_received
     billed = cols.billed
-    rh_all = _objects([o.record_hash for o in obs])
-    etag_all = _objects([o.etag for o in obs])
-    lm_all = _objects([o.last_modified for o in obs])
+    rh_all = object_array([o.record_hash for o in obs])
+    etag_all = object_array([o.etag for o in obs])
+    lm_all = object_array([o.last_modified for o in obs])
 
     for idx in page_rounds(page_index):
         p = page_index[idx]
@@ -396,11 +267,3 @@ def fold_batch(
         None if c == _CONTENT_PENDING else OUTCOMES[c] for c in fixed.tolist()
     ]
     return outcome, fixed_names
-
-
-def new_page_row(url: str, site: str, page_type: str, first_seen: float) -> tuple[Any, ...]:
-    """The row (:data:`ROW_FIELDS`) of a page never fetched."""
-    return (
-        url, site, page_type, 1.0, first_seen, None, None, None, None, None, None,
-        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NUTCH_DEFAULT_S, 0, 0,
-    )  # fmt: skip

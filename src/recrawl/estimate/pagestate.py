@@ -12,11 +12,18 @@ the page ends up as if every observation had been applied in time order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Final
 
 from recrawl.estimate.rates import update_evidence
 from recrawl.observe.observation import Observation
+from recrawl.records.pages import (
+    CONTENT_OUTCOMES,
+    NUTCH_DEFAULT_S,
+    NUTCH_MAX_S,
+    NUTCH_MIN_S,
+    Classifier,
+    PageState,
+)
 
 __all__ = [
     "CONTENT_OUTCOMES",
@@ -28,60 +35,7 @@ __all__ = [
     "status_outcome",
 ]
 
-CONTENT_OUTCOMES: Final = frozenset({"new", "changed", "unchanged", "not_modified"})
-"""Outcomes that tell whether the page changed (the fetch reached the content)."""
-
-NUTCH_DEFAULT_S: Final = 30 * 86400.0
-NUTCH_MIN_S: Final = 60.0
-NUTCH_MAX_S: Final = 90 * 86400.0
 _DAY: Final = 86400.0
-
-
-@dataclass(slots=True)
-class PageState:
-    """The current state of one page (times in unix seconds, sizes in bytes)."""
-
-    url: str
-    site: str
-    page_type: str
-    value: float = 1.0
-    first_seen: float = 0.0
-    last_fetch: float | None = None
-    last_ok: float | None = None
-    last_change: float | None = None
-    fingerprint: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    fetches: int = 0
-    changes: int = 0
-    bytes_total: int = 0
-    credits_total: float = 0.0
-    avg_bytes: float = 0.0
-    ev_nc: float = 0.0
-    ev_tc: float = 0.0
-    ev_nu: float = 0.0
-    ev_tu: float = 0.0
-    nutch_interval: float = NUTCH_DEFAULT_S
-    fails: int = 0
-    """Consecutive failed fetches (any outcome that did not reach the content)
-    since the last success; while ``gone``, consecutive fetches since it went gone."""
-    gone: bool = False
-    extra: dict[str, object] = field(default_factory=dict)
-
-    def reset_history(self) -> None:
-        """Forget everything learned from fetches (kept: identity, value, first_seen)."""
-        self.last_fetch = self.last_ok = self.last_change = None
-        self.fingerprint = self.etag = self.last_modified = None
-        self.fetches = self.changes = self.bytes_total = 0
-        self.credits_total = self.avg_bytes = 0.0
-        self.ev_nc = self.ev_tc = self.ev_nu = self.ev_tu = 0.0
-        self.nutch_interval = NUTCH_DEFAULT_S
-        self.fails = 0
-        self.gone = False
-
-
-Classifier = Callable[[Observation, PageState | None], str | None]
-"""Content-based detection seam: returns ``challenge``/``soft_block``/... or None."""
 
 
 def status_outcome(status: int) -> str | None:

@@ -15,8 +15,6 @@ read by linear interpolation inside the bin.
 
 from __future__ import annotations
 
-from typing import Final
-
 import numpy as np
 import numpy.typing as npt
 
@@ -30,27 +28,7 @@ __all__ = [
     "percentile_from_histogram",
 ]
 
-BUCKET_SECONDS: Final = 900
-"""Width of one bucket, seconds (15 minutes)."""
-
-OUTCOMES: Final = (
-    "changed",
-    "unchanged",
-    "not_modified",
-    "new",
-    "hard_block",
-    "challenge",
-    "soft_block",
-    "extract_failed",
-    "gone",
-    "error",
-)
-"""Every outcome an observation can carry (SPEC §5), in storage order."""
-
-LATENCY_EDGES_MS: Final = np.array([10.0 * 2.0 ** (k / 2.0) for k in range(28)])
-"""Upper edges of the latency bins, milliseconds; one more bin holds the overflow."""
-
-LATENCY_BINS: Final = len(LATENCY_EDGES_MS) + 1
+from recrawl.records.buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
 
 
 def bucket_start(unix_seconds: float) -> int:

@@ -26,6 +26,7 @@ import orjson
 from recrawl._exceptions import ConfigError, InvalidDocument, InvalidObservation
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine, PlanResult
+from recrawl.engine.pipeline import store_batch
 from recrawl.engine.results import HealthOverview, SiteDetail, health_overview, site_detail
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
@@ -488,7 +489,7 @@ class Service:
     # -- observations ----------------------------------------------------------------------
 
     def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
-        return self.store.ingest(observations, classifier=self.classifier)
+        return store_batch(self.store, observations, classifier=self.classifier)
 
     def parse_body(self, body: bytes) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
         """Parse NDJSON or a JSON array of observations: ``(good, where, rejected)``,

@@ -10,8 +10,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from recrawl.store._protocol import BatchResult, GroupTotals, HintResult, PruneReport, Store
-from recrawl.store._sql import ContentHistory, HintRows, SQLStore
+from recrawl.store._protocol import (
+    BatchResult,
+    GroupTotals,
+    HintResult,
+    PruneReport,
+    Store,
+    WriteTx,
+)
+from recrawl.store._sql import ContentHistory, HintRows, SQLStore, SQLWrite
 from recrawl.store.postgres import PostgresStore
 from recrawl.store.sqlite import SQLiteStore
 
@@ -24,8 +31,10 @@ __all__ = [
     "PostgresStore",
     "PruneReport",
     "SQLStore",
+    "SQLWrite",
     "SQLiteStore",
     "Store",
+    "WriteTx",
     "default_db",
     "open_store",
 ]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from recrawl.estimate.hints import Hint
-from recrawl.estimate.pagestate import Classifier
-from recrawl.health.score import BucketArrays
+import numpy as np
+from numpy.typing import NDArray
+
 from recrawl.observe.batch import ObservationColumns
 from recrawl.observe.observation import Observation
+from recrawl.observe.sitemaps import Hint
+from recrawl.records.buckets import BucketArrays
+from recrawl.records.pages import PageArrays, PageState
 
-__all__ = ["BatchResult", "GroupTotals", "HintResult", "PruneReport", "Store"]
+__all__ = ["BatchResult", "GroupTotals", "HintResult", "PruneReport", "Store", "WriteTx"]
 
 
 @dataclass(slots=True)
@@ -96,18 +100,15 @@ class GroupTotals:
 class Store(Protocol):
     """Pages, the observation log and per-site buckets, behind one small interface."""
 
-    def ingest(
-        self,
-        observations: Sequence[Observation],
-        *,
-        classifier: Classifier | None = None,
-        columns: ObservationColumns | None = None,
-    ) -> BatchResult:
-        """Store a batch in one transaction: skip known keys, update pages in
-        time order (rebuilding a page when a report arrives out of order) and
-        add to the buckets. Durable when it returns. ``columns``, when given,
-        must be :func:`~recrawl.batch.observation_columns` of ``observations``
-        (computed where they were parsed)."""
+    def writing(self) -> AbstractContextManager[WriteTx]:
+        """One write transaction with its data operations (:class:`WriteTx`),
+        committed (durable) when the block ends, rolled back if it raises.
+        The ingest pipeline (:func:`recrawl.engine.pipeline.store_batch`) and
+        the prune (:func:`recrawl.engine.pipeline.prune_log`) run in these."""
+        ...
+
+    def log_counts_before(self, before: float) -> list[tuple[int, int]]:
+        """``(page id, rows)`` of the pages with log rows fetched before ``before``."""
         ...
 
     def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:
@@ -133,21 +134,6 @@ class Store(Protocol):
         """Delete pages with their logs, leases and canaries; returns how many were pages."""
         ...
 
-    def prune(
-        self,
-        before: float,
-        *,
-        on_progress: Callable[[PruneReport], None] | None = None,
-        dry_run: bool = False,
-    ) -> PruneReport:
-        """Delete the log's observations fetched before ``before`` (unix seconds),
-        keeping each page's state after them as a checkpoint that re-folds start
-        from; a report older than its page's checkpoint is then refused. The
-        hint log of those pages loses the ``lastmod`` values no later revisit
-        can fall on (the latest per page and source stays). With ``dry_run``,
-        only count the observations."""
-        ...
-
     def group_totals(self) -> list[GroupTotals]:
         """Bucket sums per (site, page_type), sorted by site then page type."""
         ...
@@ -165,4 +151,151 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the connection."""
+        ...
+
+
+class WriteTx(Protocol):
+    """The data operations of one write transaction (:meth:`Store.writing`).
+
+    Rows in, rows out: what they mean is decided by
+    :mod:`recrawl.engine.pipeline`. Page ids are ``int``; times unix seconds.
+    """
+
+    new_ids: dict[str, int]
+
+    @property
+    def half_life_days(self) -> float | None:
+        """The evidence half-life the store was opened with (None: the default)."""
+        ...
+
+    @property
+    def maintain_buckets(self) -> bool:
+        """Whether the store keeps the buckets."""
+        ...
+
+    def claim_keys(self, keys: list[int]) -> Collection[int]:
+        """Record observation ``keys`` (distinct) as stored; returns those not already."""
+        ...
+
+    def forget_keys(self, keys: list[int]) -> None:
+        """Take back keys claimed in this transaction."""
+        ...
+
+    def known_ids(self, urls: Sequence[str]) -> list[int | None]:
+        """The id of each of ``urls`` (None: not a page yet)."""
+        ...
+
+    def new_page_ids(self, urls: Sequence[str]) -> list[int]:
+        """Ids for new pages ``urls`` (never reused)."""
+        ...
+
+    def load_pages(
+        self,
+        urls: list[str],
+        page_id: NDArray[np.int64],
+        created: list[int],
+        earliest: list[Observation],
+    ) -> PageArrays:
+        """The state of pages ``urls`` (``created``: new in this transaction)."""
+        ...
+
+    def write_pages(
+        self,
+        page_id: NDArray[np.int64],
+        pages: PageArrays,
+        created: list[int],
+        written: list[int],
+    ) -> None:
+        """Insert the ``created`` pages, update the others but ``written``."""
+        ...
+
+    def update_page(self, page_id: int, page: PageState) -> None:
+        """Write one page's state."""
+        ...
+
+    def move_pages(self, moves: dict[int, tuple[str, int | None]]) -> None:
+        """Permanent redirects: page id → (target URL, status of the report)."""
+        ...
+
+    def pruned_until(self) -> float | None:
+        """The latest checkpoint of any page (None: never pruned)."""
+        ...
+
+    def checkpoint_until(self, page_ids: Sequence[int]) -> dict[int, float]:
+        """Each checkpointed page's last pruned fetch."""
+        ...
+
+    def append_observations(
+        self, rows: Sequence[tuple[int, int, float, str, str | None, str]]
+    ) -> None:
+        """Log rows ``(key, page, fetched_at, outcome, fixed, rest)``."""
+        ...
+
+    def release_leases(self, lease_ids: Sequence[str]) -> None:
+        """End the leases ``lease_ids``."""
+        ...
+
+    def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
+        """The page's checkpoint from ``reached`` on (None: never pruned)."""
+        ...
+
+    def page_log(self, page_id: int) -> list[tuple[int, int, float, str | None, str, str]]:
+        """The page's log rows ``(key, seq, fetched_at, fixed, outcome, rest)`` in time order."""
+        ...
+
+    def set_outcomes(self, fixes: Sequence[tuple[str, int]]) -> None:
+        """Correct logged outcomes: ``(outcome, seq)`` pairs."""
+        ...
+
+    def hint_verdict(self) -> str | None:
+        """The kept hint-trust verdict (JSON), None when there is none."""
+        ...
+
+    def vouch_rows(
+        self, page_ids: NDArray[np.int64], since: NDArray[np.float64] | None
+    ) -> list[tuple[int, str, float, float, float]]:
+        """Hint-log rows ``(page, source, lastmod, first_seen, listed)`` of ``page_ids``."""
+        ...
+
+    def canaries(self) -> dict[str, dict[str, str]]:
+        """Declared canaries: url → expected fields."""
+        ...
+
+    def add_to_buckets(
+        self,
+        todo: Sequence[Observation],
+        cols: ObservationColumns,
+        pidx: NDArray[np.intp],
+        codes: NDArray[np.int64],
+        page_id: NDArray[np.int64],
+        pages: PageArrays,
+        canary: NDArray[Any],
+        failed_first: NDArray[np.bool_],
+        adjust: dict[tuple[str, str, str, int], list[float]],
+    ) -> None:
+        """Add a batch and corrections of earlier rows to the buckets."""
+        ...
+
+    def log_before(
+        self, pages: list[int], before: float
+    ) -> tuple[
+        dict[int, tuple[Any, ...]],
+        dict[int, PageState],
+        list[tuple[int, float, str | None, str, str]],
+    ]:
+        """Checkpoints, states and log rows before ``before`` of ``pages``."""
+        ...
+
+    def write_checkpoints(
+        self, checkpoints: Sequence[tuple[int, float, bool, PageState]], before: float
+    ) -> int:
+        """Write checkpoints and delete the pages' rows before ``before``."""
+        ...
+
+    def prune_hint_log(self, pages: list[int]) -> int:
+        """Delete hint-log rows no revisit left in the log can fall on."""
+        ...
+
+    def pruned(self, until: float) -> None:
+        """Raise the refusal horizon of late reports to ``until``."""
         ...

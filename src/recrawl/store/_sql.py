@@ -31,40 +31,34 @@ import orjson
 from numpy.typing import NDArray
 
 from recrawl._exceptions import StoreError
-from recrawl.estimate.fold import (
-    CODE,
+from recrawl.observe.batch import CANARY_CODES, LOG_FIELDS, ObservationColumns
+from recrawl.observe.observation import Observation, host_of
+from recrawl.observe.sitemaps import Hint
+from recrawl.records.buckets import (
+    BUCKET_SECONDS,
+    LATENCY_BINS,
+    LATENCY_EDGES_MS,
+    OUTCOMES,
+    BucketArrays,
+)
+from recrawl.records.pages import (
+    CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
     ROW_FIELDS,
     PageArrays,
-    QuietUntil,
-    fold_batch,
+    PageState,
     new_page_row,
     page_from_row,
     page_row,
 )
-from recrawl.estimate.hints import Hint, quiet_until, trusted_lags
-from recrawl.estimate.pagestate import (
-    CONTENT_OUTCOMES,
-    Classifier,
-    PageState,
-    apply_observation,
-    fixed_outcome,
-)
-from recrawl.health.buckets import BUCKET_SECONDS, LATENCY_BINS, LATENCY_EDGES_MS, OUTCOMES
-from recrawl.health.canary import canary_mismatches
-from recrawl.health.score import BucketArrays
-from recrawl.observe.batch import CANARY_CODES, LOG_FIELDS, ObservationColumns, observation_columns
-from recrawl.observe.observation import Observation, host_of, with_keys
-from recrawl.store._protocol import BatchResult, GroupTotals, HintResult, PruneReport
+from recrawl.store._protocol import GroupTotals, HintResult
 
-__all__ = ["SQLStore"]
+__all__ = ["SQLStore", "SQLWrite"]
 
 _log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 6
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
-_REACHED: Final = np.array([o in CONTENT_OUTCOMES for o in OUTCOMES])  # by outcome code
-_NEW: Final = OUTCOMES.index("new")
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the
 # histogram, then the fetches that failed before their page's first success (a
@@ -244,9 +238,6 @@ _CP_UPSERT: Final = (
     + ", ".join(f"{c} = excluded.{c}" for c in _CP_COLS)
 )
 _mutable: Final = attrgetter(*MUTABLE_FIELDS)  # a page's MUTABLE_FIELDS (gone as a bool)
-PRUNE_CHUNK_ROWS: Final = 50_000
-"""Observations a prune folds and deletes per transaction (whole pages: a
-page with more is one transaction of its own)."""
 HINT_BATCH: Final = 50_000
 """Hints :meth:`SQLStore.ingest_hints` stores per transaction."""
 _HINT_INSERT: Final = (
@@ -350,56 +341,6 @@ def _hint_rows(cur: Any, width: int) -> HintRows:
     )
 
 
-def _logged(page: PageState, t: float, rest: str) -> Observation:
-    """The observation of ``page`` fetched at ``t`` that a log row stored (its
-    other fields, ``rest``, as the JSON array :data:`LOG_FIELDS` orders)."""
-    return Observation(
-        url=page.url,
-        fetched_at=t,
-        site=page.site,
-        page_type=page.page_type,
-        **dict(zip(LOG_FIELDS, orjson.loads(rest), strict=True)),
-    )
-
-
-def _from_checkpoint(page: PageState, cp: Sequence[Any] | None) -> bool:
-    """Put ``page`` in the state its log's first row must be folded onto: its
-    checkpoint ``cp`` (a ``page_checkpoints`` row from ``reached`` on), else a
-    reset page; identity, value and the earliest ``first_seen`` are kept.
-    Returns whether the page had been reached before its log's first row."""
-    if cp is None:
-        page.reset_history()
-        return False
-    first_seen = page.first_seen
-    for name, v in zip(MUTABLE_FIELDS, cp[1:], strict=True):
-        setattr(page, name, v)
-    page.first_seen = min(first_seen, page.first_seen)
-    page.gone = bool(page.gone)
-    return bool(cp[0])
-
-
-def _failed_first(
-    codes: np.ndarray[Any, np.dtype[np.int64]],
-    pidx: np.ndarray[Any, np.dtype[np.intp]],
-    first: np.ndarray[Any, np.dtype[np.intp]],
-    unreached: np.ndarray[Any, np.dtype[np.bool_]],
-) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Which fetches of a batch are first fetches other than ``new``: those that
-    failed before their page's first success, and that success itself when a
-    reporter's outcome (a 304, ``unchanged``) stands for ``new``.
-
-    ``codes`` are the outcome codes of a batch sorted by page (``pidx``, each
-    page's rows starting at ``first[page]``) then time; ``unreached[page]``:
-    the page had no successful fetch before the batch. A success is a content
-    outcome (the fetch reached the page).
-    """
-    reached = _REACHED[codes]
-    before = np.cumsum(reached) - reached  # successes earlier in the batch
-    before -= before[first][pidx]  # ... earlier in the same page
-    out: np.ndarray[Any, np.dtype[np.bool_]] = (codes != _NEW) & unreached[pidx] & (before == 0)
-    return out
-
-
 def padded_buckets(rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
     """Bucket vectors of mixed lengths (an older layout's are shorter) as one
     matrix of the current width, zeros where a vector ends early."""
@@ -417,27 +358,6 @@ def padded_buckets(rows: Sequence[Any]) -> np.ndarray[Any, np.dtype[np.float64]]
 def _bkey(key: int) -> bytes:
     """An observation's key as the table stores it (the first 8 bytes of its idempotency key)."""
     return key.to_bytes(8, "big", signed=True)
-
-
-_VouchLog = tuple[
-    NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
-    NDArray[np.float64],
-]  # fmt: skip
-"""Hint-log rows for :func:`recrawl.hints.quiet_until`: page, lastmod, first seen, lag, listed."""
-_NO_VOUCHES: Final[_VouchLog] = (
-    np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0)
-)  # fmt: skip
-
-
-_TrustedPages = tuple[
-    NDArray[np.int64], NDArray[np.bool_], dict[int, str], dict[tuple[str, str], float]
-]
-"""Pages' ids, which are on a trusted site, their sites by id, the trusted pairs' lags."""
-
-
-def _log_rows(log: _VouchLog, at: NDArray[np.intp] | slice) -> _VouchLog:
-    """The rows ``at`` of ``log``."""
-    return (log[0][at], log[1][at], log[2][at], log[3][at], log[4][at])
 
 
 def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
@@ -556,8 +476,6 @@ class SQLStore:
         # store's last committed ingest wrote: the next batch adds to them in
         # numpy instead of a per-row function in SQL. Same validity as the page cache.
         self._bucket_rows: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = {}
-        # the kept hint verdict (raw JSON) and the (site, source) pairs it trusts to vouch
-        self._vouchers: tuple[str, dict[tuple[str, str], float]] | None = None
         # The connection of long reads (``content_history``), which run in one
         # snapshot of their own instead of holding ``_lock``: opened at the first
         # such read, by the process in ``_reader_pid``, one read at a time.
@@ -827,21 +745,16 @@ class SQLStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def ingest(
-        self,
-        observations: Sequence[Observation],
-        *,
-        classifier: Classifier | None = None,
-        columns: ObservationColumns | None = None,
-    ) -> BatchResult:
-        result = BatchResult()
-        if not observations:
-            return result
-        if columns is None:  # given columns come from parsed, keyed observations
-            with_keys(observations)
+    @contextmanager
+    def writing(self) -> Iterator[SQLWrite]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back
+        if the block raises), with the data operations of :class:`SQLWrite`.
+        The ingest pipeline (:func:`recrawl.engine.pipeline.store_batch`) and
+        the prune run in these. Writers are serialised, in this process and
+        across processes sharing the store."""
         with self._lock:
             db = self._db
-            new_ids: dict[str, int] = {}
+            tx = SQLWrite(self, db)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 gen = self._pages_gen(db)
@@ -850,7 +763,7 @@ class SQLStore:
                     self._group_of[:] = -1
                     self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
-                self._ingest_locked(db, observations, columns, classifier, result, new_ids)
+                yield tx
                 self._bump_pages_gen(db, gen)
                 db.execute("COMMIT")
             except BaseException:
@@ -860,8 +773,17 @@ class SQLStore:
                 self._bucket_rows.clear()
                 raise
             self._gen = gen + 1
-            self._remember_ids(new_ids)
-        return result
+            self._remember_ids(tx.new_ids)
+
+    def log_counts_before(self, before: float) -> list[tuple[int, int]]:
+        """``(page id, rows)`` of the pages with log rows fetched before ``before``, by id."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT page, count(*) FROM observations WHERE fetched_at < ? "
+                "GROUP BY page ORDER BY page",
+                (before,),
+            ).fetchall()
+        return [(int(p), int(c)) for p, c in rows]
 
     def _pages_gen(self, db: Any) -> int:
         return self._meta_int(db, "pages_gen")
@@ -940,216 +862,6 @@ class SQLStore:
         value = self._meta_int(db, key) + by
         self._set_meta(db, key, value)
         return value
-
-    def _refuse_pruned(
-        self,
-        db: Any,
-        observations: Sequence[Observation],
-        columns: ObservationColumns,
-        sel: np.ndarray[Any, np.dtype[np.intp]],
-        horizon: float,
-        result: BatchResult,
-    ) -> np.ndarray[Any, np.dtype[np.intp]]:
-        """``sel`` (indexes of new reports) without those fetched before the last
-        pruned fetch of their page: putting one in time order would need the
-        deleted rows. They go to ``result.refused`` and their keys are given
-        back, so that the same report is refused again rather than taken for a
-        duplicate. Only reports older than ``meta.pruned_until`` (the latest
-        checkpoint of any page) are looked at."""
-        t = columns.fetched_at
-        old = sel[t[sel] < horizon].tolist()
-        urls = list(dict.fromkeys(observations[i].url for i in old))
-        ids = dict(zip(urls, self._known_ids(db, urls), strict=True))
-        until: dict[int, float] = {}
-        for chunk in _chunks([i for i in ids.values() if i is not None]):
-            q = f"SELECT page, until FROM page_checkpoints WHERE page IN ({','.join('?' * len(chunk))})"
-            until.update(db.execute(q, chunk).fetchall())
-        refused: list[int] = []
-        for i in old:
-            pid = ids[observations[i].url]
-            limit = None if pid is None else until.get(pid)
-            if limit is not None and t[i] < limit:
-                refused.append(i)
-                result.refused.append(
-                    (
-                        i,
-                        f"fetched at {_iso(float(t[i]))}, before {_iso(limit)}, the last of "
-                        "its page's fetches whose log was pruned (recrawl prune): it can no "
-                        "longer be put in time order",
-                    )
-                )
-        if not refused:
-            return sel
-        db.executemany(
-            "DELETE FROM observation_keys WHERE key = ?",
-            [(k,) for k in columns.key[refused].tolist()],
-        )
-        return sel[~np.isin(sel, refused)]
-
-    def _ingest_locked(
-        self,
-        db: Any,
-        observations: Sequence[Observation],
-        columns: ObservationColumns | None,
-        classifier: Classifier | None,
-        result: BatchResult,
-        new_ids: dict[str, int],
-    ) -> None:
-        if columns is None:
-            columns = observation_columns(observations)
-        elif len(columns) != len(observations):
-            raise ValueError("columns must hold one row per observation")
-        # each key's first report, in key order (B-tree friendly)
-        ukeys, first_at = np.unique(columns.key, return_index=True)
-        result.duplicates += len(observations) - len(ukeys)
-        fresh = self._claim_keys(db, ukeys.tolist())
-        result.duplicates += len(ukeys) - len(fresh)
-        if not fresh:
-            result.known.update(_bkey(k) for k in ukeys.tolist())
-            return
-        if len(fresh) < len(ukeys):
-            is_fresh = np.isin(ukeys, np.fromiter(fresh, np.int64, len(fresh)))
-            result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
-            first_at = first_at[is_fresh]
-        sel = np.sort(first_at)  # the new reports, in arrival order
-        horizon = self._meta_float(db, "pruned_until")
-        if horizon is not None and float(columns.fetched_at[sel].min()) < horizon:
-            sel = self._refuse_pruned(db, observations, columns, sel, horizon, result)
-            if not len(sel):
-                return
-        n = len(sel)
-        result.stored = n
-
-        # each page's slot: the order of its first report; then sort by page and
-        # time (ties keep their arrival order)
-        if n == len(observations):  # (then sel is every index, in order)
-            url_of = [o.url for o in observations]
-        else:
-            url_of = [observations[i].url for i in sel.tolist()]
-        slot = dict(zip(dict.fromkeys(url_of), range(n), strict=False))  # (fewer pages than n)
-        pidx = np.fromiter(map(slot.__getitem__, url_of), dtype=np.intp, count=n)
-        order = np.lexsort((columns.fetched_at[sel], pidx))
-        at = sel[order]
-        todo = [observations[i] for i in at.tolist()]
-        cols = columns.take(at)
-        pidx = pidx[order]
-        t = cols.fetched_at
-        urls = list(slot)
-        first = np.flatnonzero(np.r_[True, pidx[1:] != pidx[:-1]])  # each page's earliest
-
-        known = self._known_ids(db, urls)
-        created = [j for j, i in enumerate(known) if i is None]  # slot j starts at first[j]
-        if created:
-            next_id = self._next_page_id(db)
-            for j in created:
-                known[j] = new_ids[urls[j]] = next_id
-                next_id += 1
-        page_id = np.array(known, dtype=np.int64)
-        pages = self._load_pages(db, urls, page_id, created, [todo[i] for i in first.tolist()])
-        unreached = np.isnan(pages.last_ok)  # never fetched successfully before this batch
-        vouch = self._quiet_until(db, page_id, pages.site.tolist())
-
-        # A report older than its page's last fetch: the page is re-folded from its log.
-        late = ~np.isnan(pages.last_fetch) & (t[first] < pages.last_fetch)
-        rebuild = np.flatnonzero(late)
-        if len(rebuild):
-            in_order = ~late[pidx]
-            keep = np.flatnonzero(in_order)
-            codes = np.empty(n, dtype=np.int64)
-            fixed: list[str | None] = [None] * n
-            c_in, f_in = fold_batch(
-                pages, pidx[keep], [todo[i] for i in keep.tolist()],
-                classifier=classifier, half_life_days=self.half_life_days,
-                columns=cols.take(keep), quiet_until=vouch,
-            )  # fmt: skip
-            codes[keep] = c_in
-            for i, f in zip(keep.tolist(), f_in, strict=True):
-                fixed[i] = f
-            states = dict(zip(rebuild.tolist(), pages.states(rebuild), strict=True))
-            for i in np.flatnonzero(~in_order).tolist():
-                fx = fixed_outcome(todo[i], states[int(pidx[i])], classifier)
-                fixed[i] = fx
-                codes[i] = CODE[fx or "unchanged"]
-        else:
-            codes, fixed = fold_batch(
-                pages, pidx, todo, classifier=classifier, half_life_days=self.half_life_days,
-                columns=cols, quiet_until=vouch,
-            )  # fmt: skip
-        failed_first = _failed_first(codes, pidx, first, unreached)
-        if len(rebuild):  # a re-folded page's are counted by _rebuild_page
-            failed_first[late[pidx]] = False
-        names = list(map(OUTCOMES.__getitem__, codes.tolist()))
-        counts = result.outcomes
-        for c, k in zip(*np.unique(codes, return_counts=True), strict=True):
-            counts[OUTCOMES[int(c)]] = counts.get(OUTCOMES[int(c)], 0) + int(k)
-
-        pid = page_id[pidx].tolist()
-        db.executemany(
-            _OBS_INSERT,
-            list(zip(cols.key.tolist(), pid, t.tolist(), names, fixed, cols.log, strict=True)),
-        )
-        leases = [(o.lease_id,) for o in todo if o.lease_id is not None]
-        if leases:
-            db.executemany("DELETE FROM leases WHERE lease_id = ?", leases)
-
-        bucket_rows: tuple[Any, Any, Any] | None = None
-        if self.maintain_buckets:
-            groups = self._page_groups(page_id, pages)
-            bucket_rows = self._bucket_deltas(
-                db, todo, cols, pidx, codes, names, groups, failed_first
-            )
-        adjust: dict[tuple[str, str, str, int], list[float]] = {}
-        ends = np.r_[first[1:], n]  # rows are sorted by page: page j's are first[j]:ends[j]
-        quiet = (
-            self._page_quiet(db, page_id[rebuild], pages.site[rebuild].tolist())
-            if len(rebuild)
-            else None
-        )
-        for pos, j in enumerate(rebuild.tolist()):
-            state = states[j]
-            batch_keys = set(cols.key[first[j] : ends[j]].tolist())
-            self._rebuild_page(
-                db, state, int(page_id[j]), batch_keys, adjust, counts,
-                None if quiet is None else quiet(pos),
-            )  # fmt: skip
-            db.execute(_PAGE_UPDATE, (*page_row(state)[4:], int(page_id[j])))
-        result.reordered_pages = len(rebuild)
-        if created:
-            db.executemany(
-                _PAGE_INSERT,
-                [(int(page_id[j]), *r) for j, r in zip(created, pages.rows(created), strict=True)],
-            )
-        self._keep_pages(page_id, pages, rebuild.tolist())
-        written = np.zeros(len(urls), dtype=bool)
-        written[created] = True
-        written[rebuild] = True
-        upd = np.flatnonzero(~written)
-        if len(upd):
-            upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
-            db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
-        moves = {
-            int(page_id[pidx[i]]): (o.moved_to, o.status)
-            for i, o in enumerate(todo)  # (each page's latest last)
-            if o.moved_to is not None and o.moved_to != o.url
-        }
-        if moves:
-            self._move_pages(db, moves, new_ids)
-        if bucket_rows is None:
-            return
-        series, start, mat = bucket_rows
-        if adjust:  # outcome corrections from re-folded pages
-            extra = list(adjust)
-            series = np.concatenate(
-                [series, self._series_ids(db, [(s, p, r) for s, p, r, _ in extra])]
-            )
-            start = np.concatenate([start, np.array([k[3] for k in extra], dtype=np.int64)])
-            mat = np.vstack([mat, np.array(list(adjust.values()), dtype=np.float64)])
-        if len(series) and int(series.max()) > _SERIES_MASK:
-            raise StoreError("more than 2**32 bucket series (site, page type, route)")
-        # the same deltas per whole UTC day, for the baselines (first: the
-        # 15-minute upsert sums into ``mat`` in place)
-        self._upsert_buckets(db, "buckets_daily", bucket_key(start - start % _DAY_S, series), mat)
-        self._upsert_buckets(db, "buckets", bucket_key(start, series), mat, consume=True)
 
     def _move_pages(
         self, db: Any, moves: dict[int, tuple[str, int | None]], new_ids: dict[str, int]
@@ -1395,8 +1107,8 @@ class SQLStore:
         cols: ObservationColumns,
         pidx: np.ndarray[Any, np.dtype[np.intp]],
         codes: np.ndarray[Any, np.dtype[np.int64]],
-        names: Sequence[str],
         gp: np.ndarray[Any, np.dtype[np.int64]],
+        canary: np.ndarray[Any, Any],
         failed_first: np.ndarray[Any, np.dtype[np.bool_]],
     ) -> tuple[Any, Any, Any]:
         """One batch's bucket deltas as ``(series, start, matrix)`` (layout: ``_BUCKET_COLS``).
@@ -1440,106 +1152,21 @@ class SQLStore:
             mat[:, _H0:_F0] = np.bincount(
                 lr * LATENCY_BINS + bins, minlength=r * LATENCY_BINS
             ).reshape(r, LATENCY_BINS)
-        reported = cols.canary  # the reporter's own canary check, when it sent one
-        if reported.any():
+        if canary.any():  # each fetch's canary result (the reporter's, or checked at ingest)
             for code, col in ((CANARY_CODES["ok"], _S0 + 5), (CANARY_CODES["mismatch"], _S0 + 6)):
-                mat[:, col] += np.bincount(rows, weights=reported == code, minlength=r)
-        canaries = self._canaries(db)
-        if canaries:  # the declared canaries the reporter did not check: check them here
-            for i in np.flatnonzero(reported == 0).tolist():
-                o = todo[i]
-                if o.record is not None and o.url in canaries and names[i] in CONTENT_OUTCOMES:
-                    bad = canary_mismatches(o.record, canaries[o.url])
-                    mat[rows[i], _S0 + (6 if bad else 5)] += 1
+                mat[:, col] += np.bincount(rows, weights=canary == code, minlength=r)
         mat[:, _F0] = np.bincount(rows, weights=failed_first, minlength=r)
         return keys % ns, (keys // ns + t0) * _BW, mat
 
-    def _trusted_pages(
-        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
-    ) -> _TrustedPages | None:
-        """For the pages ``page_id`` (on sites ``site``): their ids, which are on a
-        site where the kept verdict trusts a hint source both ways, the site of
-        each of those (by id), and the trusted ``(site, source)`` pairs with their
-        lags (:func:`recrawl.hints.trusted_lags`); None when no page is."""
-        raw = self._meta(db, "hint_verdict")
-        if raw is None:
-            return None
-        if self._vouchers is None or self._vouchers[0] != raw:
-            self._vouchers = (raw, trusted_lags(raw))
-        pairs = self._vouchers[1]
-        sites = {s for s, _ in pairs}
-        on = np.fromiter((s in sites for s in site), dtype=bool, count=len(site))
-        if not on.any():
-            return None
-        ids = np.asarray(page_id, dtype=np.int64)
-        return ids, on, {int(ids[j]): site[j] for j in np.flatnonzero(on).tolist()}, pairs
-
-    def _quiet_until(
-        self, db: Any, page_id: NDArray[np.int64], site: list[str]
-    ) -> QuietUntil | None:
-        """The fold's ``quiet_until`` for the pages ``page_id`` (on sites ``site``;
-        rows: their positions), from the log of the hint sources the kept
-        verdict trusts both ways on each page's site
-        (:func:`recrawl.hints.quiet_until`); None when none is. It reads the log
-        when called, for the revisits asked about (the fold asks only of those
-        that found a change), and only the rows after each one's previous fetch."""
-        trusted = self._trusted_pages(db, page_id, site)
-        if trusted is None:
-            return None
-        ids, on, site_of, pairs = trusted
-
-        def lazy(
-            rows: NDArray[np.intp], prev: NDArray[np.float64], at: NDArray[np.float64]
-        ) -> NDArray[np.float64]:
-            out = np.full(len(rows), np.nan)
-            sel = np.flatnonzero(on[rows])
-            if len(sel):
-                pids = ids[rows[sel]]
-                log = self._vouch_log(db, pids, np.stack([prev[sel], at[sel]]), site_of, pairs)
-                out[sel] = quiet_until(pids, prev[sel], at[sel], *log)
-            return out
-
-        return lazy
-
-    def _page_quiet(
-        self, db: Any, page_id: NDArray[np.int64] | list[int], site: list[str]
-    ) -> Callable[[int], Callable[[float, float], float]] | None:
-        """For a fold that takes one revisit at a time (a re-fold, a checkpoint):
-        per page (its position in ``page_id``), the ``quiet_until(prev, at)`` of
-        :func:`recrawl.pagestate.apply_observation`, from all the page's rows of
-        the trusted sources' log, read for every page at once. None when no
-        source is trusted on the pages' sites."""
-        trusted = self._trusted_pages(db, page_id, site)
-        if trusted is None:
-            return None
-        ids, on, site_of, pairs = trusted
-        got = self._vouch_log(db, ids[on], None, site_of, pairs)
-        log = _log_rows(got, np.argsort(got[0], kind="stable"))
-
-        def of_page(row: int) -> Callable[[float, float], float]:
-            pid = ids[row : row + 1]
-            a, b = np.searchsorted(log[0], [pid[0], pid[0] + 1])
-            mine = _log_rows(log, slice(int(a), int(b)))
-            return lambda prev, at: float(
-                quiet_until(pid, np.array([prev]), np.array([at]), *mine)[0]
-            )
-
-        return of_page
-
-    def _vouch_log(
-        self,
-        db: Any,
-        pids: NDArray[np.int64],
-        since: NDArray[np.float64] | None,
-        site_of: dict[int, str],
-        pairs: dict[tuple[str, str], float],
-    ) -> _VouchLog:
-        """The trusted sources' hint-log rows of the pages ``pids`` for
-        :func:`recrawl.hints.quiet_until`, as ``(page, lastmod, first_seen,
-        lag, listed)`` (``listed``: when the row's source first listed the page): all of them (``since`` None), or, for one revisit of each
-        page (``since``: rows prev and at), per source the rows it reads
-        folded into one (the earliest ``lastmod`` and sighting: all it takes)."""
-        got: list[tuple[int, float, float, float, float]] = []
+    def _vouch_rows(
+        self, db: Any, pids: NDArray[np.int64], since: NDArray[np.float64] | None
+    ) -> list[tuple[int, str, float, float, float]]:
+        """The hint-log rows of the pages ``pids`` as ``(page, source, lastmod,
+        first_seen, listed)`` (``listed``: when the row's source first listed the
+        page): all of them (``since`` None), or, for one revisit of each page
+        (``since``: rows prev and at), per source the rows it reads folded into
+        one (the earliest ``lastmod`` and sighting: all it takes)."""
+        got: list[tuple[int, str, float, float, float]] = []
         d = self.dialect
         triple = f"(CAST(? AS {d['BIGINT']}), CAST(? AS {d['REAL']}), CAST(? AS {d['REAL']}))"
         # (300 pages, 900 values: under the 999 of SQLite builds before 3.32)
@@ -1566,76 +1193,8 @@ class SQLStore:
                     "AND l.page = h.page AND l.source = h.source AND l.first_seen <= v.since "
                     "GROUP BY h.page, h.source"
                 )
-            for p, src, lm, fs, listed in db.execute(q, args):
-                lag = pairs.get((site_of[p], src))
-                if lag is not None:
-                    got.append((p, lm, fs, lag, listed))
-        if not got:
-            return _NO_VOUCHES
-        p_, lm_, fs_, lag_, listed_ = zip(*got, strict=True)
-        return (
-            np.array(p_, dtype=np.int64), np.array(lm_, dtype=np.float64),
-            np.array(fs_, dtype=np.float64), np.array(lag_, dtype=np.float64),
-            np.array(listed_, dtype=np.float64),
-        )  # fmt: skip
-
-    def _rebuild_page(
-        self,
-        db: Any,
-        page: PageState,
-        page_id: int,
-        batch_keys: set[int],
-        adjust: dict[tuple[str, str, str, int], list[float]],
-        counts: dict[str, int],
-        vouch: Callable[[float, float], float] | None = None,
-    ) -> None:
-        """Re-fold a page's whole log in time order, fixing outcomes that depended on order.
-
-        The fold starts from the page's checkpoint when its log was pruned (the
-        state the deleted rows left), else from a reset page. The bucket
-        corrections go to ``adjust``, keyed by (site, page_type, route, start),
-        and so do those of the failed first fetches: the log's earlier rows were
-        counted by the order of their stored outcomes, this batch's rows
-        (``batch_keys``) not yet.
-        """
-        cp = db.execute(
-            f"SELECT {', '.join(_CP_COLS[1:])} FROM page_checkpoints WHERE page = ?", (page_id,)
-        ).fetchone()
-        # by the stored outcomes of the earlier rows (those pruned included)
-        reached_before = _from_checkpoint(page, cp)
-        rows = db.execute(
-            "SELECT key, seq, fetched_at, fixed, outcome, rest "
-            "FROM observations WHERE page = ? ORDER BY fetched_at, seq",
-            (page_id,),
-        ).fetchall()
-        fixes: list[tuple[str, int]] = []
-        if rows:  # first_seen becomes the earliest fetch if that is earlier
-            page.first_seen = min(page.first_seen, rows[0][2])
-        for key, seq, t, fixed, old, rest in rows:
-            o = _logged(page, t, rest)
-            unreached = page.last_ok is None
-            new = apply_observation(
-                page, o, fixed, half_life_days=self.half_life_days, quiet_until=vouch
-            )
-            was_failed_first = False
-            if key not in batch_keys:
-                was_failed_first = not reached_before and old != "new"
-                reached_before = reached_before or old in CONTENT_OUTCOMES
-            failed_first = unreached and new != "new"
-            if new == old and failed_first == was_failed_first:
-                continue
-            bk = (page.site, page.page_type, o.route, int(t // BUCKET_SECONDS) * BUCKET_SECONDS)
-            d = adjust.get(bk)
-            if d is None:
-                d = adjust[bk] = [0.0] * BUCKET_WIDTH
-            d[_F0] += int(failed_first) - int(was_failed_first)
-            if new != old:
-                fixes.append((new, seq))
-                d[_O0 + _OUT_IDX[old]] -= 1
-                d[_O0 + _OUT_IDX[new]] += 1
-                counts[old] = counts.get(old, 0) - 1
-                counts[new] = counts.get(new, 0) + 1
-        db.executemany("UPDATE observations SET outcome = ? WHERE seq = ?", fixes)
+            got.extend(db.execute(q, args))
+        return got
 
     def add_urls(self, rows: Iterable[tuple[str, str, str, float]], now: float) -> int:
         new = {r[0]: r for r in rows}
@@ -1977,81 +1536,6 @@ class SQLStore:
                     self._gen = gen + 1
             return len(ids)
 
-    def prune(
-        self,
-        before: float,
-        *,
-        on_progress: Callable[[PruneReport], None] | None = None,
-        chunk_rows: int = PRUNE_CHUNK_ROWS,
-        dry_run: bool = False,
-    ) -> PruneReport:
-        """Delete the log's observations fetched before ``before`` (unix seconds).
-
-        Each page that had some gets a checkpoint: its state after them,
-        folded in the log's order from its previous checkpoint (else from a
-        reset page), which later re-folds start from, so a late report leaves
-        the page as the whole log would have. The pages, the buckets (stats,
-        health) and the observations' keys (deduplication) stay; a report
-        fetched before its page's last pruned fetch is refused at ingest
-        (:attr:`BatchResult.refused`). The hint log of those pages loses the
-        ``lastmod`` values no revisit left in the log can fall on
-        (:attr:`PruneReport.hint_log_removed`); the latest hint of each page
-        and source stays. One transaction per about ``chunk_rows``
-        observations (whole pages): a crash leaves every page either pruned or
-        untouched, and running it again finishes the work. ``on_progress`` is
-        called after each transaction. With ``dry_run``, only counts what
-        would go (``to_remove``, ``pages_to_checkpoint``) and changes nothing.
-        """
-        report = PruneReport(before=before)
-        with self._lock:
-            counts = self._db.execute(
-                "SELECT page, count(*) FROM observations WHERE fetched_at < ? "
-                "GROUP BY page ORDER BY page",
-                (before,),
-            ).fetchall()
-        report.to_remove = sum(c for _, c in counts)
-        report.pages_to_checkpoint = len(counts)
-        if dry_run:
-            return report
-        chunk: list[int] = []
-        rows = 0
-        for i, (page, c) in enumerate(counts):
-            chunk.append(page)
-            rows += c
-            if rows >= chunk_rows or i == len(counts) - 1:
-                self._prune_pages(chunk, before, report)
-                chunk, rows = [], 0
-                if on_progress is not None:
-                    on_progress(report)
-        return report
-
-    def _prune_pages(self, pages: list[int], before: float, report: PruneReport) -> None:
-        """One transaction of :meth:`prune`: checkpoint ``pages`` and delete their old rows."""
-        gen = None
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                seq_top = self._max_seq(db)
-                done, removed, until = self._checkpoint_pages(db, pages, before)
-                hints_removed = self._prune_hint_log(db, pages)
-                if done:
-                    self._keep_seq_high(db, seq_top)
-                    if until > (self._meta_float(db, "pruned_until") or -math.inf):
-                        self._set_meta(db, "pruned_until", repr(until))
-                    gen = self._pages_gen(db)
-                    self._bump_pages_gen(db, gen)
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-            if gen is not None and self._gen == gen:  # the pages themselves did not change
-                self._gen = gen + 1
-        report.pages_checkpointed += done
-        report.observations_removed += removed
-        report.hint_log_removed += hints_removed
-
     def _prune_hint_log(self, db: Any, pages: list[int]) -> int:
         """Delete the hint log's ``lastmod`` values of ``pages`` that no revisit
         left in the log can fall on: those not after the page's checkpointed
@@ -2069,62 +1553,6 @@ class SQLStore:
             )
             removed += max(cur.rowcount, 0)
         return removed
-
-    def _checkpoint_pages(self, db: Any, pages: list[int], before: float) -> tuple[int, int, float]:
-        """Fold the log rows of ``pages`` fetched before ``before`` onto their
-        checkpoints, write those and delete the rows (in the caller's
-        transaction). Returns the pages checkpointed, the rows deleted and the
-        latest ``until`` written."""
-        cps: dict[int, tuple[Any, ...]] = {}
-        state: dict[int, tuple[Any, ...]] = {}
-        rows: list[tuple[Any, ...]] = []
-        for chunk in _chunks(pages):
-            marks = ",".join("?" * len(chunk))
-            q = f"SELECT page, {', '.join(_CP_COLS)} FROM page_checkpoints WHERE page IN ({marks})"
-            cps.update((r[0], r[1:]) for r in db.execute(q, chunk))
-            q = f"SELECT id, {', '.join(ROW_FIELDS)} FROM pages WHERE id IN ({marks})"
-            state.update((r[0], r[1:]) for r in db.execute(q, chunk))
-            rows += db.execute(
-                "SELECT page, fetched_at, fixed, outcome, rest FROM observations "
-                f"WHERE page IN ({marks}) AND fetched_at < ? ORDER BY page, fetched_at, seq",
-                [*chunk, before],
-            ).fetchall()
-        out = []
-        latest = -math.inf
-        hl = self.half_life_days
-        # the revisits' quiet stretches, as the ingest's fold took them
-        ids = list(state)
-        row_of = {pid: j for j, pid in enumerate(ids)}
-        quiet = self._page_quiet(db, ids, [state[p][ROW_FIELDS.index("site")] for p in ids])
-        for pid, group in groupby(rows, key=itemgetter(0)):
-            row = state.get(pid)
-            if row is None:  # a row of no page (never written by recrawl): left alone
-                continue
-            page = page_from_row(row)
-            cp = cps.get(pid)
-            reached = _from_checkpoint(page, None if cp is None else cp[1:])
-            t = -math.inf
-            page_quiet = None if quiet is None else quiet(row_of[pid])
-            for _, t, fixed, old, rest in group:
-                if t < page.first_seen:
-                    page.first_seen = t
-                apply_observation(
-                    page, _logged(page, t, rest), fixed, half_life_days=hl, quiet_until=page_quiet
-                )
-                reached = reached or old in CONTENT_OUTCOMES
-            until = max(t, -math.inf if cp is None else cp[0])
-            out.append((pid, until, int(reached), *_mutable(page)[:-1], int(page.gone)))
-            latest = max(latest, until)
-        db.executemany(_CP_UPSERT, out)
-        removed = 0
-        for chunk in _chunks([r[0] for r in out]):
-            cur = db.execute(
-                f"DELETE FROM observations WHERE page IN ({','.join('?' * len(chunk))}) "
-                "AND fetched_at < ?",
-                [*chunk, before],
-            )
-            removed += cur.rowcount
-        return len(out), removed, latest
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -2764,3 +2192,272 @@ class SQLStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class SQLWrite:
+    """The data operations of one write transaction of a :class:`SQLStore`
+    (made by :meth:`SQLStore.writing`; valid inside its ``with`` block only).
+
+    They read and write rows and keep the store's caches right; what the rows
+    mean (which reports are new, a page's state after a batch) is decided by
+    :mod:`recrawl.engine.pipeline`. Page ids are ``int``, times unix seconds.
+    """
+
+    def __init__(self, store: SQLStore, db: Any) -> None:
+        self._s = store
+        self._db = db
+        self.new_ids: dict[str, int] = {}
+        """Pages created or renamed in this transaction (url → id), for the
+        store's id cache once it has committed."""
+
+    @property
+    def half_life_days(self) -> float | None:
+        """The evidence half-life the store was opened with (None: the default)."""
+        return self._s.half_life_days
+
+    @property
+    def maintain_buckets(self) -> bool:
+        """Whether the store keeps the buckets (off only to measure their cost)."""
+        return self._s.maintain_buckets
+
+    # -- keys and ids
+
+    def claim_keys(self, keys: list[int]) -> Collection[int]:
+        """Record observation ``keys`` (distinct) as stored; returns those that
+        were not already (``keys`` itself when none was)."""
+        return self._s._claim_keys(self._db, keys)
+
+    def forget_keys(self, keys: list[int]) -> None:
+        """Take back keys claimed in this transaction (a refused report)."""
+        self._db.executemany("DELETE FROM observation_keys WHERE key = ?", [(k,) for k in keys])
+
+    def known_ids(self, urls: Sequence[str]) -> list[int | None]:
+        """The id of each of ``urls`` (None: not a page yet)."""
+        return self._s._known_ids(self._db, urls)
+
+    def new_page_ids(self, urls: Sequence[str]) -> list[int]:
+        """Ids for new pages ``urls`` (rows written by :meth:`write_pages`);
+        ids are never reused."""
+        next_id = self._s._next_page_id(self._db)
+        ids = list(range(next_id, next_id + len(urls)))
+        self.new_ids.update(zip(urls, ids, strict=True))
+        return ids
+
+    # -- pages
+
+    def load_pages(
+        self,
+        urls: list[str],
+        page_id: NDArray[np.int64],
+        created: list[int],
+        earliest: list[Observation],
+    ) -> PageArrays:
+        """The state of pages ``urls`` (ids ``page_id``; ``created``: positions of
+        pages new in this transaction, whose first report is in ``earliest``)."""
+        return self._s._load_pages(self._db, urls, page_id, created, earliest)
+
+    def write_pages(
+        self,
+        page_id: NDArray[np.int64],
+        pages: PageArrays,
+        created: list[int],
+        written: list[int],
+    ) -> None:
+        """Write the state ``pages`` (ids ``page_id``): insert the ``created``
+        positions, update the others but ``written`` (already written one by
+        one with :meth:`update_page`, and not kept in the cache)."""
+        s, db = self._s, self._db
+        if created:
+            db.executemany(
+                _PAGE_INSERT,
+                [(int(page_id[j]), *r) for j, r in zip(created, pages.rows(created), strict=True)],
+            )
+        s._keep_pages(page_id, pages, written)
+        done = np.zeros(len(page_id), dtype=bool)
+        done[created] = True
+        done[written] = True
+        upd = np.flatnonzero(~done)
+        if len(upd):
+            upd = upd[np.argsort(page_id[upd])]  # in id order: fewer B-tree pages touched
+            db.executemany(_PAGE_UPDATE, pages.rows(upd, then=page_id[upd].tolist()))
+
+    def update_page(self, page_id: int, page: PageState) -> None:
+        """Write one page's state."""
+        self._db.execute(_PAGE_UPDATE, (*page_row(page)[4:], page_id))
+
+    def move_pages(self, moves: dict[int, tuple[str, int | None]]) -> None:
+        """Permanent redirects: page id → (target URL, status of the report); see
+        :meth:`SQLStore._move_pages`."""
+        self._s._move_pages(self._db, moves, self.new_ids)
+
+    # -- the log
+
+    def pruned_until(self) -> float | None:
+        """The latest checkpoint of any page (None: the log was never pruned)."""
+        return self._s._meta_float(self._db, "pruned_until")
+
+    def checkpoint_until(self, page_ids: Sequence[int]) -> dict[int, float]:
+        """Each checkpointed page's last pruned fetch, of ``page_ids``."""
+        until: dict[int, float] = {}
+        for chunk in _chunks(list(page_ids)):
+            q = f"SELECT page, until FROM page_checkpoints WHERE page IN ({','.join('?' * len(chunk))})"
+            until.update(self._db.execute(q, chunk).fetchall())
+        return until
+
+    def append_observations(
+        self, rows: Sequence[tuple[int, int, float, str, str | None, str]]
+    ) -> None:
+        """Log rows ``(key, page, fetched_at, outcome, fixed, rest)``."""
+        self._db.executemany(_OBS_INSERT, rows)
+
+    def release_leases(self, lease_ids: Sequence[str]) -> None:
+        """End the leases ``lease_ids`` (their fetches were reported)."""
+        self._db.executemany("DELETE FROM leases WHERE lease_id = ?", [(x,) for x in lease_ids])
+
+    def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
+        """The page's checkpoint from ``reached`` on (None: its log was never pruned)."""
+        row = self._db.execute(
+            f"SELECT {', '.join(_CP_COLS[1:])} FROM page_checkpoints WHERE page = ?", (page_id,)
+        ).fetchone()
+        return None if row is None else tuple(row)
+
+    def page_log(self, page_id: int) -> list[tuple[int, int, float, str | None, str, str]]:
+        """The page's log rows ``(key, seq, fetched_at, fixed, outcome, rest)`` in time order."""
+        rows: list[tuple[int, int, float, str | None, str, str]] = self._db.execute(
+            "SELECT key, seq, fetched_at, fixed, outcome, rest "
+            "FROM observations WHERE page = ? ORDER BY fetched_at, seq",
+            (page_id,),
+        ).fetchall()
+        return rows
+
+    def set_outcomes(self, fixes: Sequence[tuple[str, int]]) -> None:
+        """Correct logged outcomes: ``(outcome, seq)`` pairs."""
+        if fixes:
+            self._db.executemany("UPDATE observations SET outcome = ? WHERE seq = ?", fixes)
+
+    # -- hints and canaries
+
+    def hint_verdict(self) -> str | None:
+        """The kept hint-trust verdict, as :class:`~recrawl.store.SQLStore.set_hint_verdict` wrote it."""
+        return self._s._meta(self._db, "hint_verdict")
+
+    def vouch_rows(
+        self, page_ids: NDArray[np.int64], since: NDArray[np.float64] | None
+    ) -> list[tuple[int, str, float, float, float]]:
+        """Hint-log rows of ``page_ids``: see :meth:`SQLStore._vouch_rows`."""
+        return self._s._vouch_rows(self._db, page_ids, since)
+
+    def canaries(self) -> dict[str, dict[str, str]]:
+        """Declared canaries: url → expected fields."""
+        return self._s._canaries(self._db)
+
+    # -- buckets
+
+    def add_to_buckets(
+        self,
+        todo: Sequence[Observation],
+        cols: ObservationColumns,
+        pidx: NDArray[np.intp],
+        codes: NDArray[np.int64],
+        page_id: NDArray[np.int64],
+        pages: PageArrays,
+        canary: NDArray[Any],
+        failed_first: NDArray[np.bool_],
+        adjust: dict[tuple[str, str, str, int], list[float]],
+    ) -> None:
+        """Add a batch to the 15-minute and daily buckets: ``todo`` (columns
+        ``cols``) sorted by page (``pidx`` into ``page_id``/``pages``) with their
+        outcome ``codes``, canary results and failed-first marks; ``adjust``:
+        corrections of earlier rows by (site, page type, route, bucket start),
+        outcome deltas in :data:`~recrawl.records.buckets.OUTCOMES` order then
+        the failed-first delta."""
+        s, db = self._s, self._db
+        groups = s._page_groups(page_id, pages)
+        series, start, mat = s._bucket_deltas(
+            db, todo, cols, pidx, codes, groups, canary, failed_first
+        )
+        if adjust:  # outcome corrections from re-folded pages
+            extra = list(adjust)
+            series = np.concatenate(
+                [series, s._series_ids(db, [(a, b, c) for a, b, c, _ in extra])]
+            )
+            start = np.concatenate([start, np.array([k[3] for k in extra], dtype=np.int64)])
+            more = np.zeros((len(extra), BUCKET_WIDTH))
+            d = np.array(list(adjust.values()), dtype=np.float64)
+            k = len(OUTCOMES)
+            more[:, _O0 : _O0 + k] = d[:, :k]
+            more[:, _F0] = d[:, k]
+            mat = np.vstack([mat, more])
+        if len(series) and int(series.max()) > _SERIES_MASK:
+            raise StoreError("more than 2**32 bucket series (site, page type, route)")
+        # the same deltas per whole UTC day, for the baselines (first: the
+        # 15-minute upsert sums into ``mat`` in place)
+        s._upsert_buckets(db, "buckets_daily", bucket_key(start - start % _DAY_S, series), mat)
+        s._upsert_buckets(db, "buckets", bucket_key(start, series), mat, consume=True)
+
+    # -- pruning
+
+    def log_before(
+        self, pages: list[int], before: float
+    ) -> tuple[
+        dict[int, tuple[Any, ...]],
+        dict[int, PageState],
+        list[tuple[int, float, str | None, str, str]],
+    ]:
+        """For ``pages``: their checkpoints (``until``, ``reached``, state), their
+        current states, and their log rows fetched before ``before`` as
+        ``(page, fetched_at, fixed, outcome, rest)`` by page and time."""
+        db = self._db
+        cps: dict[int, tuple[Any, ...]] = {}
+        state: dict[int, PageState] = {}
+        rows: list[tuple[int, float, str | None, str, str]] = []
+        for chunk in _chunks(pages):
+            marks = ",".join("?" * len(chunk))
+            q = f"SELECT page, {', '.join(_CP_COLS)} FROM page_checkpoints WHERE page IN ({marks})"
+            cps.update((r[0], tuple(r[1:])) for r in db.execute(q, chunk))
+            q = f"SELECT id, {', '.join(ROW_FIELDS)} FROM pages WHERE id IN ({marks})"
+            state.update((r[0], page_from_row(r[1:])) for r in db.execute(q, chunk))
+            rows += db.execute(
+                "SELECT page, fetched_at, fixed, outcome, rest FROM observations "
+                f"WHERE page IN ({marks}) AND fetched_at < ? ORDER BY page, fetched_at, seq",
+                [*chunk, before],
+            ).fetchall()
+        return cps, state, rows
+
+    def write_checkpoints(
+        self, checkpoints: Sequence[tuple[int, float, bool, PageState]], before: float
+    ) -> int:
+        """Write ``(page, until, reached, state)`` checkpoints and delete those
+        pages' log rows fetched before ``before``; returns the rows deleted."""
+        s, db = self._s, self._db
+        if not checkpoints:
+            return 0
+        seq_top = s._max_seq(db)
+        db.executemany(
+            _CP_UPSERT,
+            [
+                (pid, until, int(reached), *_mutable(page)[:-1], int(page.gone))
+                for pid, until, reached, page in checkpoints
+            ],
+        )
+        removed = 0
+        for chunk in _chunks([c[0] for c in checkpoints]):
+            cur = db.execute(
+                f"DELETE FROM observations WHERE page IN ({','.join('?' * len(chunk))}) "
+                "AND fetched_at < ?",
+                [*chunk, before],
+            )
+            removed += cur.rowcount
+        s._keep_seq_high(db, seq_top)
+        return removed
+
+    def prune_hint_log(self, pages: list[int]) -> int:
+        """See :meth:`SQLStore._prune_hint_log`; returns the rows deleted."""
+        return self._s._prune_hint_log(self._db, pages)
+
+    def pruned(self, until: float) -> None:
+        """Note that the log holds no row before ``until`` for some page (the
+        refusal horizon of late reports grows to it)."""
+        s, db = self._s, self._db
+        if until > (s._meta_float(db, "pruned_until") or -math.inf):
+            s._set_meta(db, "pruned_until", repr(until))

@@ -87,8 +87,8 @@ __all__ = [
 DAY = 86400.0
 
 PRIOR_DAYS = 1.0
-"""Days of the site's pooled rate an item's own rate estimate starts from
-(:func:`item_rates`)."""
+"""Days at the pooled rate of a listing's items that each item's own rate
+estimate starts from (:func:`item_rates`)."""
 
 WORTH_STEP = 2.0
 """A listing's value moves at most this factor per refresh (the read rate it is

@@ -427,6 +427,11 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
                 changes += late and r.url in seen and seen[r.url] != r.version
                 seen[r.url] = r.version
         got[name] = {"items": items, "changes": changes, "reads": reads}
+    if crawler.stats.spent < 0.75 * crawler.stats.budget:
+        # a starved machine: cycles late, budget unspent, too few revisits to judge
+        pytest.skip(
+            f"the crawl spent {crawler.stats.spent / crawler.stats.budget:.0%} of its budget"
+        )
     fresh, stale = trust[hosts["fresh"]], trust[hosts["stale"]]
     # the fresh listing is trusted to prove changes; the stale one's moves are not
     assert fresh.changes and not stale.changes, (fresh, stale)
@@ -435,9 +440,6 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
     assert value[f"http://{hosts['fresh']}/list/0"] > 1.0
     assert value[f"http://{hosts['stale']}/list/0"] == 1.0
     assert got["fresh"]["reads"] > got["stale"]["reads"], got
-    # and the shop it watches costs fewer item fetches per change found (the last
-    # day), when the crawl kept pace (on a starved machine the budget goes unspent
-    # and nearly every fetch finds a change, on either shop)
+    # and the shop it watches costs fewer item fetches per change found (the last day)
     per = {n: g["items"] / max(g["changes"], 1) for n, g in got.items()}
-    if crawler.stats.spent >= 0.75 * crawler.stats.budget:
-        assert per["fresh"] < 0.8 * per["stale"], (got, per)
+    assert per["fresh"] < 0.8 * per["stale"], (got, per)

@@ -229,7 +229,7 @@ class _Item:
 class ListingPage:
     """One listing page the crawl read: its items at the last read, its read
     rate, the plan's estimate of its own change rate and the values the crawl
-    gave it (``base``: its own, as registered)."""
+    gave it (``base``: its own, see :meth:`SignalReader.listing_worth`)."""
 
     url: str
     site: str = ""
@@ -473,17 +473,19 @@ class SignalReader:
         rates by :func:`item_rates`) at its smoothed read rate (one read a
         cycle of ``cycle_s`` before two reads) and the plan's estimate of its
         rate (the sum of its items' before the plan gave one), never below its
-        own value (``values`` of the listing, kept from the first call), and
-        at most :data:`WORTH_STEP` times more or less than the last one. A
-        listing of a site in ``refused`` (site names: its listings' moves
-        mostly found no change) goes back to its own value."""
+        own value, and at most :data:`WORTH_STEP` times more or less than the
+        last one. A listing of a site in ``refused`` (site names: its listings'
+        moves mostly found no change) goes back to its own value: ``values`` of
+        the listing at the first call, capped at its most valuable item's (a
+        crawl that starts again finds the value the last one gave it)."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
-            if page.base is None:
-                page.base = float(values.get(page.url, 1.0))
             mem = [self._items[u] for u in page.items if u in self._items]
             if not mem:
                 continue
+            vals = np.array([values.get(u, 1.0) for u in page.items if u in self._items])
+            if page.base is None:
+                page.base = min(float(values.get(page.url, 1.0)), float(vals.max()))
             base = page.base
             if page.site in refused:
                 want = base
@@ -492,7 +494,6 @@ class SignalReader:
                     np.array([m.moves for m in mem], dtype=np.float64),
                     np.array([(m.seen - m.first) / DAY for m in mem]),
                 )
-                vals = np.array([values.get(u, 1.0) for u in page.items if u in self._items])
                 every = page.interval_s if page.interval_s else cycle_s
                 visits = DAY / max(every, 1.0)
                 own = page.rate_per_day or float(rates.sum())

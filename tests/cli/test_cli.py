@@ -200,7 +200,7 @@ def test_unreachable_postgres_is_one_clear_sentence(tmp_path: Path):
 
 def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     res = subprocess.run(
-        [sys.executable, "-m", "recrawl", "demo", "--crawl-days", "3"],  # make demo: 30
+        [sys.executable, "-m", "recrawl", "demo", "--crawl-days", "1"],  # make demo: 30
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -231,6 +231,24 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     )
     assert flat.count("diagnosis route (failing routes: pool-b)") == 2, flat[-1500:]
     assert "Sites the crawl paused: none." in flat
+    # route_diagnosis at its defaults, as tests/sim/test_routes_e2e.py (marked slow) checks it:
+    # both routes carried the crawl; after its death pool-b only reset connections
+    routes = flat.split("is the route blamed, or the sites?", 1)[1]
+    routes = routes.split("Sites the crawl paused")[0]
+    after = re.search(r"by route: (.*?)\. ", routes)
+    assert after, routes
+    by_route = {
+        r: (int(n), set(kinds.split(", ")))
+        for r, n, kinds in re.findall(r"([\w./-]+): (\d+) \(([^)]*)\)", after[1])
+    }
+    assert set(by_route) == {"pool-a/us", "pool-b/de"}, after[1]
+    assert by_route["pool-b/de"][1] == {"route_reset"} and by_route["pool-b/de"][0] >= 20
+    assert "route_reset" not in by_route["pool-a/us"][1]
+    # both sites diagnosed route with pool-b failing, neither critical (nor paused, above)
+    sites = re.findall(r"(\S+): band (\w+), diagnosis (\w+) \(failing routes: ([^)]*)\)", routes)
+    assert [s[0].split(":")[0] for s in sites] == ["news.example", "shop.example"], routes
+    for _, band, diagnosis, failing in sites:
+        assert diagnosis == "route" and failing == "pool-b" and band != "critical", routes
     html = (tmp_path / "report.html").read_text()
     assert "hostile.example" in html and "<script src=" not in html
 

@@ -390,12 +390,12 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
     listings = {"category": {**LISTINGS["category"],
                              "summary": {"price": ".price::text", "stock": ".stock::text"}}}  # fmt: skip
     specs = [
-        SiteSpec("fresh", n_pages=40, rate_per_day=2.0, listing="fresh"),
-        SiteSpec("stale", n_pages=40, rate_per_day=2.0, listing="stale"),
+        SiteSpec("fresh", n_pages=30, rate_per_day=2.0, listing="fresh"),
+        SiteSpec("stale", n_pages=30, rate_per_day=2.0, listing="stale"),
     ]
     with SimWeb(specs, clock=clock, seed=5, origin=ORIGIN, horizon_s=4 * day) as web:
         hosts = {s.name: web.site(s.name) for s in specs}
-        settings = crawl_settings(200, listings=listings)
+        settings = crawl_settings(150, listings=listings)
         with open_store(str(tmp_path / "l.db")) as store:
             engine = Engine(store, settings, clock=clock)
             engine.add_urls(

@@ -42,8 +42,9 @@ read by ``[crawl] listings``), one fresh, one a day stale, against the same
 crawl without listings; per site also the counts from day ``--steady-days``
 (2) on (``steady``: the listing judged by then), and each listing page's
 reads, read interval, rate and the value its items' worth gave it. On
-2026-12-04 (a shared machine, so ``--day-seconds 8``), 8 days, 200 a day,
-seeds 7 / 8, with listings against without:
+2026-12-04, ``--scenario listings --budget 200 --day-seconds 8`` (a shared
+machine: at 4 real seconds a day the crawls fell behind their cycles), 8
+days, seeds 7 / 8, with listings against without:
 
 - before (the listing pages planned as any page, read about four times a
   day): fresh shop 3.13 / 2.69 requests per change against 3.03 / 2.59,

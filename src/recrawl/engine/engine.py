@@ -50,7 +50,7 @@ from recrawl.plan.backoff import due
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PageState as PageArrays
 from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
-from recrawl.store import ContentHistory, HintResult, HintRows, SQLStore
+from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
 
@@ -271,7 +271,7 @@ class Engine:
 
     Parameters
     ----------
-    store : SQLStore
+    store : EngineStore
         Where pages, observations and health live.
     settings : Settings
         Billing unit, budget per day, cycle length, objective, reserves.
@@ -281,7 +281,7 @@ class Engine:
 
     def __init__(
         self,
-        store: SQLStore,
+        store: EngineStore,
         settings: Settings | None = None,
         *,
         clock: Callable[[], float] = time.time,
@@ -490,7 +490,7 @@ class Engine:
         add_urls: bool = False,
         on_batch: Callable[[HintResult], None] | None = None,
     ) -> HintResult:
-        """Store hints (:meth:`SQLStore.ingest_hints`, ``on_batch`` called with
+        """Store hints (:meth:`~recrawl.store.EngineStore.ingest_hints`, ``on_batch`` called with
         the running totals after each transaction); the next plan judges the
         sources again.
 
@@ -714,7 +714,7 @@ class Engine:
         np.ndarray[Any, np.dtype[np.float64]] | None, np.ndarray[Any, np.dtype[np.bool_]] | None
     ]:
         """The planner's ``checked_at`` and ``known_stale`` for the pages of
-        ``cols`` (:meth:`SQLStore.page_columns`; ``site_code`` indexes
+        ``cols`` (:meth:`~recrawl.store.EngineStore.page_columns`; ``site_code`` indexes
         ``site_names``, one per page): each trusted (site, source)
         pair's latest hints through :func:`recrawl.hints.signal_state` against
         the page's last success, several sources combined (the latest
@@ -986,7 +986,7 @@ class Engine:
     def _revisits(self, days: float, until: float | None) -> _Revisits:
         """The content revisits of the ``days`` before ``until`` (default: the
         newest fetch in the log), ``until`` included, canaries left out: the
-        fetch log read once (:meth:`SQLStore.content_history`) and replayed
+        fetch log read once (:meth:`~recrawl.store.EngineStore.content_history`) and replayed
         (:func:`recrawl.calibration.revisit_predictions`), each revisit with its
         interval and what it found, for :meth:`calibration` and :meth:`hint_trust`."""
         pages, cols = self.page_arrays(self.clock(), signals=False)

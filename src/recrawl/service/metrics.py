@@ -52,7 +52,7 @@ from recrawl.engine.stats import (
 from recrawl.estimate.rates import RESOLUTION_WARN_SHARE
 from recrawl.health.buckets import LATENCY_EDGES_MS, OUTCOMES
 from recrawl.service.writer import Writer
-from recrawl.store import SQLStore
+from recrawl.store import EngineStore
 
 __all__ = [
     "CONTENT_TYPE",
@@ -100,7 +100,7 @@ class MeteredService(Protocol):
     latest health evaluation."""
 
     engine: Engine
-    store: SQLStore
+    store: EngineStore
     settings: Settings
     writer: Writer
     accepted_total: int

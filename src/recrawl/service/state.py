@@ -33,7 +33,7 @@ from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
 from recrawl.observe.observation import Observation, line_key, parse_observation
 from recrawl.service.leases import Candidate, LeasePool, pick_candidates
 from recrawl.service.writer import Committed, Writer
-from recrawl.store import BatchResult, SQLStore, open_store
+from recrawl.store import BatchResult, EngineStore, SQLStore, open_store
 
 __all__ = ["MAX_REJECTED", "Service", "open_engine", "validate_settings"]
 
@@ -109,7 +109,7 @@ class Service:
         group_s: float = 0.05,
     ) -> None:
         self.engine = engine
-        self.store: SQLStore = engine.store
+        self.store: EngineStore = engine.store
         self.settings = engine.settings
         # the engine's content checks, as `recrawl ingest` and Engine.ingest run them
         self.classifier = engine.classifier

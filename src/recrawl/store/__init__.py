@@ -12,19 +12,23 @@ from typing import Any
 
 from recrawl.store._protocol import (
     BatchResult,
+    ContentHistory,
+    EngineStore,
     GroupTotals,
     HintResult,
+    HintRows,
     PruneReport,
     Store,
     WriteTx,
 )
-from recrawl.store._sql import ContentHistory, HintRows, SQLStore, SQLWrite
+from recrawl.store._sql import SQLStore, SQLWrite
 from recrawl.store.postgres import PostgresStore
 from recrawl.store.sqlite import SQLiteStore
 
 __all__ = [
     "BatchResult",
     "ContentHistory",
+    "EngineStore",
     "GroupTotals",
     "HintResult",
     "HintRows",

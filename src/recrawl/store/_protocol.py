@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,7 +17,17 @@ from recrawl.observe.sitemaps import Hint
 from recrawl.records.buckets import BucketArrays
 from recrawl.records.pages import PageArrays, PageState
 
-__all__ = ["BatchResult", "GroupTotals", "HintResult", "PruneReport", "Store", "WriteTx"]
+__all__ = [
+    "BatchResult",
+    "ContentHistory",
+    "EngineStore",
+    "GroupTotals",
+    "HintResult",
+    "HintRows",
+    "PruneReport",
+    "Store",
+    "WriteTx",
+]
 
 
 @dataclass(slots=True)
@@ -97,6 +108,51 @@ class GroupTotals:
     credits: float
 
 
+@dataclass(frozen=True, slots=True)
+class ContentHistory:
+    """What :meth:`SQLStore.content_history` reads: one entry per content
+    fetch (``page`` ids, unix seconds, what it found, whether it was answered
+    304 and whether a fetch in the window carried validators), the URL of
+    every page id listed, and the checkpoint state ``(last_ok, ev_nc, ev_tc,
+    ev_nu, ev_tu)`` of those pruned."""
+
+    page: NDArray[np.int64]
+    fetched_at: NDArray[np.float64]
+    kind: NDArray[np.int64]
+    """0: found no change (``unchanged``, ``not_modified``), 1: ``changed``, 2: ``new``."""
+    not_modified: NDArray[np.bool_]
+    conditional: NDArray[np.bool_]
+    urls: dict[int, str]
+    checkpoints: dict[int, tuple[float, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class HintRows:
+    """Hints as columns, one entry per row, in page, source (and ``lastmod``) order.
+
+    ``page``: page ids (as :meth:`SQLStore.page_columns` gives them in ``id``);
+    ``source``: indexes into ``sources``; ``lastmod``, ``first_seen``,
+    ``last_seen``, ``lastmod_seen``: unix seconds. From
+    :meth:`SQLStore.hint_state`, one row per page and source: the latest
+    ``lastmod``, when the source first and last listed the page, and when it
+    first gave the page that ``lastmod`` (its ``first_seen`` in the log). From
+    :meth:`SQLStore.hint_log`, one row per distinct ``lastmod`` with when it
+    was first seen (``last_seen`` and ``lastmod_seen`` are NaN: not kept per
+    ``lastmod``).
+    """
+
+    page: NDArray[np.int64]
+    source: NDArray[np.int64]
+    sources: list[str]
+    lastmod: NDArray[np.float64]
+    first_seen: NDArray[np.float64]
+    last_seen: NDArray[np.float64]
+    lastmod_seen: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.page)
+
+
 class Store(Protocol):
     """Pages, the observation log and per-site buckets, behind one small interface."""
 
@@ -118,7 +174,14 @@ class Store(Protocol):
         its failure count cleared, its history kept."""
         ...
 
-    def ingest_hints(self, hints: Iterable[Hint], *, add_urls: bool = False) -> HintResult:
+    def ingest_hints(
+        self,
+        hints: Iterable[Hint],
+        *,
+        add_urls: bool = False,
+        batch_size: int = ...,
+        on_batch: Callable[[HintResult], None] | None = None,
+    ) -> HintResult:
         """Keep what sitemaps, feeds and listings say of pages' last changes
         (:mod:`recrawl.hints`): the latest hint per page and source, and each
         distinct ``lastmod`` with when it was first seen. A hint for a URL the
@@ -298,4 +361,176 @@ class WriteTx(Protocol):
 
     def pruned(self, until: float) -> None:
         """Raise the refusal horizon of late reports to ``until``."""
+        ...
+
+
+class EngineStore(Store, Protocol):
+    """Everything :class:`recrawl.engine.Engine` and the edges read and write
+    besides the core :class:`Store`: page columns for the planner, leases,
+    site controls and events, health history, hints and the kept verdict,
+    validators, canaries, and change counters. :class:`~recrawl.store.SQLiteStore`
+    and :class:`~recrawl.store.PostgresStore` implement it; a store that does
+    can back an engine, the service and the crawl loop."""
+
+    half_life_days: float | None
+
+    def set_durability(self, durability: Literal["full", "normal"]) -> None:
+        """Make the writes from now on fsynced at commit (``"full"``) or not."""
+        ...
+
+    # -- pages and the log
+
+    def version(self) -> int:
+        """A number that grows whenever observations or pages are added."""
+        ...
+
+    def page(self, url: str) -> PageState | None:
+        """The current state of one page, or None."""
+        ...
+
+    def page_columns(self) -> dict[str, Any]:
+        """Every page as columns, for the planner (``id``, ``url``, ``site_code`` ...)."""
+        ...
+
+    def sites(self) -> list[str]:
+        """Every site with a page, sorted."""
+        ...
+
+    def content_history(self, since: float, until: float = math.inf) -> ContentHistory:
+        """The content fetches of ``since <= fetched_at < until``, for calibration and trust."""
+        ...
+
+    def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:
+        """``(fetched_at, outcome)`` of every logged fetch of each of ``urls``."""
+        ...
+
+    def pruned_last_success(self, urls: Sequence[str]) -> dict[str, float]:
+        """The last success kept in each pruned page's checkpoint."""
+        ...
+
+    def observation_mark(self) -> int:
+        """A mark of the log's end, for :meth:`reported_since`."""
+        ...
+
+    def reported_since(self, mark: int) -> tuple[int, set[str]]:
+        """A new mark and the URLs reported since ``mark``."""
+        ...
+
+    def outside_writes(self) -> int | None:
+        """A counter of writes by other connections (None: not tracked)."""
+        ...
+
+    # -- leases
+
+    def claim(
+        self,
+        candidates: Sequence[tuple[str, str, str]],
+        *,
+        worker: str,
+        limit: int,
+        now: float,
+        ttl_s: float,
+        site_caps: dict[str, int] | None = None,
+        reported_since: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Lease up to ``limit`` of ``(url, site, reason)`` candidates not leased already."""
+        ...
+
+    def outstanding_leases(self, now: float) -> dict[str, int]:
+        """Live leases per site."""
+        ...
+
+    def leased_urls(self, now: float) -> set[str]:
+        """URLs under a live lease."""
+        ...
+
+    # -- sites, health, canaries
+
+    def site_controls(self) -> dict[str, dict[str, Any]]:
+        """Per site: paused, cost multiplier, concurrency cap, band."""
+        ...
+
+    def set_site_controls(
+        self,
+        site: str,
+        *,
+        now: float,
+        paused: bool | None = None,
+        cost_multiplier: float | None = None,
+        concurrency_cap: int | None = None,
+        band: str | None = None,
+        event: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Change a site's controls (None: unchanged), with an event."""
+        ...
+
+    def site_events(self, site: str | None = None) -> list[dict[str, Any]]:
+        """Pauses, resumes and band changes, oldest first."""
+        ...
+
+    def record_health(
+        self, at: float, reports: Sequence[dict[str, Any]], states: dict[str, Any]
+    ) -> None:
+        """Keep one health evaluation (reports per site) and the scorer's states."""
+        ...
+
+    def health_states(self) -> dict[str, tuple[float, Any]]:
+        """The scorer's latest state per site."""
+        ...
+
+    def health_history(
+        self, site: str | None = None, since: float = 0.0, until: float = float("inf")
+    ) -> list[tuple[float, dict[str, Any]]]:
+        """Kept health reports, oldest first."""
+        ...
+
+    def canaries(self) -> list[dict[str, Any]]:
+        """Declared canaries."""
+        ...
+
+    def add_canary(
+        self, url: str, site: str, expect: dict[str, str], every_s: float, now: float
+    ) -> None:
+        """Declare (or replace) a canary."""
+        ...
+
+    # -- validators and hints
+
+    def validators(self, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """The ETag and Last-Modified to send with each of ``urls``."""
+        ...
+
+    def sites_without_validators(self) -> set[str]:
+        """Sites whose validators were turned off."""
+        ...
+
+    def set_validators(self, site: str, on: bool, *, now: float, detail: str) -> bool:
+        """Turn a site's conditional requests on or off; returns whether it changed."""
+        ...
+
+    def hints_version(self) -> int:
+        """A number that grows whenever hints are stored."""
+        ...
+
+    def hint_state(self) -> HintRows:
+        """The latest hint per page and source."""
+        ...
+
+    def hint_log(
+        self, lastmod_after: float = -math.inf, *, first_seen_after: float = -math.inf
+    ) -> HintRows:
+        """Every distinct ``lastmod`` per page and source, with when it was first seen."""
+        ...
+
+    def hint_sources(self) -> list[dict[str, Any]]:
+        """Per site and source: pages listed, when last read."""
+        ...
+
+    def hint_verdict(self) -> str | None:
+        """The kept hint-trust verdict (JSON), None when there is none."""
+        ...
+
+    def set_hint_verdict(self, value: str) -> None:
+        """Keep a planner's judgement of the hint sources (JSON)."""
         ...

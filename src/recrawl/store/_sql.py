@@ -20,7 +20,6 @@ import secrets
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import attrgetter, itemgetter
@@ -51,7 +50,7 @@ from recrawl.records.pages import (
     page_from_row,
     page_row,
 )
-from recrawl.store._protocol import GroupTotals, HintResult
+from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
 
 __all__ = ["SQLStore", "SQLWrite"]
 
@@ -267,51 +266,6 @@ _CONTENT_SQL: Final = ", ".join(f"'{o}'" for o in sorted(CONTENT_OUTCOMES))
 _FAR_FUTURE: Final = (
     1e300  # an unbounded ``until`` in SQL (a parameter cannot be inf on every backend)
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ContentHistory:
-    """What :meth:`SQLStore.content_history` reads: one entry per content
-    fetch (``page`` ids, unix seconds, what it found, whether it was answered
-    304 and whether a fetch in the window carried validators), the URL of
-    every page id listed, and the checkpoint state ``(last_ok, ev_nc, ev_tc,
-    ev_nu, ev_tu)`` of those pruned."""
-
-    page: NDArray[np.int64]
-    fetched_at: NDArray[np.float64]
-    kind: NDArray[np.int64]
-    """0: found no change (``unchanged``, ``not_modified``), 1: ``changed``, 2: ``new``."""
-    not_modified: NDArray[np.bool_]
-    conditional: NDArray[np.bool_]
-    urls: dict[int, str]
-    checkpoints: dict[int, tuple[float, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class HintRows:
-    """Hints as columns, one entry per row, in page, source (and ``lastmod``) order.
-
-    ``page``: page ids (as :meth:`SQLStore.page_columns` gives them in ``id``);
-    ``source``: indexes into ``sources``; ``lastmod``, ``first_seen``,
-    ``last_seen``, ``lastmod_seen``: unix seconds. From
-    :meth:`SQLStore.hint_state`, one row per page and source: the latest
-    ``lastmod``, when the source first and last listed the page, and when it
-    first gave the page that ``lastmod`` (its ``first_seen`` in the log). From
-    :meth:`SQLStore.hint_log`, one row per distinct ``lastmod`` with when it
-    was first seen (``last_seen`` and ``lastmod_seen`` are NaN: not kept per
-    ``lastmod``).
-    """
-
-    page: NDArray[np.int64]
-    source: NDArray[np.int64]
-    sources: list[str]
-    lastmod: NDArray[np.float64]
-    first_seen: NDArray[np.float64]
-    last_seen: NDArray[np.float64]
-    lastmod_seen: NDArray[np.float64]
-
-    def __len__(self) -> int:
-        return len(self.page)
 
 
 def _hint_rows(cur: Any, width: int) -> HintRows:

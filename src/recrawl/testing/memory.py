@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -128,7 +128,14 @@ class MemoryStore:
                 st.pages[st.top_id] = PageState(u, site, ptype, value=value, first_seen=now)
         return len(new)
 
-    def ingest_hints(self, hints: Iterable[Hint], *, add_urls: bool = False) -> HintResult:
+    def ingest_hints(
+        self,
+        hints: Iterable[Hint],
+        *,
+        add_urls: bool = False,
+        batch_size: int = 50_000,
+        on_batch: Callable[[HintResult], None] | None = None,
+    ) -> HintResult:
         res = HintResult()
         batch = list(hints)
         with self.writing():
@@ -194,6 +201,8 @@ class MemoryStore:
                     st.hints[k] = [s[0], s[1], s[2], s[4]]
             for lk, t in log.items():
                 st.hint_log[lk] = min(t, st.hint_log.get(lk, t))
+        if on_batch is not None:
+            on_batch(res)
         return res
 
     def set_hint_verdict(self, value: str) -> None:

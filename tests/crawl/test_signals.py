@@ -339,19 +339,25 @@ def test_a_summary_move_is_dated_by_the_fetch_between_two_reads() -> None:
         asyncio.run(reader.listing(url, "shop", "category", _page(prices), t))
         return {h.url.rsplit("/", 1)[1]: h.lastmod for h in hints}
 
-    assert read(0.0, {1: "5", 2: "5", 3: "5"}) == {}  # first sighting: nothing to say yet
-    for i in (1, 2, 3):
-        reader.fetched(f"https://shop.example/p/{i}", 100.0, {"price": "5"})
+    five = dict.fromkeys(range(1, 5), "5")
+    assert read(0.0, five) == {}  # first sighting: nothing to say yet
+    for i in range(1, 5):
+        reader.fetched(f"https://shop.example/p/{i}", 100.0, {"price": "5"}, digest="a")
     # unchanged summaries, the items fetched since: vouched for, as of their first sighting
-    assert read(200.0, {1: "5", 2: "5", 3: "5"}) == {"1": 0.0, "2": 0.0, "3": 0.0}
-    reader.fetched("https://shop.example/p/1", 250.0, {"price": "6"})  # saw the new price
-    reader.fetched("https://shop.example/p/2", 250.0, {"price": "5"})  # changed after
-    reader.fetched("https://shop.example/p/3", 250.0, {"name": "x"})  # cannot tell
+    assert read(200.0, five) == {"1": 0.0, "2": 0.0, "3": 0.0, "4": 0.0}
+    page = "https://shop.example/p/"
+    reader.fetched(page + "1", 250.0, {"price": "6"}, digest="b")  # saw the new price
+    reader.fetched(page + "2", 250.0, {"price": "5"}, digest="a")  # changed after
+    reader.fetched(page + "3", 250.0, {"name": "x"}, digest="c")  # cannot tell
+    reader.fetched(page + "4", 250.0, {"name": "x"}, digest="c")  # cannot tell
     # moved: /p/1 changed before its fetch (the hint dates it then: no false
-    # change), /p/2 after it (a change since the fetch), /p/3 says nothing yet
-    assert read(300.0, {1: "6", 2: "6", 3: "6"}) == {"1": 250.0, "2": 300.0}
-    reader.fetched("https://shop.example/p/3", 350.0, {"name": "x"})
-    assert read(400.0, {1: "6", 2: "6", 3: "6"}) == {"1": 250.0, "2": 300.0, "3": 300.0}
+    # change), /p/2 after it (a change since the fetch), /p/3 and /p/4 say
+    # nothing until their next fetch tells
+    six = dict.fromkeys(range(1, 5), "6")
+    assert read(300.0, six) == {"1": 250.0, "2": 300.0}
+    reader.fetched(page + "3", 350.0, {"name": "x"}, digest="d")  # changed since: after
+    reader.fetched(page + "4", 350.0)  # a 304: the same as at 250, so before
+    assert read(400.0, six) == {"1": 250.0, "2": 300.0, "3": 300.0, "4": 250.0}
 
 
 def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:

@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import json
 import logging
 import math
 import time
@@ -915,7 +916,7 @@ class Crawler:
         # a challenge page, or a page with none of its fields, paces the site as
         # a refusal would
         status = 403 if challenged else res.status
-        await self._signals_of(task, res, challenged, record)
+        await self._signals_of(task, res, challenged, raw)
         gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
         await self._watch(
@@ -926,17 +927,21 @@ class Crawler:
             await self._flush(wait=False)
 
     async def _signals_of(
-        self, task: CrawlTask, res: FetchResult, challenged: bool, record: Any
+        self, task: CrawlTask, res: FetchResult, challenged: bool, raw: Mapping[str, Any]
     ) -> None:
         """What a fetch tells the signal reader: an item fetched (at its start,
-        the time the store keeps, with its record), a listing read."""
+        the time the store keeps, with its record and a digest of it, or of the
+        body without one: what the store compares), a listing read."""
         ok = res.status is not None and 200 <= res.status < 300 and res.error is None
         if res.status == 304:
-            self.signals.fetched(task.url, res.started_at)  # the record is as last fetched
+            self.signals.fetched(task.url, res.started_at)  # as last fetched
         elif ok and not challenged:
-            self.signals.fetched(
-                task.url, res.started_at, record if isinstance(record, dict) else None
-            )
+            record = raw.get("record")
+            if isinstance(record, dict):
+                digest = json.dumps(record, sort_keys=True, default=str)
+                self.signals.fetched(task.url, res.started_at, record, digest=digest)
+            else:
+                self.signals.fetched(task.url, res.started_at, {}, digest=raw.get("record_hash"))
         if ok and not challenged and task.page_type in self.signals.listing_rules:
             try:
                 await self.signals.listing(

@@ -213,7 +213,9 @@ class _Item:
     a hint may say so (``changed``: it changed under the crawl's eyes), when a
     listing first and last (``seen``) showed it, its summary moves, and when
     this crawl last fetched the item itself (``fetched``, the fetch's start)
-    with what the fetch's record showed of the summary's fields."""
+    with what the fetch's record showed of the summary's fields and a digest
+    of its content; ``unsure``: a move the last fetch could not date (the
+    read's time, the fetch's, its digest), dated by the next fetch."""
 
     summary: str
     since: float
@@ -223,6 +225,8 @@ class _Item:
     fetched: float | None = None
     record: dict[str, str] | None = None
     moves: int = 0
+    digest: str | None = None
+    unsure: tuple[float, float, str | None] | None = None
 
 
 @dataclass
@@ -366,15 +370,32 @@ class SignalReader:
 
     # -- listing pages -----------------------------------------------------
 
-    def fetched(self, url: str, now: float, record: Mapping[str, Any] | None = None) -> None:
+    def fetched(
+        self,
+        url: str,
+        now: float,
+        record: Mapping[str, Any] | None = None,
+        *,
+        digest: str | None = None,
+    ) -> None:
         """This crawl fetched ``url`` at ``now`` (its start: the time the store
-        keeps), its ``record`` the fields extracted (None: as at the last fetch,
-        a 304); kept for items a listing shows."""
+        keeps), its ``record`` the fields extracted and ``digest`` its content's
+        (both None: as at the last fetch, a 304); kept for items a listing
+        shows. A summary move the last fetch could not date is dated now: the
+        content changed since that fetch, after it; the same, before it."""
         item = self._items.get(url)
-        if item is not None:
-            item.fetched = now
-            if record is not None:
-                item.record = {k: str(v) for k, v in record.items() if v is not None and v != []}
+        if item is None:
+            return
+        item.fetched = now
+        if record is not None:
+            item.record = {k: str(v) for k, v in record.items() if v is not None and v != []}
+        new = item.digest if record is None and digest is None else digest
+        if item.unsure is not None:
+            read, before, old = item.unsure
+            if new is not None and old is not None and now >= read:
+                item.since, item.changed = (read if new != old else before), True
+            item.unsure = None
+        item.digest = new
 
     async def listing(
         self,
@@ -399,8 +420,9 @@ class SignalReader:
         tells which where it has the summary's fields (the same values: before,
         the hint's ``lastmod`` is the fetch; other values: after); without, the
         item gets no hint until it is fetched again (either ``lastmod`` would
-        be a guess, and a wrong one a false vouch or a wasted fetch). Items
-        new to the crawl and the next page are registered."""
+        be a guess, and a wrong one a false vouch or a wasted fetch), when the
+        next fetch's content, against that fetch's, tells (:meth:`fetched`).
+        Items new to the crawl and the next page are registered."""
         rule = self.listing_rules[page_type]
         items, nxt = self._listings[page_type].read(body, url)
         origin = site_root(url)
@@ -430,11 +452,11 @@ class SignalReader:
                 if f is not None and mem.seen < f <= now:  # fetched since the last sighting
                     before = _same(it.summary, mem.record)
                     if before is None:  # cannot tell: silent until the next fetch
-                        mem.since, mem.changed = now, False
+                        mem.since, mem.changed, mem.unsure = now, False, (now, f, mem.digest)
                     else:
-                        mem.since, mem.changed = (f if before else now), True
+                        mem.since, mem.changed, mem.unsure = (f if before else now), True, None
                 else:
-                    mem.since, mem.changed = now, True
+                    mem.since, mem.changed, mem.unsure = now, True, None
             mem.seen = max(mem.seen, now)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))

@@ -1,30 +1,40 @@
-"""An in-memory store: the :class:`~recrawl.store.Store` protocol in plain Python.
+"""An in-memory store: the :class:`~recrawl.store.EngineStore` protocol in plain Python.
 
 :class:`MemoryStore` keeps pages, the observation log, checkpoints, hints,
-canaries and buckets in dictionaries, with no SQL. It exists to test against
-(a store that starts empty in microseconds and that a test can read directly)
-and to prove the protocol is the whole contract: the ingest pipeline
-(:func:`recrawl.engine.pipeline.store_batch`) and the prune run on it unchanged,
-and ``tests/store/test_store_contract.py`` runs the same cases on it, SQLite
-and PostgreSQL. A write transaction works on the live state after a copy of
-it, put back if the block raises. Not for production: nothing is persisted,
-and every transaction copies the whole state.
+canaries, leases, site controls, health history and buckets in dictionaries,
+with no SQL. It exists to test against (a store that starts empty in
+microseconds and that a test can read directly) and to prove the protocol is
+the whole contract: the ingest pipeline (:func:`recrawl.engine.pipeline.store_batch`),
+the prune and an :class:`~recrawl.engine.Engine` run on it unchanged, and
+``tests/store/test_store_contract.py`` runs the same cases on it, SQLite and
+PostgreSQL. A write transaction works on the live state after a copy of each
+table, put back if the block raises. Not for production: nothing is
+persisted, and every transaction copies every table (not their rows).
+
+>>> from recrawl import Engine
+>>> from recrawl.testing.memory import MemoryStore
+>>> engine = Engine(MemoryStore())
+>>> engine.ingest_lines(['{"url": "https://a.example/", "fetched_at": 1767225600, "status": 200}']).stored
+1
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
+import secrets
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
 import numpy as np
+import orjson
 from numpy.typing import NDArray
 
-from recrawl.observe.batch import CANARY_CODES, ObservationColumns
+from recrawl.observe.batch import CANARY_CODES, LOG_FIELDS, ObservationColumns
 from recrawl.observe.observation import Observation, host_of
 from recrawl.observe.sitemaps import Hint
 from recrawl.records.buckets import (
@@ -42,7 +52,7 @@ from recrawl.records.pages import (
     page_from_row,
     page_row,
 )
-from recrawl.store import GroupTotals, HintResult
+from recrawl.store import ContentHistory, GroupTotals, HintResult, HintRows
 
 __all__ = ["MemoryStore"]
 
@@ -54,6 +64,8 @@ _N, _O, _BS, _BR, _CR, _RE, _COK, _CMM = 0, 1, 1 + _K, 2 + _K, 3 + _K, 4 + _K, 5
 _H: Final = 7 + _K
 _FF: Final = _H + LATENCY_BINS
 _WIDTH: Final = _FF + 1
+_CONTENT: Final = {"changed": 1, "new": 2, "not_modified": 3, "unchanged": 0}
+_CONDITIONAL_AT: Final = LOG_FIELDS.index("conditional")
 
 BucketKey = tuple[str, str, str, int]  # site, page type, route, start
 
@@ -69,19 +81,49 @@ class _State:
     # seq -> [key, page, fetched_at, outcome, fixed, rest]
     log: dict[int, list[Any]] = field(default_factory=dict)
     checkpoints: dict[int, tuple[Any, ...]] = field(default_factory=dict)
-    leases: dict[str, str] = field(default_factory=dict)  # lease id -> url
+    # url -> (lease id, worker, site, reason, leased at, expires at)
+    leases: dict[str, tuple[str, str, str, str, float, float]] = field(default_factory=dict)
     # (page, source) -> [lastmod, first_seen, last_seen, lastmod_seen]
     hints: dict[tuple[int, str], list[float]] = field(default_factory=dict)
     # (page, source, lastmod) -> first seen
     hint_log: dict[tuple[int, str, float], float] = field(default_factory=dict)
-    canaries: dict[str, dict[str, str]] = field(default_factory=dict)
+    # url -> {"site", "expect", "every_s", "added_at"}
+    canaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sites: dict[str, dict[str, Any]] = field(default_factory=dict)
+    site_events: list[tuple[str, float, str, str | None]] = field(default_factory=list)
+    health_history: dict[tuple[str, float], str] = field(default_factory=dict)
+    health_state: dict[str, tuple[float, str]] = field(default_factory=dict)
+    validators_off: set[str] = field(default_factory=set)
     buckets: dict[BucketKey, NDArray[np.float64]] = field(default_factory=dict)
     daily: dict[BucketKey, NDArray[np.float64]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def _count(st: _State, key: str) -> None:
+    st.meta[key] = st.meta.get(key, 0) + 1
+
+
+def _hint_rows(rows: list[tuple[Any, ...]], width: int) -> HintRows:
+    code: dict[str, int] = {}
+    n = len(rows)
+    nan = np.full(n, np.nan)
+
+    def col(j: int) -> NDArray[np.float64]:
+        return np.array([r[j] for r in rows], dtype=np.float64) if j < width else nan.copy()
+
+    return HintRows(
+        page=np.array([r[0] for r in rows], dtype=np.int64),
+        source=np.array([code.setdefault(r[1], len(code)) for r in rows], dtype=np.int64),
+        sources=list(code),
+        lastmod=col(2),
+        first_seen=col(3),
+        last_seen=col(4),
+        lastmod_seen=col(5),
+    )
+
+
 class MemoryStore:
-    """The :class:`~recrawl.store.Store` protocol in memory (see the module)."""
+    """The :class:`~recrawl.store.EngineStore` protocol in memory (see the module)."""
 
     path = ":memory:"
 
@@ -94,9 +136,14 @@ class MemoryStore:
 
     @contextmanager
     def writing(self) -> Iterator[MemoryWrite]:
-        """One transaction: the state is put back as it was if the block raises."""
+        """One transaction: the state is put back as it was if the block raises.
+
+        Writes replace what they change (a page, a log row, a bucket) rather
+        than change it in place, so a copy of each table (not of its rows)
+        is the snapshot."""
         with self._lock:
-            saved = copy.deepcopy(self._st)
+            st = self._st
+            saved = _State(**{f.name: copy.copy(getattr(st, f.name)) for f in fields(_State)})
             try:
                 yield MemoryWrite(self, self._st)
             except BaseException:
@@ -119,13 +166,13 @@ class MemoryStore:
                 del new[u]
                 page = st.pages[pid]
                 if page.gone or pid in st.moved_to:  # wanted again: revived, history kept
-                    page.gone = False
-                    page.fails = 0
+                    st.pages[pid] = replace(page, gone=False, fails=0)
                     st.moved_to.pop(pid, None)
             for u, site, ptype, value in new.values():
                 st.top_id += 1
                 st.ids[u] = st.top_id
                 st.pages[st.top_id] = PageState(u, site, ptype, value=value, first_seen=now)
+            _count(st, "urls_version")
         return len(new)
 
     def ingest_hints(
@@ -150,6 +197,8 @@ class MemoryStore:
                     st.ids[u] = st.top_id
                     st.pages[st.top_id] = PageState(u, host_of(u), "page", first_seen=t)
                 res.added_urls = len(first)
+                if first:
+                    _count(st, "urls_version")
             # each (page, source): [lastmod, first_seen, last_seen, 0 as read | 1 changed | 2 new, lastmod_seen]
             state: dict[tuple[int, str], list[float]] = {
                 k: [v[0], v[1], v[2], 0, v[3]] for k, v in st.hints.items()
@@ -199,16 +248,13 @@ class MemoryStore:
             for k, s in state.items():
                 if s[3]:
                     st.hints[k] = [s[0], s[1], s[2], s[4]]
+            if any(s[3] for s in state.values()):
+                _count(st, "hints_version")
             for lk, t in log.items():
                 st.hint_log[lk] = min(t, st.hint_log.get(lk, t))
         if on_batch is not None:
             on_batch(res)
         return res
-
-    def set_hint_verdict(self, value: str) -> None:
-        """Keep a planner's judgement of the hint sources (JSON)."""
-        with self._lock:
-            self._st.meta["hint_verdict"] = value
 
     def add_canary(
         self, url: str, site: str, expect: dict[str, str], every_s: float, now: float
@@ -216,7 +262,9 @@ class MemoryStore:
         """Declare (or replace) a canary: ``url`` must carry ``expect``."""
         with self.writing():
             st = self._st
-            st.canaries[url] = dict(expect)
+            st.canaries[url] = {
+                "site": site, "expect": dict(expect), "every_s": every_s, "added_at": now
+            }  # fmt: skip
             if url not in st.ids:
                 st.top_id += 1
                 st.ids[url] = st.top_id
@@ -229,8 +277,10 @@ class MemoryStore:
             for url, value in dict(rows).items():
                 pid = st.ids.get(url)
                 if pid is not None and st.pages[pid].value != value:
-                    st.pages[pid].value = value
+                    st.pages[pid] = replace(st.pages[pid], value=value)
                     changed += 1
+            if changed:
+                _count(st, "urls_version")
         return changed
 
     def remove_urls(self, urls: Sequence[str]) -> int:
@@ -243,9 +293,12 @@ class MemoryStore:
                 st.checkpoints.pop(pid, None)
                 st.canaries.pop(url, None)
             st.log = {q: r for q, r in st.log.items() if r[1] not in gone}
-            st.leases = {k: u for k, u in st.leases.items() if u in st.ids}
+            st.leases = {u: v for u, v in st.leases.items() if u in st.ids}
             st.hints = {k: v for k, v in st.hints.items() if k[0] not in gone}
             st.hint_log = {k: v for k, v in st.hint_log.items() if k[0] not in gone}
+            if gone:
+                for key in ("hints_version", "urls_version"):
+                    _count(st, key)
         return len(gone)
 
     # -- reading -----------------------------------------------------------------------------
@@ -306,6 +359,288 @@ class MemoryStore:
             canary_mismatch=mat[:, _CMM],
             latency=mat[:, _H:_FF],
         )
+
+    # -- what the engine reads and writes besides ------------------------------------------
+
+    def set_durability(self, durability: Any) -> None:
+        """Nothing is durable here."""
+
+    def version(self) -> int:
+        return self._st.seq * 1_000_003 + int(self._st.meta.get("urls_version", 0))
+
+    def page_columns(self) -> dict[str, Any]:
+        st = self._st
+        rows = sorted(st.pages.items(), key=lambda kv: kv[1].url)
+        nan = math.nan
+
+        def f(v: float | None) -> float:
+            return nan if v is None else float(v)
+
+        cols: dict[str, Any] = {
+            "id": np.array([pid for pid, _ in rows], dtype=np.int64),
+            "url": [p.url for _, p in rows],
+            "site": [p.site for _, p in rows],
+            "page_type": [p.page_type for _, p in rows],
+        }
+        for name in ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu",
+                     "ev_tu", "nutch_interval", "avg_bytes"):  # fmt: skip
+            cols[name] = np.array([f(getattr(p, name)) for _, p in rows], dtype=np.float64)
+        cols["gone"] = np.array([bool(p.gone) for _, p in rows], dtype=bool)
+        cols["fails"] = np.array([p.fails for _, p in rows], dtype=np.int64)
+        cols["moved"] = np.array([pid in st.moved_to for pid, _ in rows], dtype=bool)
+        return cols
+
+    def sites(self) -> list[str]:
+        return sorted({p.site for p in self._st.pages.values()})
+
+    def content_history(self, since: float, until: float = math.inf) -> ContentHistory:
+        st = self._st
+        content = [(q, r) for q, r in st.log.items() if r[3] in _CONTENT and r[2] < until]
+        recent = {r[1] for _, r in content if r[2] >= since}
+        rows = sorted((r[1], r[2], q, r) for q, r in content if r[1] in recent)
+        code = np.array([_CONTENT[r[3]] for *_, r in rows], dtype=np.int64)
+        checkpoints: dict[int, tuple[float, ...]] = {}
+        at = 2 + MUTABLE_FIELDS.index("last_ok")
+        ev = [2 + MUTABLE_FIELDS.index(n) for n in ("ev_nc", "ev_tc", "ev_nu", "ev_tu")]
+        for pid in recent:
+            cp = st.checkpoints.get(pid)
+            if cp is not None:
+                lo = math.nan if cp[at] is None else float(cp[at])
+                checkpoints[pid] = (lo, *(float(cp[i]) for i in ev))
+        return ContentHistory(
+            page=np.array([p for p, *_ in rows], dtype=np.int64),
+            fetched_at=np.array([t for _, t, *_ in rows], dtype=np.float64),
+            kind=np.where(code == 3, 0, code),
+            not_modified=code == 3,
+            conditional=np.array(
+                [t >= since and orjson.loads(r[5])[_CONDITIONAL_AT] is True for _, t, _, r in rows],
+                dtype=bool,
+            ),
+            urls={pid: st.pages[pid].url for pid in recent if pid in st.pages},
+            checkpoints=checkpoints,
+        )
+
+    def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:
+        return {u: self.outcomes(u) for u in urls}
+
+    def pruned_last_success(self, urls: Sequence[str]) -> dict[str, float]:
+        st = self._st
+        at = 2 + MUTABLE_FIELDS.index("last_ok")
+        out = {}
+        for u in urls:
+            cp = st.checkpoints.get(st.ids.get(u, -1))
+            if cp is not None and cp[at] is not None:
+                out[u] = float(cp[at])
+        return out
+
+    def observation_mark(self) -> int:
+        return max(self._st.log, default=0)
+
+    def reported_since(self, mark: int) -> tuple[int, set[str]]:
+        st = self._st
+        new = [(q, r[1]) for q, r in st.log.items() if q > mark]
+        return max((q for q, _ in new), default=mark), {
+            st.pages[p].url for _, p in new if p in st.pages
+        }
+
+    def outside_writes(self) -> int | None:
+        return None
+
+    def claim(
+        self,
+        candidates: Sequence[tuple[str, str, str]],
+        *,
+        worker: str,
+        limit: int,
+        now: float,
+        ttl_s: float,
+        site_caps: dict[str, int] | None = None,
+        reported_since: int | None = None,
+    ) -> list[dict[str, Any]]:
+        caps = site_caps or {}
+        out: list[dict[str, Any]] = []
+        with self.writing():
+            st = self._st
+            st.leases = {u: v for u, v in st.leases.items() if v[5] > now}
+            held = set(st.leases)
+            if reported_since is not None:
+                held |= self.reported_since(reported_since)[1]
+            per_site: dict[str, int] = {}
+            for v in st.leases.values():
+                per_site[v[2]] = per_site.get(v[2], 0) + 1
+            for url, site, reason in candidates:
+                if len(out) >= limit:
+                    break
+                if url in held:
+                    continue
+                cap = caps.get(site)
+                if cap is not None and per_site.get(site, 0) >= cap:
+                    continue
+                lease_id = secrets.token_urlsafe(12)
+                held.add(url)
+                per_site[site] = per_site.get(site, 0) + 1
+                st.leases[url] = (lease_id, worker, site, reason, now, now + ttl_s)
+                out.append(
+                    {"lease_id": lease_id, "url": url, "site": site, "reason": reason,
+                     "expires_at": now + ttl_s}
+                )  # fmt: skip
+        return out
+
+    def outstanding_leases(self, now: float) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in self._st.leases.values():
+            if v[5] > now:
+                out[v[2]] = out.get(v[2], 0) + 1
+        return out
+
+    def leased_urls(self, now: float) -> set[str]:
+        return {u for u, v in self._st.leases.items() if v[5] > now}
+
+    def site_controls(self) -> dict[str, dict[str, Any]]:
+        off = self._st.validators_off
+        return {s: dict(c) | {"validators": s not in off} for s, c in self._st.sites.items()}
+
+    def _site(self, site: str) -> dict[str, Any]:
+        return self._st.sites.setdefault(
+            site, {"paused": False, "cost_multiplier": 1.0, "concurrency_cap": None,
+                   "band": "unknown"}
+        )  # fmt: skip
+
+    def set_site_controls(
+        self,
+        site: str,
+        *,
+        now: float,
+        paused: bool | None = None,
+        cost_multiplier: float | None = None,
+        concurrency_cap: int | None = None,
+        band: str | None = None,
+        event: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        with self.writing():
+            c = dict(self._site(site))
+            self._st.sites[site] = c
+            if paused is not None:
+                c["paused"] = bool(paused)
+            if cost_multiplier is not None:
+                c["cost_multiplier"] = cost_multiplier
+            c["concurrency_cap"] = concurrency_cap
+            if band is not None:
+                c["band"] = band
+            if event is not None:
+                self._st.site_events.append((site, now, event, detail))
+
+    def site_events(self, site: str | None = None) -> list[dict[str, Any]]:
+        rows = [
+            (a, i, s, k, d)
+            for i, (s, a, k, d) in enumerate(self._st.site_events)
+            if site is None or s == site
+        ]
+        return [{"site": s, "at": a, "kind": k, "detail": d} for a, _, s, k, d in sorted(rows)]
+
+    def record_health(
+        self, at: float, reports: Sequence[dict[str, Any]], states: dict[str, Any]
+    ) -> None:
+        with self.writing():
+            st = self._st
+            for r in reports:
+                st.health_history[(r["site"], at)] = json.dumps(r)
+            for site, state in states.items():
+                st.health_state[site] = (at, json.dumps(state))
+
+    def health_states(self) -> dict[str, tuple[float, Any]]:
+        return {s: (a, json.loads(v)) for s, (a, v) in self._st.health_state.items()}
+
+    def health_history(
+        self, site: str | None = None, since: float = 0.0, until: float = float("inf")
+    ) -> list[tuple[float, dict[str, Any]]]:
+        rows = sorted(
+            (a, s, r)
+            for (s, a), r in self._st.health_history.items()
+            if since <= a <= until and (site is None or s == site)
+        )
+        return [(a, json.loads(r)) for a, _, r in rows]
+
+    def canaries(self) -> list[dict[str, Any]]:
+        st = self._st
+        out = []
+        for url, c in sorted(st.canaries.items(), key=lambda kv: (kv[1]["site"], kv[0])):
+            pid = st.ids.get(url)
+            out.append(
+                {"url": url, "site": c["site"], "expect": dict(c["expect"]),
+                 "every_s": c["every_s"], "added_at": c["added_at"],
+                 "last_fetch": None if pid is None else st.pages[pid].last_fetch}
+            )  # fmt: skip
+        return out
+
+    def validators(self, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        st = self._st
+        out: dict[str, tuple[str | None, str | None]] = {}
+        for u in urls:
+            pid = st.ids.get(u)
+            if pid is not None:
+                p = st.pages[pid]
+                out[u] = (None, None) if p.site in st.validators_off else (p.etag, p.last_modified)
+        return out
+
+    def sites_without_validators(self) -> set[str]:
+        return set(self._st.validators_off)
+
+    def set_validators(self, site: str, on: bool, *, now: float, detail: str) -> bool:
+        st = self._st
+        if (site not in st.validators_off) == on:
+            return False
+        with self.writing():
+            self._site(site)
+            if on:
+                st.validators_off.discard(site)
+            else:
+                st.validators_off.add(site)
+            st.site_events.append((site, now, "validators_on" if on else "validators_off", detail))
+        return True
+
+    def hints_version(self) -> int:
+        return int(self._st.meta.get("hints_version", 0))
+
+    def hint_state(self) -> HintRows:
+        rows = sorted((p, src, *v) for (p, src), v in self._st.hints.items())
+        return _hint_rows(rows, 6)
+
+    def hint_log(
+        self, lastmod_after: float = -math.inf, *, first_seen_after: float = -math.inf
+    ) -> HintRows:
+        rows = sorted(
+            (p, src, lm, fs)
+            for (p, src, lm), fs in self._st.hint_log.items()
+            if lm > lastmod_after and fs > first_seen_after
+        )
+        return _hint_rows(rows, 4)
+
+    def hint_sources(self) -> list[dict[str, Any]]:
+        per: dict[str, list[float]] = {}
+        for (_, src), v in self._st.hints.items():
+            g = per.setdefault(src, [0, math.inf, -math.inf])
+            g[0] += 1
+            g[1] = min(g[1], v[1])
+            g[2] = max(g[2], v[2])
+        logged: dict[str, int] = {}
+        for _, src, _ in self._st.hint_log:
+            logged[src] = logged.get(src, 0) + 1
+        return [
+            {"source": src, "pages": int(g[0]), "lastmods": logged.get(src, 0),
+             "first_seen": float(g[1]), "last_seen": float(g[2])}
+            for src, g in sorted(per.items())
+        ]  # fmt: skip
+
+    def hint_verdict(self) -> str | None:
+        verdict: str | None = self._st.meta.get("hint_verdict")
+        return verdict
+
+    def set_hint_verdict(self, value: str) -> None:
+        """Keep a planner's judgement of the hint sources (JSON)."""
+        with self._lock:
+            self._st.meta["hint_verdict"] = value
 
     def close(self) -> None:
         """Nothing to release."""
@@ -390,10 +725,11 @@ class MemoryWrite:
                 st.ids[state.url] = pid
 
     def update_page(self, page_id: int, page: PageState) -> None:
-        mine = self._st.pages[page_id]
+        mine = copy.copy(self._st.pages[page_id])
         for name in MUTABLE_FIELDS:
             setattr(mine, name, getattr(page, name))
         mine.gone = bool(page.gone)
+        self._st.pages[page_id] = mine
 
     def move_pages(self, moves: dict[int, tuple[str, int | None]]) -> None:
         st = self._st
@@ -407,10 +743,9 @@ class MemoryWrite:
             page = st.pages[pid]
             st.ids.pop(page.url, None)
             self.new_ids.pop(page.url, None)
-            page.url = target
+            redirect = status is not None and 300 <= status < 400
+            st.pages[pid] = replace(page, url=target, fails=0 if redirect else page.fails)
             st.ids[target] = self.new_ids[target] = pid
-            if status is not None and 300 <= status < 400:
-                page.fails = 0
 
     def pruned_until(self) -> float | None:
         until: float | None = self._st.meta.get("pruned_until")
@@ -429,8 +764,9 @@ class MemoryWrite:
             st.log[st.seq] = [key, page, t, outcome, fixed, rest]
 
     def release_leases(self, lease_ids: Sequence[str]) -> None:
-        for x in lease_ids:
-            self._st.leases.pop(x, None)
+        ended = set(lease_ids)
+        st = self._st
+        st.leases = {u: v for u, v in st.leases.items() if v[0] not in ended}
 
     def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
         cp = self._st.checkpoints.get(page_id)
@@ -445,8 +781,10 @@ class MemoryWrite:
         return sorted(rows, key=lambda r: (r[2], r[1]))
 
     def set_outcomes(self, fixes: Sequence[tuple[str, int]]) -> None:
+        log = self._st.log
         for outcome, q in fixes:
-            self._st.log[q][3] = outcome
+            row = log[q]
+            log[q] = [*row[:3], outcome, *row[4:]]
 
     def hint_verdict(self) -> str | None:
         verdict: str | None = self._st.meta.get("hint_verdict")
@@ -485,7 +823,7 @@ class MemoryWrite:
         return [(p, src, *v) for (p, src), v in got.items()]  # type: ignore[misc]
 
     def canaries(self) -> dict[str, dict[str, str]]:
-        return self._st.canaries
+        return {u: c["expect"] for u, c in self._st.canaries.items()}
 
     def add_to_buckets(
         self,

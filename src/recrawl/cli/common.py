@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
 import math
 import sys
@@ -127,6 +128,41 @@ class Rejections:
         err.print(
             escape(f"{self.count:,} {what} rejected{where} (by field: {fields})"), soft_wrap=True
         )
+
+
+#: What each extra of ``pyproject.toml`` brings, as imported (one import each suffices).
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "service": ("fastapi", "fastapi_offline", "uvicorn", "prometheus_client", "plotly"),
+    "postgres": ("psycopg",),
+    "cluster": ("dask.distributed", "pyarrow"),
+    "scrapy": ("scrapy",),
+}
+
+
+def missing_module(*modules: str) -> str | None:
+    """The name of the first module that ``modules`` cannot import (one of them,
+    or one it needs), None when all import."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            return exc.name or name
+    return None
+
+
+def extra_sentence(what: str, extra: str, missing: str) -> str:
+    """One sentence: ``what`` needs ``extra`` (``missing`` is not installed), and the pip line."""
+    return f"{what} needs the {extra} extra ({missing} is not installed): pip install 'recrawl[{extra}]'"
+
+
+def require_extra(what: str, extra: str, *modules: str) -> None:
+    """Exit 2 with one sentence on stderr naming ``extra`` unless ``modules``
+    (default: all of the extra's, :data:`EXTRAS`) import; ``what`` is the
+    command, ``recrawl report``. Call before the imports that need them."""
+    missing = missing_module(*(modules or EXTRAS[extra]))
+    if missing is not None:
+        err.print(f"[red]error:[/] {escape(extra_sentence(what, extra, missing))}", soft_wrap=True)
+        raise typer.Exit(2)
 
 
 def at_required(at: str, option: str = "--at") -> float:

@@ -37,9 +37,12 @@ from recrawl.cli.common import (
     at_time,
     cli_store,
     err,
+    extra_sentence,
     iso,
+    missing_module,
     out,
     print_json,
+    require_extra,
 )
 from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
@@ -1325,7 +1328,7 @@ def demo(
 
     Where the money goes, what to fetch next, what freshness costs, whether the
     change model is calibrated, how policies compare on real change histories, a site pushing back, and the dashboard
-    (report.html)."""
+    (report.html; it needs the service extra, the rest runs without)."""
     for suffix in ("", "-wal", "-shm"):
         Path(db + suffix).unlink(missing_ok=True)
     settings = load_settings(data_file("demo.toml"))
@@ -1379,6 +1382,23 @@ def demo(
         _demo_closed_loop(crawl_days)
     out.rule("[b]recrawl demo[/]: three sites, three weeks; one starts pushing back")
     end = _demo_health(db, settings)
+    _demo_dashboard(db, settings, end)
+
+
+def _demo_dashboard(db: str, settings: Settings, end: float) -> None:
+    """The demo's last step: report.html as of ``end``, or, without plotly, one
+    sentence naming the extra (every other step has run: the demo exits 0)."""
+    missing = missing_module("plotly")
+    if missing is not None:
+        out.print(
+            escape(
+                extra_sentence("The dashboard (report.html)", "service", missing)
+                + f", then `recrawl report --db {db} --out report.html` writes it; "
+                "every other step of the demo ran."
+            ),
+            soft_wrap=True,
+        )
+        return
     from recrawl.report.dashboard import render_report
 
     with cli_store(db, settings) as store:
@@ -1587,15 +1607,14 @@ def serve(
     port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8470,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Serve the HTTP API (/v1, OpenAPI at /docs), /metrics and the dashboard at /."""
-    try:
-        import uvicorn
+    """Serve the HTTP API (/v1, OpenAPI at /docs), /metrics and the dashboard at /.
 
-        from recrawl.service import create_app
-    except ImportError as exc:
-        raise typer.BadParameter(
-            f"the service needs its extra: pip install 'recrawl[service]' ({exc.name} missing)"
-        ) from None
+    Needs the service extra."""
+    require_extra("recrawl serve", "service")
+    import uvicorn
+
+    from recrawl.service import create_app
+
     settings = load_settings(config)
     application = create_app(cli_store(db, settings), settings)
     err.print(f"recrawl serving on http://{host}:{port} (store {db or default_db()})")
@@ -1623,7 +1642,10 @@ def report(
         bool, typer.Option(help="One file with plotly.js inside, not plotly.min.js beside it.")
     ] = False,
 ) -> None:
-    """Write the dashboard as an HTML file with plotly.min.js beside it (works offline)."""
+    """Write the dashboard as an HTML file with plotly.min.js beside it (works offline).
+
+    Needs the service extra (plotly)."""
+    require_extra("recrawl report", "service", "plotly")
     from recrawl.report.dashboard import write_report
     from recrawl.report.window import parse_time
 

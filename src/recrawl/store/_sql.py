@@ -2095,24 +2095,40 @@ class SQLStore:
         failed fetches, int64 array); ``gone`` and ``moved`` (retired by a
         permanent redirect to another page) (bool arrays).
         """
+        urls: list[str] = []
+        sites: list[str] = []
+        types: list[str] = []
+        ids: list[NDArray[np.int64]] = []
+        nums: list[NDArray[np.float64]] = []
+        # one copy of each site and page type string, not one per page
+        site_of: dict[str, str] = {}
+        type_of: dict[str, str] = {}
         with self._lock:
-            rows = self._db.execute(
+            cur = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
                 "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
                 "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id FROM pages ORDER BY url"
-            ).fetchall()
+            )
+            # in chunks: the rows as Python tuples cost about 1 KB a page at once
+            while rows := cur.fetchmany(50_000):
+                n = len(rows)
+                urls.extend(r[0] for r in rows)
+                sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
+                types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
+                ids.append(np.fromiter((r[16] for r in rows), np.int64, n))
+                nums.append(np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13))
+        num = np.concatenate(nums) if nums else np.zeros((0, 13))
         cols: dict[str, Any] = {
-            "id": np.fromiter((r[16] for r in rows), np.int64, len(rows)),
-            "url": [r[0] for r in rows],
-            "site": [r[1] for r in rows],
-            "page_type": [r[2] for r in rows],
+            "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
+            "url": urls,
+            "site": sites,
+            "page_type": types,
         }
-        num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(len(rows), 13)
         for i, name in enumerate(
             ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
              "nutch_interval", "avg_bytes")
         ):  # fmt: skip
-            cols[name] = num[:, i]
+            cols[name] = np.ascontiguousarray(num[:, i])
         cols["gone"] = num[:, 10] > 0
         cols["fails"] = num[:, 11].astype(np.int64)
         cols["moved"] = num[:, 12] > 0

@@ -53,7 +53,7 @@ from recrawl.plan.cluster import (
     fit_priors,
     partition_of_sites,
 )
-from recrawl.plan.planner import PageState, PlannerConfig, plan_cycle, reallocate
+from recrawl.plan.planner import PlannerConfig, PlanPages, plan_cycle, reallocate
 
 DAY = 86_400.0
 
@@ -84,7 +84,7 @@ def partition_pages(p: int, n_partitions: int, per_part: int, n_sites: int, seed
     visits = rng.integers(1, 40, n)
     interval = 365.0 / visits
     changes = rng.binomial(visits, -np.expm1(-rate * interval)).astype(np.float64)
-    pages = PageState(
+    pages = PlanPages(
         value=rng.choice(np.array([1.0, 2.0, 4.0, 8.0]), n),
         cost=rng.uniform(0.5, 2.0, n),
         site=site,

@@ -42,17 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from recrawl.plan.planner import PageState, PlannerConfig, plan_cycle, reallocate
+from recrawl.plan.planner import PlannerConfig, PlanPages, plan_cycle, reallocate
 
 DAY = 86_400.0
 NOW = 1_800_000_000.0
 
 
-def build_pages(n: int, rng: np.random.Generator) -> PageState:
+def build_pages(n: int, rng: np.random.Generator) -> PlanPages:
     """``n`` pages on ``n // 2000`` sites, with a year of revisits as evidence."""
     n_sites = max(1, n // 2000)
     site = rng.integers(0, n_sites, n, dtype=np.int32)
-    s = PageState(
+    s = PlanPages(
         value=rng.choice(np.array([1.0, 2.0, 4.0, 8.0]), n),
         cost=rng.uniform(0.5, 2.0, n),
         site=site,

@@ -84,7 +84,7 @@ import numpy as np
 
 from recrawl.estimate.rates import RateResolution, rate_resolution
 from recrawl.plan.freshness import budget_for_freshness
-from recrawl.plan.planner import PageState
+from recrawl.plan.planner import PlanPages
 from recrawl.sim.replay import ALL_POLICIES, generate_traces, hindsight_rates, load_traces, replay
 
 BUDGETS = (0.02, 0.1)
@@ -138,7 +138,7 @@ def _run(args: tuple[Any, ...]) -> tuple[str, float, str, dict[str, Any], float,
     generated = name not in REAL
     learned: dict[str, RateResolution] = {}
 
-    def on_state(policy: str, pages: PageState) -> None:
+    def on_state(policy: str, pages: PlanPages) -> None:
         learned[policy] = rate_resolution(
             pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, mask=pages.value > 0
         )

@@ -23,8 +23,8 @@ from recrawl.plan.cluster import (
 from recrawl.plan.freshness import marginal
 from recrawl.plan.planner import (
     REASONS,
-    PageState,
     PlannerConfig,
+    PlanPages,
     group_priors,
     plan_cycle,
     reallocate,
@@ -34,12 +34,12 @@ DAY = 86_400.0
 NOW = 1_800_000_000.0
 
 
-def _pages(n: int, seed: int = 0, *, new_share: float = 0.01) -> PageState:
+def _pages(n: int, seed: int = 0, *, new_share: float = 0.01) -> PlanPages:
     """``n`` pages on ``n // 500`` sites (two page types each) with a year of revisits."""
     rng = np.random.default_rng(seed)
     n_sites = max(1, n // 500)
     site = rng.integers(0, n_sites, n)
-    s = PageState(
+    s = PlanPages(
         value=rng.choice(np.array([1.0, 2.0, 4.0, 8.0]), n),
         cost=rng.uniform(0.5, 2.0, n),
         site=site,

@@ -20,8 +20,8 @@ from recrawl.plan.planner import (
     NUTCH_MIN_INTERVAL_S,
     PROBE_GAP,
     REASONS,
-    PageState,
     PlannerConfig,
+    PlanPages,
     nutch_next_interval,
     plan_cycle,
     reallocate,
@@ -32,10 +32,10 @@ NOW = 1_800_000_000.0
 NO_RESERVES = PlannerConfig(discovery_share=0.0, reestimate_share=0.0, verify_share=0.0)
 
 
-def known_pages(n: int = 200, *, seed: int = 0, sites: int = 5) -> PageState:
+def known_pages(n: int = 200, *, seed: int = 0, sites: int = 5) -> PlanPages:
     """Pages with history: rates from 1/year to 2/day, visited weekly for a year."""
     rng = np.random.default_rng(seed)
-    s = PageState.new(n, now=NOW - 400 * DAY, site=np.arange(n) % sites, n_sites=sites)
+    s = PlanPages.new(n, now=NOW - 400 * DAY, site=np.arange(n) % sites, n_sites=sites)
     s.never_fetched[:] = False
     rate = np.exp(rng.uniform(math.log(1 / 365), math.log(2.0), n))
     visits = 50
@@ -159,7 +159,7 @@ def test_greedy_follows_the_seed_priority_queue() -> None:
 
 
 def test_recrawl_skips_pages_too_fast_to_keep_fresh_but_events_chases_them() -> None:
-    s = PageState.new(3, now=NOW - 100 * DAY)
+    s = PlanPages.new(3, now=NOW - 100 * DAY)
     s.never_fetched[:] = False
     # 100 daily visits: one page changed every time, one about half, one never
     s.ev_nc[:] = [100.0, 50.0, 0.0]
@@ -321,7 +321,7 @@ def test_the_first_fetch_read_from_the_evidence_is_never_later_than_the_true_one
     ev = (0.0, 0.0, 0.0, 0.0)
     for d, c in zip(intervals, changed, strict=False):
         ev = update_evidence(*ev, d, c, half_life_days=half_life)
-    s = PageState.new(1, now=0.0)
+    s = PlanPages.new(1, now=0.0)
     s.ev_nc[0], s.ev_tc[0], s.ev_nu[0], s.ev_tu[0] = ev
     s.last_fetch[0] = NOW
     first_fetch = NOW - sum(intervals) * DAY
@@ -422,8 +422,8 @@ def test_known_rates_replace_the_estimates_and_their_learning() -> None:
             reallocate(s, budget, NOW, rates=bad)
 
 
-def _uniform_pages(n: int = 50) -> PageState:
-    s = PageState.new(n)
+def _uniform_pages(n: int = 50) -> PlanPages:
+    s = PlanPages.new(n)
     s.never_fetched[:] = False
     s.ev_nc[:] = 2.0
     s.ev_tc[:] = 5.0
@@ -453,7 +453,7 @@ def test_one_page_of_bad_evidence_does_not_stop_the_plan(
 
 @pytest.mark.parametrize("policy", ["recrawl", "greedy", "uniform", "proportional", "nutch"])
 def test_no_pages_give_an_empty_plan(policy: str) -> None:
-    s = PageState.new(0)
+    s = PlanPages.new(0)
     m = reallocate(s, 5.0, 0.0, policy=policy)
     assert m.rate_per_day.shape == m.visits_per_day.shape == (0,)
     for objective in ("freshness", "events"):
@@ -462,16 +462,16 @@ def test_no_pages_give_an_empty_plan(policy: str) -> None:
 
 
 def test_page_state_refuses_a_per_page_array_of_the_wrong_length() -> None:
-    s = PageState.new(5)
+    s = PlanPages.new(5)
     fields = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
     with pytest.raises(ValueError, match=r"active must have shape \(5,\)"):
-        PageState(**{**fields, "active": np.zeros(3, dtype=bool)})
+        PlanPages(**{**fields, "active": np.zeros(3, dtype=bool)})
     with pytest.raises(ValueError, match="ev_tu"):
-        PageState(**{**fields, "ev_tu": np.zeros(6)})
+        PlanPages(**{**fields, "ev_tu": np.zeros(6)})
     # omitted, every page is active
     del fields["active"]
-    assert PageState(**fields).active.tolist() == [True] * 5
-    assert PageState(**{**fields, "active": np.zeros(5, dtype=bool)}).active.sum() == 0
+    assert PlanPages(**fields).active.tolist() == [True] * 5
+    assert PlanPages(**{**fields, "active": np.zeros(5, dtype=bool)}).active.sum() == 0
 
 
 @pytest.mark.parametrize(
@@ -548,7 +548,7 @@ def test_greedy_plans_pages_that_change_very_slowly(rate: float) -> None:
 def test_plan_cycle_raises_no_runtime_warning(policy: str, objective: str) -> None:
     import warnings
 
-    s = PageState.new(20)
+    s = PlanPages.new(20)
     s.never_fetched[10:] = False
     s.last_fetch[:] = -40 * DAY
     with warnings.catch_warnings():
@@ -620,9 +620,9 @@ def test_every_policy_takes_a_known_stale_page(policy: str) -> None:
 
 
 def test_the_signal_arrays_must_match_the_pages() -> None:
-    s = PageState.new(5)
+    s = PlanPages.new(5)
     fields = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)}
     with pytest.raises(ValueError, match=r"checked_at must have shape \(5,\)"):
-        PageState(**{**fields, "checked_at": np.zeros(4)})
+        PlanPages(**{**fields, "checked_at": np.zeros(4)})
     with pytest.raises(ValueError, match="known_stale"):
-        PageState(**{**fields, "known_stale": np.zeros(6, dtype=bool)})
+        PlanPages(**{**fields, "known_stale": np.zeros(6, dtype=bool)})

@@ -12,7 +12,7 @@ from recrawl.plan.planner import (
     POLICIES,
     POLICY_RULES,
     Overdue,
-    PageState,
+    PlanPages,
     PolicyRule,
     harmonic_allocation,
     plan_cycle,
@@ -30,11 +30,11 @@ def test_every_policy_is_a_row_and_an_unknown_one_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="choose from recrawl, greedy"):
         policy_rule("foo")
     with pytest.raises(ValueError, match="unknown policy"):  # a ConfigError is a ValueError
-        plan_cycle(PageState.new(3, now=0.0), budget=1.0, now=1.0, policy="foo")
+        plan_cycle(PlanPages.new(3, now=0.0), budget=1.0, now=1.0, policy="foo")
 
 
-def _fetched(n: int, rng: np.random.Generator) -> PageState:
-    s = PageState.new(n, now=0.0)
+def _fetched(n: int, rng: np.random.Generator) -> PlanPages:
+    s = PlanPages.new(n, now=0.0)
     s.last_fetch[:] = rng.uniform(0, 10 * DAY, n)
     s.never_fetched[:] = False
     rate = rng.lognormal(-1.0, 1.5, n)

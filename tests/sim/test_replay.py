@@ -18,7 +18,7 @@ from recrawl.estimate.hints import revisit_moves, source_trust
 from recrawl.estimate.rates import rate_resolution, raw_rates
 from recrawl.observe.traces import Trace, dump_trace
 from recrawl.plan.freshness import budget_for_freshness
-from recrawl.plan.planner import PageState, PlannerConfig
+from recrawl.plan.planner import PlannerConfig, PlanPages
 from recrawl.sim.replay import (
     ALL_POLICIES,
     SITEMAP_KINDS,
@@ -205,7 +205,7 @@ def test_a_page_edited_soon_after_it_appears_is_caught_at_a_small_budget() -> No
 
 def test_on_state_hands_over_what_each_policy_learned() -> None:
     traces = generate_traces("poisson", pages=40, days=120, seed=2)
-    seen: dict[str, PageState] = {}
+    seen: dict[str, PlanPages] = {}
     cfg = PlannerConfig(half_life_days=math.inf)  # undecayed: evidence counts revisits
     r = replay(
         traces,
@@ -542,7 +542,7 @@ def _rates_learned_with_a_sitemap(
     if not split:
         monkeypatch.setattr(sim._SitemapView, "quiet_until", lambda self, *a: None)
     traces = _sitemap_traces()
-    learned: dict[str, PageState] = {}
+    learned: dict[str, PlanPages] = {}
     res = replay(
         traces, 0.05, policies=["recrawl"], cycle_hours=6.0, seed=1, sitemap_hours=24.0,
         on_state=lambda name, pages: learned.setdefault(name, pages),
@@ -642,7 +642,7 @@ def _check_no_peeking(monkeypatch: pytest.MonkeyPatch, traces: list[Trace]) -> d
     seen = {"stale": 0, "vouched": 0, "split": 0}
     plan_cycle = sim.plan_cycle
 
-    def checked(pages: PageState, budget: float, now: float, **kw: Any) -> Any:
+    def checked(pages: PlanPages, budget: float, now: float, **kw: Any) -> Any:
         last_read = t0 + math.floor((now - t0) / DAY) * DAY
         if pages.known_stale is not None:
             assert pages.checked_at is not None
@@ -796,7 +796,7 @@ def test_the_budget_is_never_exceeded_with_or_without_a_sitemap(
     spent: dict[str, float] = {}
     plan_cycle = sim.plan_cycle
 
-    def checked(pages: PageState, bank: float, now: float, **kw: Any) -> Any:
+    def checked(pages: PlanPages, bank: float, now: float, **kw: Any) -> Any:
         plan = plan_cycle(pages, bank, now, **kw)
         key = kw["policy"]
         spent[key] = spent.get(key, 0.0) + plan.spent

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recrawl.health.buckets import LATENCY_BINS
-from recrawl.plan.planner import PageState, PlannerConfig, reallocate
+from recrawl.plan.planner import PlannerConfig, PlanPages, reallocate
 from recrawl.store import GroupTotals
 
 __all__ = [
@@ -176,7 +176,7 @@ class PageSource(Protocol):
         *,
         signals: bool = True,
         exclude_sites: Collection[str] = (),
-    ) -> tuple[PageState, dict[str, Any]]: ...
+    ) -> tuple[PlanPages, dict[str, Any]]: ...
 
     def planner_config(self) -> PlannerConfig: ...
 

@@ -54,9 +54,9 @@ from recrawl.plan.planner import (
     PROBE_GAP,
     REASONS,
     STALE_FIRST,
-    PageState,
     Plan,
     PlannerConfig,
+    PlanPages,
     joined_at,
     policy_rule,
 )
@@ -115,17 +115,17 @@ class Partition:
 
     Attributes
     ----------
-    pages : PageState
+    pages : PlanPages
         The partition's pages; site, host and group codes are global (the
         site arrays hold every site).
     page_id : ndarray of int
         Each page's global id, ascending (the one-machine page number when
-        the partitions were split from one :class:`PageState`).
+        the partitions were split from one :class:`PlanPages`).
     rate_per_day, rate_sd_per_day, visits_per_day : ndarray of float, optional
         The partition's part of the model, set by :func:`cluster_reallocate`.
     """
 
-    pages: PageState
+    pages: PlanPages
     page_id: IntArray
     rate_per_day: FloatArray | None = None
     rate_sd_per_day: FloatArray | None = None
@@ -144,11 +144,11 @@ class Partition:
         return len(self.pages)
 
 
-def _subset(pages: PageState, idx: IntArray) -> PageState:
+def _subset(pages: PlanPages, idx: IntArray) -> PlanPages:
     def opt(a: NDArray[Any] | None) -> Any:
         return None if a is None else a[idx]
 
-    return PageState(
+    return PlanPages(
         value=pages.value[idx],
         cost=pages.cost[idx],
         site=pages.site[idx],
@@ -171,9 +171,9 @@ def _subset(pages: PageState, idx: IntArray) -> PageState:
 
 
 def split_pages(
-    pages: PageState, n_partitions: int, page_ids: IntArray | None = None
+    pages: PlanPages, n_partitions: int, page_ids: IntArray | None = None
 ) -> list[Partition]:
-    """Split one :class:`PageState` into partitions by a hash of the site.
+    """Split one :class:`PlanPages` into partitions by a hash of the site.
 
     ``page_ids`` default to the page numbers. Every host must belong to one
     site (its pages then share a partition, and so does its per-host cap):
@@ -223,7 +223,7 @@ class LocalRunner:
 # -- priors and estimates -------------------------------------------------------------
 
 
-def _has_evidence(pages: PageState) -> BoolArray:
+def _has_evidence(pages: PlanPages) -> BoolArray:
     e = pages.ev_tc + pages.ev_tu
     ok: BoolArray = (~pages.never_fetched) & (e > 0) & np.isfinite(e)
     return ok
@@ -300,7 +300,7 @@ def fit_priors(runner: PartitionRunner, *, sample_pages: int = 100_000) -> Group
     )
 
 
-def _eff_cost(pages: PageState) -> FloatArray:
+def _eff_cost(pages: PlanPages) -> FloatArray:
     if np.all(pages.site_cost_multiplier == 1.0):
         return pages.cost
     c: FloatArray = pages.cost * pages.site_cost_multiplier[pages.site]

@@ -42,7 +42,7 @@ from recrawl.plan.cluster import (
     cluster_reallocate,
     split_pages,
 )
-from recrawl.plan.planner import PageState, Plan, PlannerConfig
+from recrawl.plan.planner import Plan, PlannerConfig, PlanPages
 
 __all__ = [
     "DaskRunner",
@@ -71,7 +71,7 @@ def _fs(root: str) -> tuple[Any, str]:
 
 
 def write_partitions(
-    pages: PageState, root: str, n_partitions: int, page_ids: Any = None
+    pages: PlanPages, root: str, n_partitions: int, page_ids: Any = None
 ) -> list[str]:
     """Write ``pages`` as partitioned Parquet under ``root``; the partition paths.
 
@@ -113,7 +113,7 @@ def read_partition(path: str, sites_path: str) -> Partition:
         return np.ascontiguousarray(t.column(name).to_numpy(), dtype=dtype)
 
     names = set(t.column_names)
-    pages = PageState(
+    pages = PlanPages(
         **{c: col(c, np.float64) for c in _FLOATS},
         **{c: col(c, np.int64) for c in _INTS},
         **{c: col(c, np.bool_) for c in _BOOLS},

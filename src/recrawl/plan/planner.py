@@ -98,8 +98,8 @@ __all__ = [
     "Model",
     "NutchDue",
     "Overdue",
-    "PageState",
     "Plan",
+    "PlanPages",
     "PlannerConfig",
     "Policy",
     "PolicyRule",
@@ -138,7 +138,7 @@ NUTCH_DEC_FACTOR = 0.8
 
 
 _ALL_ACTIVE: BoolArray = np.ones(0, dtype=bool)
-"""Marks an omitted ``PageState.active`` (every page active)."""
+"""Marks an omitted ``PlanPages.active`` (every page active)."""
 
 
 def nutch_next_interval(interval_s: NDArray[Any] | float, changed: NDArray[Any] | bool) -> Any:
@@ -162,7 +162,7 @@ def nutch_next_interval(interval_s: NDArray[Any] | float, changed: NDArray[Any] 
 
 
 @dataclass
-class PageState:
+class PlanPages:
     """State of every page, one entry per page (index = page number).
 
     Attributes
@@ -234,7 +234,7 @@ class PageState:
 
     def __post_init__(self) -> None:
         if self.value.ndim != 1:
-            raise ValueError(f"PageState.value must be one-dimensional, got {self.value.shape}")
+            raise ValueError(f"PlanPages.value must be one-dimensional, got {self.value.shape}")
         n = self.value.shape[0]
         if self.active is _ALL_ACTIVE:  # omitted: every page
             self.active = np.ones(n, dtype=bool)
@@ -255,11 +255,11 @@ class PageState:
         ):
             shape = getattr(self, name).shape
             if shape != (n,):
-                raise ValueError(f"PageState.{name} must have shape ({n},), got {shape}")
+                raise ValueError(f"PlanPages.{name} must have shape ({n},), got {shape}")
         for name in ("checked_at", "known_stale"):
             a = getattr(self, name)
             if a is not None and a.shape != (n,):
-                raise ValueError(f"PageState.{name} must have shape ({n},), got {a.shape}")
+                raise ValueError(f"PlanPages.{name} must have shape ({n},), got {a.shape}")
         if self.site_cost_multiplier.shape != self.site_paused.shape:
             raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
 
@@ -278,10 +278,10 @@ class PageState:
         host: Any = None,
         group: Any = None,
         n_sites: int | None = None,
-    ) -> PageState:
+    ) -> PlanPages:
         """State for ``n`` newly discovered pages (never fetched, no evidence).
 
-        >>> s = PageState.new(3, now=1.7e9)
+        >>> s = PlanPages.new(3, now=1.7e9)
         >>> len(s), bool(s.never_fetched.all())
         (3, True)
         """
@@ -665,7 +665,7 @@ class Ranking:
 
     def __init__(
         self,
-        pages: PageState,
+        pages: PlanPages,
         model: Model | None,
         interval_days: float,
         cost: FloatArray,
@@ -691,7 +691,7 @@ class Overdue(Ranking):
 
     def __init__(
         self,
-        pages: PageState,
+        pages: PlanPages,
         model: Model | None,
         interval_days: float,
         cost: FloatArray,
@@ -720,7 +720,7 @@ class Greedy(Ranking):
 
     def __init__(
         self,
-        pages: PageState,
+        pages: PlanPages,
         model: Model | None,
         interval_days: float,
         cost: FloatArray,
@@ -830,7 +830,7 @@ def policy_rule(policy: str) -> PolicyRule:
 
 
 def reallocate(
-    pages: PageState,
+    pages: PlanPages,
     budget_per_day: float,
     now: float,
     *,
@@ -844,7 +844,7 @@ def reallocate(
 
     Parameters
     ----------
-    pages : PageState
+    pages : PlanPages
         Page state.
     budget_per_day : float
         Billing units per day available to the score pool.
@@ -904,7 +904,7 @@ def reallocate(
 
 
 def _estimate(
-    pages: PageState,
+    pages: PlanPages,
     now: float,
     cfg: PlannerConfig,
     fetched: BoolArray,
@@ -928,7 +928,7 @@ def _estimate(
     )
 
 
-def group_priors(pages: PageState, fetched: BoolArray | None = None) -> GroupPriors:
+def group_priors(pages: PlanPages, fetched: BoolArray | None = None) -> GroupPriors:
     """The rate priors the planner fits: per group, on the evidence of the
     pages fetched so far (``fetched``, default ``~pages.never_fetched``)."""
     return fit_group_priors(
@@ -943,7 +943,7 @@ def group_priors(pages: PageState, fetched: BoolArray | None = None) -> GroupPri
 
 
 def _learning_floor(
-    pages: PageState,
+    pages: PlanPages,
     live: BoolArray,
     eff_cost: FloatArray,
     visits: FloatArray,
@@ -979,7 +979,7 @@ def _learning_floor(
 
 
 def _probe_floor(
-    pages: PageState, live: BoolArray, visits: FloatArray, now: float, cfg: PlannerConfig
+    pages: PlanPages, live: BoolArray, visits: FloatArray, now: float, cfg: PlannerConfig
 ) -> None:
     """Raise the visits of pages due a close revisit to ``1 / probe_days``, in place.
 
@@ -1004,7 +1004,7 @@ def _probe_floor(
 
 
 def _new_pages(
-    pages: PageState, live: BoolArray, test: Callable[[slice, BoolArray], None]
+    pages: PlanPages, live: BoolArray, test: Callable[[slice, BoolArray], None]
 ) -> BoolArray | None:
     """Mask of the live pages with a value for which ``test(slice, out)`` (which
     says whether each page is new enough) sets ``out`` True; None when they are
@@ -1027,7 +1027,7 @@ def _new_pages(
     return mask
 
 
-def joined_at(pages: PageState, sl: slice, half_life_days: float) -> FloatArray:
+def joined_at(pages: PlanPages, sl: slice, half_life_days: float) -> FloatArray:
     """When pages ``sl`` joined the crawl, unix seconds: the later of ``first_seen``
     and the first fetch as the evidence tells it, never later than that fetch.
 
@@ -1063,7 +1063,7 @@ class _Selector:
 
     def __init__(
         self,
-        pages: PageState,
+        pages: PlanPages,
         eff_cost: FloatArray,
         cap: int | None,
         rng: np.random.Generator,
@@ -1117,7 +1117,7 @@ class _Selector:
 _PRIORITY_CHUNK = 1 << 16
 
 STALE_FIRST = 1e9
-"""Added to the priority of a page known to be stale (:attr:`PageState.known_stale`)."""
+"""Added to the priority of a page known to be stale (:attr:`PlanPages.known_stale`)."""
 
 
 def _best_first(priority: NDArray[np.floating[Any]], idx: IntArray) -> IntArray:
@@ -1198,7 +1198,7 @@ class _Scan:
     fetchable_cost: float
 
 
-def _scan(pages: PageState, eff_cost: FloatArray) -> _Scan:
+def _scan(pages: PlanPages, eff_cost: FloatArray) -> _Scan:
     """:class:`_Scan` of the pages, in cache-sized chunks on every core."""
     n = len(pages)
     known = np.empty(n, dtype=bool)
@@ -1237,7 +1237,7 @@ def _scan(pages: PageState, eff_cost: FloatArray) -> _Scan:
 
 
 def _priorities(
-    pages: PageState,
+    pages: PlanPages,
     model: Model | None,
     now: float,
     policy: str,
@@ -1275,7 +1275,7 @@ def _priorities(
 
 
 def plan_cycle(
-    pages: PageState,
+    pages: PlanPages,
     budget: float,
     now: float,
     *,
@@ -1289,7 +1289,7 @@ def plan_cycle(
 
     Parameters
     ----------
-    pages : PageState
+    pages : PlanPages
         State of every page.
     budget : float
         The cycle's budget, billing units.
@@ -1315,7 +1315,7 @@ def plan_cycle(
 
     Examples
     --------
-    >>> s = PageState.new(4, now=0.0)
+    >>> s = PlanPages.new(4, now=0.0)
     >>> plan = plan_cycle(s, budget=2.0, now=3600.0)
     >>> [t["reason"] for t in plan.to_tasks()]
     ['discovery', 'discovery']
@@ -1454,3 +1454,7 @@ def plan_cycle(
         cost=eff_cost[index],
         priority=priority[index].astype(np.float64),
     )
+
+
+PageState = PlanPages
+"""The former name of :class:`PlanPages` (kept for code written against it)."""

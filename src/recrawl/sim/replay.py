@@ -38,8 +38,8 @@ to the read (``honest``, ``silent``, ``stamped``, ``noisy`` or ``lazy``, see
 :data:`SITEMAP_KINDS` and :func:`replay`). Every policy but the oracles judges
 it per site from its own revisits with :mod:`recrawl.hints`, as a crawl
 would, and hands the planner what the sites that trust it say
-(:attr:`~recrawl.planner.PageState.checked_at`,
-:attr:`~recrawl.planner.PageState.known_stale`).
+(:attr:`~recrawl.planner.PlanPages.checked_at`,
+:attr:`~recrawl.planner.PlanPages.known_stale`).
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ from recrawl.plan.planner import (
     NUTCH_INITIAL_INTERVAL_S,
     POLICIES,
     Model,
-    PageState,
     PlannerConfig,
+    PlanPages,
     nutch_next_interval,
     plan_cycle,
     policy_rule,
@@ -120,7 +120,7 @@ MAX_GENERATED_PAGES = 10_000_000
 ProgressHook = Callable[[str, int, int], None]
 """``progress(policy, cycles_done, cycles_total)``, called as a replay advances."""
 
-StateHook = Callable[[str, PageState], None]
+StateHook = Callable[[str, PlanPages], None]
 """``on_state(policy, pages)``, called with the page state a policy ended with."""
 
 
@@ -648,7 +648,7 @@ def _run_policy(
     sitemap: _Sitemap | None = None,
 ) -> dict[str, Any]:
     n = p.n
-    state = PageState(
+    state = PlanPages(
         value=p.value.copy(),
         cost=p.cost.copy(),
         site=p.site.copy(),
@@ -815,7 +815,7 @@ def replay(
         (also whenever pages start or end); a finite number > 0.
     on_state : callable, optional
         ``on_state(policy, pages)``, called when each policy but the
-        yardsticks ends, with the :class:`~recrawl.planner.PageState` it
+        yardsticks ends, with the :class:`~recrawl.planner.PlanPages` it
         ended with (in trace order): what it learned, e.g. for
         :func:`~recrawl.estimate.rate_resolution`.
     sitemap_hours : float, optional
@@ -876,8 +876,8 @@ def replay(
     :func:`~recrawl.hints.source_trust` over its revisits so far; each cycle,
     :func:`~recrawl.hints.signal_state` of what the reads so far showed, for
     the sites that trust it, becomes the planner's
-    :attr:`~recrawl.planner.PageState.checked_at` and
-    :attr:`~recrawl.planner.PageState.known_stale`. The sitemap starts
+    :attr:`~recrawl.planner.PlanPages.checked_at` and
+    :attr:`~recrawl.planner.PlanPages.known_stale`. The sitemap starts
     untrusted on every site; until a site trusts it, plans are those without
     one. ``oracle`` and ``oracle_rates`` replay without it, as the same
     yardsticks.

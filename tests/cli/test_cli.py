@@ -200,7 +200,7 @@ def test_unreachable_postgres_is_one_clear_sentence(tmp_path: Path):
 
 def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     res = subprocess.run(
-        [sys.executable, "-m", "recrawl", "demo", "--crawl-days", "1"],  # make demo: 30
+        [sys.executable, "-m", "recrawl", "demo", "--crawl-days", "3"],  # make demo: 30
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -38,7 +38,9 @@ from recrawl.cli.common import (
     cli_store,
     err,
     extra_sentence,
+    finite,
     iso,
+    json_default,
     missing_module,
     out,
     print_json,
@@ -51,7 +53,7 @@ from recrawl.config import Settings, load_settings
 from recrawl.engine.engine import BudgetOutlook, Engine, PlanResult, url_registration
 from recrawl.engine.ingest import IngestReport, fewer_collections
 from recrawl.engine.pipeline import prune_log
-from recrawl.engine.results import CalibrationReport, health_overview, site_detail
+from recrawl.engine.results import CalibrationReport, PageTable, health_overview, site_detail
 from recrawl.engine.stats import Stats
 from recrawl.estimate.calibration import Calibration
 from recrawl.observe.compression import is_gzip
@@ -604,6 +606,92 @@ def budget(
         print_json(outlook.as_dict())
         return
     _print_budget(outlook, settings.billing_unit)
+
+
+@app.command()
+def pages(
+    site: Annotated[
+        str | None, typer.Option("--site", help="Only this site's pages.", show_default=False)
+    ] = None,
+    sort: Annotated[
+        Literal["rate", "due", "value", "cost"],
+        typer.Option(
+            help="rate (fastest first), due (soonest first), value or cost (highest first)."
+        ),
+    ] = "rate",
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Rows shown (default: 50 in the table, every page with --json).",
+            min=0,
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What recrawl believes of each page: its change rate per day with a 90 %
+    interval, the evidence behind it, its cost, its visits, when it is next due
+    and its state.
+
+    The document of ``GET /v1/pages`` (times in unix seconds); the fields are
+    those of :meth:`Engine.pages <recrawl.engine.engine.Engine.pages>`.
+    """
+    settings = load_settings(config)
+    now = at_time(at)
+    shown = limit if (limit is not None or as_json) else 50
+    with cli_store(db, settings, existing=True) as store:
+        table = Engine(store, settings).pages(site=site, now=now, limit=shown, sort=sort)
+    if as_json:
+        # rich's print_json takes minutes over 100,000 rows: the same text, written directly
+        doc = finite(table.as_dict())
+        sys.stdout.write(json.dumps(doc, default=json_default, allow_nan=False, indent=2) + "\n")
+        return
+    _print_pages(table)
+
+
+def _print_pages(table: PageTable) -> None:
+    rows = table.pages
+    where = f" of {table.site}" if table.site else ""
+    t = Table(
+        title=f"Pages{escape(where)}: {table.total:,}, by {table.sort}; "
+        f"cost in {table.billing_unit}, rates per day (90 % interval)",
+        title_justify="left",
+    )
+    for col in (
+        "url",
+        "state",
+        "rate/day",
+        "90 % interval",
+        "evidence",
+        "cost",
+        "visits/day",
+        "next due",
+    ):
+        t.add_column(
+            col,
+            justify="left" if col in ("url", "state", "next due") else "right",
+            overflow="fold" if col == "url" else "ellipsis",
+        )
+    for r in rows:
+        fails = f" ({r['fails']})" if r["state"] == "backing_off" else ""
+        t.add_row(
+            escape(r["url"]),
+            r["state"] + fails,
+            f"{r['rate_per_day']:.3g}",
+            f"{r['rate_low_per_day']:.3g}–{r['rate_high_per_day']:.3g}",
+            f"{r['evidence_changed']:.3g} ch / {r['evidence_unchanged']:.3g} same, "
+            f"{r['evidence_days']:.3g} d",
+            f"{r['cost']:.4g}",
+            f"{r['visits_per_day']:.3g}",
+            "–" if r["next_due"] is None else iso(r["next_due"]),
+        )
+    out.print(t)
+    if table.total > len(rows):
+        out.print(f"… {table.total - len(rows):,} more not shown (use --limit or --json)")
+    out.print("by state: " + ", ".join(f"{k} {v:,}" for k, v in sorted(table.states.items())))
 
 
 @app.command()

@@ -24,6 +24,7 @@ from recrawl.engine.ingest import (
     ingest_lines,
     ingest_observations,
 )
+from recrawl.engine.results import PageTable
 from recrawl.engine.stats import compute_stats
 from recrawl.estimate.calibration import (
     Calibration,
@@ -46,7 +47,7 @@ from recrawl.estimate.hints import (
 from recrawl.estimate.pagestate import NUTCH_DEFAULT_S
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from recrawl.observe.observation import Observation, host_of, normalize_url, show_value
-from recrawl.plan.backoff import due
+from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PageState as PageArrays
 from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
@@ -173,6 +174,17 @@ class PlanResult:
 def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
     uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
     return inv.astype(np.int64), [str(u) for u in uniq]
+
+
+_PAGE_SORTS: Final = ("rate", "due", "value", "cost")
+"""The orders of :meth:`Engine.pages`."""
+
+
+def _nan_none(a: np.ndarray[Any, Any]) -> list[float | None]:
+    """``a`` as a list, None where it is NaN."""
+    out = a.astype(object)
+    out[np.isnan(a)] = None
+    return list(out.tolist())
 
 
 def _id_index(ids: np.ndarray[Any, Any], *others: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -1087,14 +1099,7 @@ class Engine:
         p = self.store.page(url)
         if p is None:
             return None
-        key = (int(t // 3600), self.store.version())
-        if self._model_cache is None or self._model_cache[0] != key:
-            pages, cols = self.page_arrays(t, signals=False)
-            per_day = self.settings.daily_budget(len(pages))
-            model = reallocate(pages, per_day, t, config=self.planner_config())
-            index = {u: j for j, u in enumerate(cols["url"])}
-            self._model_cache = (key, model, index)
-        _, model, index = self._model_cache
+        model, index = self._page_model(t)
         i = index.get(url)
         if i is None:  # registered after the model was solved
             return None
@@ -1119,6 +1124,163 @@ class Engine:
             "visits_per_day": visits,
             "next_due": (last + DAY_S / visits) if visits > 0 else None,
         }
+
+    def _page_model(
+        self, t: float, arrays: tuple[PageArrays, dict[str, Any]] | None = None
+    ) -> tuple[Any, dict[str, int]]:
+        """The model of :meth:`page_info` and :meth:`pages` at ``t`` and each URL's
+        row in it: solved once an hour or when the store changed (from ``arrays``,
+        :meth:`page_arrays` at ``t`` without signals, when given)."""
+        key = (int(t // 3600), self.store.version())
+        cached = self._model_cache
+        fits = arrays is None or (cached is not None and len(cached[2]) == len(arrays[1]["url"]))
+        if cached is not None and cached[0] == key and fits:
+            return cached[1], cached[2]
+        pages, cols = arrays if arrays is not None else self.page_arrays(t, signals=False)
+        per_day = self.settings.daily_budget(len(pages))
+        model = reallocate(pages, per_day, t, config=self.planner_config())
+        index = {u: j for j, u in enumerate(cols["url"])}
+        self._model_cache = (key, model, index)
+        return model, index
+
+    def pages(
+        self,
+        *,
+        site: str | None = None,
+        now: float | None = None,
+        limit: int | None = None,
+        sort: str = "rate",
+    ) -> PageTable:
+        """What recrawl believes of every page (of ``site``): ``recrawl pages
+        --json`` and ``GET /v1/pages``.
+
+        The model is :meth:`page_info`'s (solved once for all pages, from one
+        read of the page columns). ``sort``: ``rate`` (fastest first), ``due``
+        (soonest first, pages without a due time last), ``value`` or ``cost``
+        (highest first); ties keep the store's order (by URL). ``limit``: the
+        first so many rows (all by default). Raises :class:`~recrawl.NotFound`
+        for a site without pages and ValueError for another ``sort``.
+
+        Each row: ``url``, ``site``, ``page_type``, ``value``; ``state``:
+        ``moved`` (retired by a permanent redirect), ``gone`` (re-checked
+        rarely), ``canary``, ``paused`` (its site is paused), ``backing_off``
+        (its last ``fails`` fetches failed), ``new`` (never fetched) or ``ok``;
+        ``rate_per_day`` (the estimated changes per day), ``rate_sd_per_day``
+        and a 90 % interval ``rate_low_per_day`` – ``rate_high_per_day``: the
+        estimator's Laplace approximation is normal in ln λ with standard
+        deviation ``rate_sd_per_day / rate_per_day``, so the interval is
+        ``rate × exp(∓1.645 × sd / rate)`` (a point when the sd is 0); the
+        evidence behind it, decayed with the evidence half-life as of the last
+        fetch (:mod:`recrawl.estimate.rates`): ``evidence_changed`` and
+        ``evidence_unchanged`` (revisit intervals that showed a change, and
+        none) and ``evidence_days`` (their total length); ``cost``: one fetch
+        in the billing unit as the planner counts it (its site × page type's
+        learned cost, or the cost prior, times the site's cost multiplier);
+        ``visits_per_day`` (the allocation's target, 0 for none) and
+        ``cost_per_day``; ``next_due`` (unix seconds): the last success, or
+        discovery, plus one allocated interval; for a page backing off or
+        gone, when its wait after the last fetch ends; None for a page with
+        no visits allocated, moved, or on a paused site; ``first_seen``,
+        ``last_fetch``, ``last_ok`` (unix seconds, None when never) and
+        ``fails``.
+        """
+        if sort not in _PAGE_SORTS:
+            raise ValueError(f"sort must be one of {', '.join(_PAGE_SORTS)}, got {sort!r}")
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be a whole number ≥ 0")
+        t = self.clock() if now is None else now
+        pages, cols = self.page_arrays(t, signals=False)
+        model, _ = self._page_model(t, (pages, cols))
+        n = len(cols["url"])
+        site_of = np.asarray(cols["site"], dtype=object)
+        if site is None:
+            rows = np.arange(n)
+        else:
+            rows = np.flatnonzero(site_of == site)
+            if not rows.size:
+                from recrawl._exceptions import NotFound
+
+                raise NotFound(f"no site {site!r} in the store")
+        rate = model.rate_per_day[rows]
+        sd = model.rate_sd_per_day[rows]
+        visits = model.visits_per_day[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = np.where(rate > 0, np.exp(1.645 * sd / rate), 1.0)
+        cost = pages.cost[rows] * pages.site_cost_multiplier[pages.site[rows]]
+        moved = cols["moved"][rows]
+        gone = cols["gone"][rows]
+        fails = cols["fails"][rows]
+        paused = pages.site_paused[pages.site[rows]]
+        canary = np.asarray(cols["page_type"], dtype=object)[rows] == "canary"
+        never = pages.never_fetched[rows]
+        last_fetch = cols["last_fetch"][rows]
+        state = np.full(len(rows), "ok", dtype=object)
+        # the first that holds wins: fill from the last to the first
+        for name, mask in (
+            ("new", never),
+            ("backing_off", fails > 0),
+            ("paused", paused),
+            ("canary", canary),
+            ("gone", gone),
+            ("moved", moved),
+        ):
+            state[mask] = name
+        with np.errstate(divide="ignore"):
+            due_at = np.where(visits > 0, pages.last_fetch[rows] + DAY_S / visits, np.nan)
+        waiting = (fails > 0) | gone
+        if waiting.any():
+            wait = retry_wait_s(fails, gone, cycle_s=self.settings.cycle_hours * 3600.0)
+            due_at = np.where(waiting, last_fetch + wait, due_at)
+        due_at[moved | (paused & ~canary)] = np.nan
+        order = self._page_order(sort, rate, due_at, cols["value"][rows], cost)
+        if limit is not None:
+            order = order[:limit]
+        names, counts = np.unique(state.astype(str), return_counts=True)
+        ev = rows[order]
+        columns: dict[str, list[Any]] = {
+            "url": [cols["url"][j] for j in ev.tolist()],
+            "site": site_of[ev].tolist(),
+            "page_type": np.asarray(cols["page_type"], dtype=object)[ev].tolist(),
+            "value": cols["value"][ev].tolist(),
+            "state": state[order].tolist(),
+            "rate_per_day": rate[order].tolist(),
+            "rate_low_per_day": (rate / spread)[order].tolist(),
+            "rate_high_per_day": (rate * spread)[order].tolist(),
+            "rate_sd_per_day": sd[order].tolist(),
+            "evidence_changed": cols["ev_nc"][ev].tolist(),
+            "evidence_unchanged": cols["ev_nu"][ev].tolist(),
+            "evidence_days": (cols["ev_tc"][ev] + cols["ev_tu"][ev]).tolist(),
+            "cost": cost[order].tolist(),
+            "visits_per_day": visits[order].tolist(),
+            "cost_per_day": (cost * visits)[order].tolist(),
+            "next_due": _nan_none(due_at[order]),
+            "first_seen": _nan_none(cols["first_seen"][ev]),
+            "last_fetch": _nan_none(last_fetch[order]),
+            "last_ok": _nan_none(cols["last_ok"][ev]),
+            "fails": fails[order].tolist(),
+        }
+        keys = list(columns)
+        out = [dict(zip(keys, vals, strict=True)) for vals in zip(*columns.values(), strict=True)]
+        return PageTable(
+            at=t,
+            site=site,
+            sort=sort,
+            billing_unit=self.settings.billing_unit,
+            total=len(rows),
+            states={str(k): int(c) for k, c in zip(names, counts, strict=True)},
+            pages=out,
+        )
+
+    @staticmethod
+    def _page_order(
+        sort: str, rate: Any, due_at: Any, value: Any, cost: Any
+    ) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The row order of :meth:`pages` (stable: ties keep the store's order)."""
+        if sort == "due":
+            key = np.where(np.isnan(due_at), np.inf, due_at)
+        else:
+            key = -{"rate": rate, "value": value, "cost": cost}[sort]
+        return np.argsort(key, kind="stable")
 
     # -- health ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ health, one site                       :class:`SiteDetail` (:func:`site_detail`)
 stats                                  :class:`~recrawl.engine.stats.Stats`
 calibration                            :class:`CalibrationReport`
 hints                                  :class:`~recrawl.engine.engine.HintReport`
+pages                                  :class:`PageTable` (:meth:`Engine.pages <recrawl.engine.engine.Engine.pages>`)
 =====================================  ==========================================
 
 A site's row joins its health report (:meth:`SiteHealth.to_dict
@@ -35,6 +36,7 @@ from recrawl.estimate.calibration import Calibration
 __all__ = [
     "CalibrationReport",
     "HealthOverview",
+    "PageTable",
     "SiteDetail",
     "SiteReader",
     "health_overview",
@@ -119,6 +121,40 @@ class CalibrationReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.calibration.as_dict(), "turned_off": list(self.turned_off)}
+
+
+@dataclass(frozen=True)
+class PageTable:
+    """What recrawl believes of each page (``recrawl pages --json``,
+    ``GET /v1/pages``), built by :meth:`Engine.pages
+    <recrawl.engine.engine.Engine.pages>`.
+
+    ``at`` is the time of the model (unix seconds), ``site`` the site asked for
+    (None: every site), ``sort`` the order of ``pages``, ``billing_unit`` the
+    unit of each row's ``cost``; ``total`` counts the matching pages, of which
+    ``pages`` holds the first ``limit`` (all by default); ``states`` counts the
+    matching pages by state. The fields of a row are listed at
+    :meth:`Engine.pages <recrawl.engine.engine.Engine.pages>`.
+    """
+
+    at: float
+    site: str | None
+    sort: str
+    billing_unit: str
+    total: int
+    states: dict[str, int]
+    pages: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "site": self.site,
+            "sort": self.sort,
+            "billing_unit": self.billing_unit,
+            "total": self.total,
+            "states": dict(self.states),
+            "pages": self.pages,
+        }
 
 
 def health_overview(

@@ -49,8 +49,7 @@ from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_
 from recrawl.observe.observation import Observation, host_of, normalize_url, show_value
 from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
-from recrawl.plan.planner import PageState as PageArrays
-from recrawl.plan.planner import PlannerConfig, group_priors, plan_cycle, reallocate
+from recrawl.plan.planner import PlannerConfig, PlanPages, group_priors, plan_cycle, reallocate
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -413,7 +412,7 @@ class Engine:
         *,
         signals: bool = True,
         exclude_sites: Collection[str] = (),
-    ) -> tuple[PageArrays, dict[str, Any]]:
+    ) -> tuple[PlanPages, dict[str, Any]]:
         """The planner's arrays for every page, and the columns they came from.
 
         The columns also hold ``live``: pages neither gone, retired (moved) nor
@@ -469,7 +468,7 @@ class Engine:
         if exclude_sites and n:
             skipped = np.isin(np.asarray(site_names, dtype=object), list(exclude_sites))
             active &= ~skipped[site_code]
-        pages = PageArrays(
+        pages = PlanPages(
             value=cols["value"].astype(np.float64),
             cost=cost,
             site=site_code,
@@ -1126,7 +1125,7 @@ class Engine:
         }
 
     def _page_model(
-        self, t: float, arrays: tuple[PageArrays, dict[str, Any]] | None = None
+        self, t: float, arrays: tuple[PlanPages, dict[str, Any]] | None = None
     ) -> tuple[Any, dict[str, int]]:
         """The model of :meth:`page_info` and :meth:`pages` at ``t`` and each URL's
         row in it: solved once an hour or when the store changed (from ``arrays``,

@@ -6,10 +6,10 @@ dates prove reliable they replace blind revisits (SPEC §2, "cheap signals
 before expensive fetches"):
 
 - a ``lastmod`` after the page's last fetch says the page is stale for certain:
-  fetch it first (:attr:`recrawl.planner.PageState.known_stale`);
+  fetch it first (:attr:`recrawl.plan.planner.PlanPages.known_stale`);
 - a ``lastmod`` not after it, read at ``seen_at``, says the page was unchanged
   until ``seen_at``: its chance of being stale counts from there
-  (:attr:`recrawl.planner.PageState.checked_at`), and its revisit waits.
+  (:attr:`recrawl.plan.planner.PlanPages.checked_at`), and its revisit waits.
 
 Reliability is judged per site and source against what the crawl's own
 revisits found (:func:`source_trust`): a source whose ``lastmod`` moved in

@@ -1454,7 +1454,3 @@ def plan_cycle(
         cost=eff_cost[index],
         priority=priority[index].astype(np.float64),
     )
-
-
-PageState = PlanPages
-"""The former name of :class:`PlanPages` (kept for code written against it)."""

@@ -553,7 +553,7 @@ def _cli_json(*args: str) -> Any:
 
 def test_the_cli_and_the_service_give_the_same_documents(serve: Serve, tmp_path: Path) -> None:
     """``recrawl X --json`` and ``GET /v1/X`` print one document for plan,
-    budget, health (every site, one site), stats, calibration and hints, on
+    budget, health (every site, one site), stats, calibration, hints and pages, on
     the same store at the same clock; each is what its OpenAPI schema says."""
     from estimate.test_calibration import T0, validator_crawl
 
@@ -585,6 +585,8 @@ def test_the_cli_and_the_service_give_the_same_documents(serve: Serve, tmp_path:
         r = client.post("/v1/sites/liar.example/pause", json={"reason": "owner asked", "by": "ana"})
         assert r.status_code == 200 and r.json()["recorded"] is True
         budget = engine.settings.daily_budget(0) * engine.settings.cycle_hours / 24
+        same_budget = tmp_path / "recrawl.toml"  # the page model spends the daily budget
+        same_budget.write_text(f"budget_per_day = {engine.settings.budget_per_day!r}\n")
 
         pairs: list[tuple[str, Any, Any, type[schemas.BaseModel]]] = [
             ("plan", client.get("/v1/plan", params={"limit": 100_000}),
@@ -599,6 +601,8 @@ def test_the_cli_and_the_service_give_the_same_documents(serve: Serve, tmp_path:
             ("calibration", client.get("/v1/calibration", params={"days": 60}),
              ("calibration", "--days", "60"), schemas.CalibrationDoc),
             ("hints", client.get("/v1/hints"), ("hints",), schemas.HintReportDoc),
+            ("pages", client.get("/v1/pages", params={"limit": 100_000}),
+             ("pages", "--at", str(at), "--config", str(same_budget)), schemas.PagesDoc),
         ]  # fmt: skip
         for what, served, args, model in pairs:
             assert served.status_code == 200, (what, served.text)
@@ -623,6 +627,13 @@ def test_the_cli_and_the_service_give_the_same_documents(serve: Serve, tmp_path:
         assert rows["liar.example"]["score"] < rows["honest.example"]["score"]
         assert "hard_block" in rows["liar.example"]["reasons"]
         assert docs["one site"]["history"][-1]["at"] == at
+        assert docs["pages"]["total"] == len(docs["pages"]["pages"]) > 0
+        assert {p["state"] for p in docs["pages"]["pages"] if p["site"] == "liar.example"} == {
+            "paused"
+        }
+        assert client.get("/v1/pages", params={"site": "nowhere.example"}).status_code == 404
+        few = client.get("/v1/pages", params={"site": "honest.example", "limit": 2}).json()
+        assert len(few["pages"]) == 2 and {p["site"] for p in few["pages"]} == {"honest.example"}
 
         # the other answers are what their schemas say too
         page = client.get("/v1/pages/https://honest.example/p0")

@@ -11,7 +11,7 @@ answers against them (``extra="forbid"``: a key the model does not name fails).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +31,7 @@ __all__ = [
     "LeaseRequest",
     "Leases",
     "PageInfo",
+    "PagesDoc",
     "PauseAnswer",
     "PauseRequest",
     "PlanDoc",
@@ -432,6 +433,46 @@ class PageInfo(Doc):
     visits_per_day: float | None
     next_due: float | None
     leased: bool
+
+
+class PageRow(Doc):
+    """One page of ``recrawl pages --json``: its state, change rate per day with
+    a 90 % interval, decayed evidence, cost per fetch (billing unit), visits and
+    cost a day, next due time (unix seconds, None: none)."""
+
+    url: str
+    site: str
+    page_type: str
+    value: float
+    state: Literal["ok", "new", "backing_off", "paused", "canary", "gone", "moved"]
+    rate_per_day: float | None
+    rate_low_per_day: float | None
+    rate_high_per_day: float | None
+    rate_sd_per_day: float | None
+    evidence_changed: float | None
+    evidence_unchanged: float | None
+    evidence_days: float | None
+    cost: float
+    visits_per_day: float
+    cost_per_day: float
+    next_due: float | None
+    first_seen: float | None
+    last_fetch: float | None
+    last_ok: float | None
+    fails: int
+
+
+class PagesDoc(Doc):
+    """``recrawl pages --json``: what recrawl believes of each page; ``total``
+    matching pages, the first ``limit`` in ``pages``, counts by state."""
+
+    at: float
+    site: str | None
+    sort: Literal["rate", "due", "value", "cost"]
+    billing_unit: str
+    total: int
+    states: dict[str, int]
+    pages: list[PageRow]
 
 
 # -- plan, budget, stats, calibration --------------------------------------------------------

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from recrawl._exceptions import NotFound
 from recrawl.observe.observation import normalize_url
@@ -15,6 +15,7 @@ from recrawl.service.responses import JSONResponse
 from recrawl.service.schemas import (
     ERROR_RESPONSES,
     PageInfo,
+    PagesDoc,
     PauseAnswer,
     PauseRequest,
     ResumeAnswer,
@@ -118,6 +119,23 @@ def router(svc: Service, guards: Guards) -> APIRouter:
         if detail is None:
             raise NotFound("unknown site")
         return JSONResponse(detail.as_dict())
+
+    @reads.get(
+        "/v1/pages",
+        response_model=PagesDoc,
+        responses={**errors["site"], **errors["query"]},
+    )
+    def get_pages(
+        site: str | None = None,
+        sort: Literal["rate", "due", "value", "cost"] = "rate",
+        limit: Annotated[int, Query(ge=0, le=100_000)] = 100,
+    ) -> Any:
+        """What recrawl believes of each page (of ``site``), the first ``limit`` by
+        ``sort``: its change rate per day with a 90 % interval, the evidence, cost,
+        visits a day, next due time and state. As ``recrawl pages --json``
+        (which lists every page)."""
+        table = svc.engine.pages(site=site, now=svc.now(), limit=limit, sort=sort)
+        return JSONResponse(table.as_dict())
 
     @reads.get("/v1/pages/{url:path}", response_model=PageInfo, responses={**errors["page"]})
     def get_page(url: str, request: Request) -> Any:

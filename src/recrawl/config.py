@@ -20,6 +20,11 @@ Example ``recrawl.toml``::
     name = "h1.name::text"
     price = ".price::text"
 
+    [page_types.offer]              # records fetched from a JSON twin of each page
+    json_url = "{url}.json"         # parts: {url} {scheme} {host} {origin} {path} {query} {search}
+    fields = { price = "jmespath:price" }
+    html_fields = { price = ".price::text" }   # the page's, when its JSON is missing
+
     [crawl]                         # the fetch loop (recrawl crawl)
     user_agent = "acme-bot/1.0 (+https://acme.example/bot)"
     min_delay_s = 1.0               # between two requests to one site
@@ -36,13 +41,22 @@ Environment variables override the file: ``RECRAWL_BILLING_UNIT``,
 from __future__ import annotations
 
 import os
+import string
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final, Literal
+from urllib.parse import urljoin, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from recrawl._exceptions import ConfigError
 from recrawl.observe.fingerprint import FieldRule
@@ -51,11 +65,14 @@ from recrawl.observe.observation import TRACKING_PARAMS
 __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_USER_AGENT",
+    "JSON_URL_PARTS",
     "TRACKING_PARAMS",
     "CrawlSettings",
     "ListingRule",
+    "PageTypeRule",
     "Reserves",
     "Settings",
+    "json_origin_differs",
     "load_settings",
 ]
 
@@ -108,6 +125,145 @@ class ListingRule(BaseModel):
     item_type: str | None = None
     """Page type of the items the listing reveals (None: the type of the site's
     other crawled pages)."""
+
+
+JSON_URL_PARTS: Final = ("url", "scheme", "host", "origin", "path", "query", "search")
+"""The parts a ``json_url`` template may name, of the page's URL
+``http://shop.example:8080/p/1?x=2``: ``url`` (all of it), ``scheme``
+(``http``), ``host`` (``shop.example:8080``, the port kept), ``origin``
+(``http://shop.example:8080``), ``path`` (``/p/1``), ``query`` (``x=2``) and
+``search`` (``?x=2``, empty without a query)."""
+
+
+def _url_parts(url: str) -> dict[str, str]:
+    p = urlsplit(url)
+    return {
+        "url": url,
+        "scheme": p.scheme,
+        "host": p.netloc,
+        "origin": f"{p.scheme}://{p.netloc}",
+        "path": p.path or "/",
+        "query": p.query,
+        "search": f"?{p.query}" if p.query else "",
+    }
+
+
+def json_origin_differs(page: str, json_url: str) -> bool:
+    """Whether ``json_url`` is on another origin (scheme, host, port) than ``page``.
+
+    >>> json_origin_differs("http://a.example/p/1", "http://a.example:80/p/1.json")
+    False
+    >>> json_origin_differs("http://a.example/p/1", "http://api.a.example/p/1.json")
+    True
+    """
+
+    def key(url: str) -> tuple[str, str, int | None]:
+        p = urlsplit(url)
+        try:
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme)
+        except ValueError:
+            return (p.scheme, "", -1)
+        return (p.scheme.lower(), (p.hostname or "").lower(), port)
+
+    return key(page) != key(json_url)
+
+
+def _check_template(template: str) -> str:
+    """``template`` when it names only :data:`JSON_URL_PARTS` and at least one
+    part of the page's URL, else ValueError saying what is wrong."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"json_url {template!r} is not a template: {exc}") from None
+    names = [name for _, name, _, _ in parsed if name is not None]
+    for _, name, spec, conv in parsed:
+        if name is None:
+            continue
+        if name not in JSON_URL_PARTS:
+            raise ValueError(
+                f"json_url {template!r}: unknown part {{{name}}}; "
+                f"known: {', '.join('{' + n + '}' for n in JSON_URL_PARTS)}"
+            )
+        if spec or conv:
+            raise ValueError(f"json_url {template!r}: {{{name}}} takes no conversion or format")
+    if not any(n in ("url", "path", "query", "search") for n in names):
+        raise ValueError(
+            f"json_url {template!r} names no part of the page's URL "
+            "({url}, {path}, {query} or {search}): every page would fetch the same URL"
+        )
+    for page in ("http://shop.example/p/1", "https://shop.example:8443/p/1?q=1"):
+        made = urljoin(page, template.format(**_url_parts(page)))
+        if urlsplit(made).scheme not in ("http", "https"):
+            raise ValueError(f"json_url {template!r} does not make an http(s) URL")
+        if json_origin_differs(page, made):
+            raise ValueError(
+                f"json_url {template!r} leads to another site ({made} for the page {page}): "
+                "the crawl fetches a page's JSON only from the page's own scheme, host and port"
+            )
+    return template
+
+
+class PageTypeRule(FieldRule):
+    """A ``[page_types.NAME]`` table: :class:`~recrawl.observe.fingerprint.FieldRule`
+    (what a change is, what the crawl extracts) and where the crawl fetches a
+    page's record from."""
+
+    json_url: str | Callable[[str], str] | None = None
+    """Fetch the record from this URL instead of the page: a template naming
+    parts of the page's URL (:data:`JSON_URL_PARTS`: ``"{url}.json"``,
+    ``"{origin}/api{path}.json{search}"``; a relative result is resolved
+    against the page's URL), or, from Python, a function of the page's URL
+    returning the JSON URL. It must stay on the page's origin (scheme, host
+    and port): a template that leaves it is a configuration error, a
+    function's result that leaves it is refused by the crawl. The page type's
+    ``fields`` then read the JSON body (``jmespath:`` selectors)."""
+    html_fields: tuple[tuple[str, str], ...] = ()
+    """With ``json_url``: the same fields as ``fields``, read from the page's
+    HTML (CSS or XPath selectors) when the crawl fetches the page instead of
+    its JSON (the JSON answered 404 or 410, robots.txt disallows it, or it is
+    refused), so that the record stays comparable. Without them such a page is
+    not fetched. Written as a TOML table."""
+
+    @field_validator("html_fields", mode="before")
+    @classmethod
+    def _html_pairs(cls, value: Any) -> Any:
+        return tuple(value.items()) if isinstance(value, Mapping) else value
+
+    @field_validator("json_url")
+    @classmethod
+    def _template(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _check_template(value)
+        return value
+
+    @model_validator(mode="after")
+    def _fallback(self) -> PageTypeRule:
+        if self.html_fields:
+            if self.json_url is None:
+                raise ValueError("html_fields is for a page type with a json_url")
+            if {k for k, _ in self.html_fields} != {k for k, _ in self.fields}:
+                raise ValueError(
+                    "html_fields must name the same fields as fields "
+                    f"({sorted(k for k, _ in self.fields)})"
+                )
+        return self
+
+    def json_url_for(self, url: str) -> str | None:
+        """The URL the crawl fetches for the page at ``url`` (None: the page
+        itself). Not checked against the page's origin here: the crawl does.
+
+        >>> PageTypeRule(json_url="{url}.json").json_url_for("http://a.example/p/1")
+        'http://a.example/p/1.json'
+        >>> PageTypeRule(json_url="/api{path}{search}").json_url_for("http://a.example/p/1?v=2")
+        'http://a.example/api/p/1?v=2'
+        """
+        if self.json_url is None:
+            return None
+        if isinstance(self.json_url, str):
+            made = self.json_url.format(**_url_parts(url))
+        else:
+            made = str(self.json_url(url))
+        return urljoin(url, made)
 
 
 class CrawlSettings(BaseModel):
@@ -183,7 +339,7 @@ class Settings(BaseModel):
     objective: Literal["freshness", "events"] = "freshness"
     reserves: Reserves = Reserves()
     half_life_days: float | None = Field(None, gt=0)
-    page_types: dict[str, FieldRule] = {}
+    page_types: dict[str, PageTypeRule] = {}
     block_markers: list[str] = []
     token: str | None = None
     read_token: str | None = None
@@ -207,6 +363,18 @@ class Settings(BaseModel):
     ``synchronous_commit = off``). Applied by each :class:`~recrawl.Engine`
     built with these settings."""
     crawl: CrawlSettings = CrawlSettings()
+
+    @field_validator("page_types", mode="before")
+    @classmethod
+    def _rules(cls, value: Any) -> Any:
+        # a plain FieldRule (the rule before json_url) is taken as it is
+        if isinstance(value, Mapping):
+            return {
+                k: v.model_dump() if isinstance(v, FieldRule) and not isinstance(v, PageTypeRule)
+                else v
+                for k, v in value.items()
+            }  # fmt: skip
+        return value
 
     def daily_budget(self, pages: int) -> float:
         """The budget per day, in the billing unit: ``budget_per_day``, or when

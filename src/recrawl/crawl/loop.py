@@ -12,8 +12,10 @@ Each cycle (``cycle_hours`` of the crawl's clock):
    robots.txt allowed the URL;
 4. each response becomes an observation (the record extracted per page type,
    its title and a body excerpt for the content classifier) reported back in
-   batches; the cycle's spend (fetches, bytes on the wire or credits) never
-   goes over its budget: no fetch starts once the next would pass it.
+   batches (a page type with a ``json_url`` fetches each page's JSON instead,
+   under the same robots.txt, gate and conditional headers, and reports it as
+   the page's); the cycle's spend (fetches, bytes on the wire or credits)
+   never goes over its budget: no fetch starts once the next would pass it.
 
 Alongside the tasks, the sitemaps and feeds that are due are read
 (:mod:`recrawl.crawl.signals`: robots.txt's ``Sitemap:`` lines and the
@@ -44,13 +46,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlsplit
 
 from recrawl._exceptions import InvalidObservation
 from recrawl.clock import Clock, system_clock
-from recrawl.config import Settings
+from recrawl.config import PageTypeRule, Settings, json_origin_differs
 from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.robots import RobotsCache
@@ -95,6 +97,10 @@ with no success between them is the site saying no. A human resumes it."""
 LISTING_TRUST_CYCLES = 6
 """Cycles between two looks at the store for the listings' items' values and
 at the hint trust for the listings it refused (:meth:`Crawler._listing_worth`)."""
+
+JSON_MISSING = "json_missing"
+"""The error reported for a page whose JSON twin answered 404 or 410 when its
+page type has no ``html_fields`` to read the page with instead."""
 
 _HOSTILE_STATUSES: frozenset[int] = frozenset({401, 403, 429})
 
@@ -165,6 +171,14 @@ class CrawlStats:
     disallowed: int = 0
     """Planned URLs robots.txt disallowed: never fetched."""
     robots_requests: int = 0
+    json_requests: int = 0
+    """Requests for a page's JSON twin (page types with ``json_url``), part of ``requests``."""
+    json_refused: int = 0
+    """Tasks not fetched: their JSON twin refused (another origin, robots.txt,
+    a failing function) and no ``html_fields`` to read the page with."""
+    json_fallbacks: int = 0
+    """JSON twins that answered 404 or 410, after which the page itself was
+    fetched (both requests are in ``requests``, their bytes in the page's observation)."""
     signal_requests: int = 0
     """Sitemap and feed requests sent (:mod:`recrawl.crawl.signals`), in the budget."""
     signal_spent: float = 0.0
@@ -530,6 +544,16 @@ class Crawler:
             for name, rule in settings.page_types.items()
             if rule.fields
         }
+        self._json_rules: dict[str, PageTypeRule] = {
+            name: rule for name, rule in settings.page_types.items() if rule.json_url is not None
+        }
+        self._html_extractors = {
+            name: Extractor(dict(rule.html_fields))
+            for name, rule in self._json_rules.items()
+            if rule.html_fields
+        }
+        self._no_json: set[str] = set()  # pages whose JSON twin answered 404/410
+        self._json_said: set[tuple[str, str]] = set()  # (what, site) logged once
         self._pending: list[dict[str, Any]] = []
         self._reporting: set[asyncio.Task[None]] = set()
         self._queues: dict[str, deque[CrawlTask]] = {}
@@ -818,7 +842,13 @@ class Crawler:
                 rules = await self.robots.rules(origin, self.clock())
                 gate.set_crawl_delay(rules.crawl_delay_s)
                 st.crawl_delay_s = rules.crawl_delay_s
-                if not rules.allowed(task.url):
+                target = self._target(task, rules.allowed)
+                if target is None:  # its JSON refused, and no html_fields to read the page
+                    queue.popleft()
+                    self._disallowed.add(task.url)
+                    self.stats.json_refused += 1
+                    continue
+                if not rules.allowed(target):
                     queue.popleft()
                     self._disallowed.add(task.url)
                     self.stats.disallowed += 1
@@ -847,7 +877,7 @@ class Crawler:
                 gate.started(now)
                 st.state = "fetching"
                 st.delay_s = gate.effective_delay_s
-                job = asyncio.create_task(self._fetch(gate, st, task, expected))
+                job = asyncio.create_task(self._fetch(gate, st, task, expected, target))
                 in_flight.add(job)
                 job.add_done_callback(in_flight.discard)
                 self._progress()
@@ -888,9 +918,68 @@ class Crawler:
         self._route_turn[origin] += 1
         return self._routes[turn % len(self._routes)]
 
-    async def _fetch(self, gate: SiteGate, st: SiteStats, task: CrawlTask, expected: float) -> None:
+    def _say_once(self, what: str, site: str, message: str, *args: Any) -> None:
+        if (what, site) not in self._json_said:
+            self._json_said.add((what, site))
+            log.warning(message, *args)
+
+    def _target(self, task: CrawlTask, allowed: Callable[[str], bool]) -> str | None:
+        """The URL a task fetches: its page type's JSON twin of the page
+        (``json_url``) when it has one on the page's own origin that
+        robots.txt allows, else the page. A twin on another origin (a
+        function's result: a template is checked at load), one robots.txt
+        disallows and a function that fails are logged once per page type
+        and site; then the page is fetched when the page type has
+        ``html_fields`` to read it with, else nothing (None: the task is
+        refused, and not planned again in this crawl). A page whose twin
+        answered 404 or 410 earlier in this crawl is fetched as a page."""
+        rule = self._json_rules.get(task.page_type)
+        if rule is None or task.url in self._no_json:
+            return task.url
+        fallback = task.url if rule.html_fields else None
+        then = "fetching the pages" if rule.html_fields else "not fetching them (no html_fields)"
+        try:
+            target = rule.json_url_for(task.url)
+        except Exception as exc:  # a user's function
+            self._say_once(
+                f"error:{task.page_type}", task.site,
+                "json_url of page type %r failed on %s (%s): %s",
+                task.page_type, task.url, exc, then,
+            )  # fmt: skip
+            return fallback
+        if target is None:
+            return task.url
+        if json_origin_differs(task.url, target):
+            self._say_once(
+                f"origin:{task.page_type}", task.site,
+                "json_url of page type %r refused: %s is not on the site of %s "
+                "(only the page's own scheme, host and port are fetched); %s",
+                task.page_type, target, task.url, then,
+            )  # fmt: skip
+            return fallback
+        if not allowed(target):
+            self._say_once(
+                f"robots:{task.page_type}", task.site,
+                "robots.txt disallows %s, the JSON of %s (page type %r): %s",
+                target, task.url, task.page_type, then,
+            )  # fmt: skip
+            return fallback
+        return target
+
+    async def _fetch_target(
+        self, task: CrawlTask, target: str, expected: float
+    ) -> FetchResult | None:
+        """Fetch ``target`` (the page or its JSON twin). A twin that answers
+        404 or 410 does not stand for the page (logged once per site). With
+        ``html_fields``, the page is fetched at once, held to the site's
+        spacing as a redirect hop is, and directly for the rest of the crawl;
+        the result carries both requests' bytes (None when robots.txt
+        disallows the page: the twin's request is counted here, at
+        ``expected`` committed). Without, the result is the error
+        ``json_missing`` (no status: neither gone nor changed), and the twin
+        is asked again at the page's next visit."""
         req = FetchRequest(
-            url=task.url,
+            url=target,
             headers=dict(task.headers),
             route=self._route(origin_of(task.url)),
             site=task.site,
@@ -899,6 +988,59 @@ class Crawler:
         )
         async with self._slots:
             res = await self.fetcher.fetch(req)
+        if target == task.url:
+            return res
+        self.stats.json_requests += 1
+        if res.error is not None or res.status not in (404, 410):
+            return res
+        rule = self._json_rules[task.page_type]
+        self._say_once(
+            "missing", task.site,
+            "%s answered %s for the JSON of %s: %s",
+            target, res.status, task.url,
+            "fetching the page instead (and each page of the site whose JSON is missing)"
+            if rule.html_fields
+            else "reported as the error json_missing (no html_fields to read the page with)",
+        )  # fmt: skip
+        if not rule.html_fields:
+            return replace(res, status=None, error=JSON_MISSING, headers={}, body=b"")
+        self._no_json.add(task.url)
+        self.stats.json_fallbacks += 1
+        origin = origin_of(task.url)
+        rules = await self.robots.rules(origin, self.clock())
+        self.stats.requests += 1  # the twin's request; the page's is counted with the result
+        self.stats.sites[origin].requests += 1
+        self.stats.statuses[str(res.status)] += 1
+        if not rules.allowed(task.url):
+            self._disallowed.add(task.url)
+            self.stats.disallowed += 1
+            self.stats.sites[origin].disallowed += 1
+            self.stats.bytes_sent += res.bytes_sent
+            self.stats.bytes_received += res.bytes_received
+            if not task.canary:
+                cost = self._cost(res, {})
+                self._cycle_spent += cost
+                self._spent_total += cost
+                self._cycle_committed += cost - expected
+            return None
+        await self._before_hop(task.url)
+        async with self._slots:
+            page = await self.fetcher.fetch(replace(req, url=task.url))
+        return replace(
+            page,
+            bytes_sent=page.bytes_sent + res.bytes_sent,
+            bytes_received=page.bytes_received + res.bytes_received,
+            latency_ms=page.latency_ms + res.latency_ms,
+        )
+
+    async def _fetch(
+        self, gate: SiteGate, st: SiteStats, task: CrawlTask, expected: float, target: str
+    ) -> None:
+        got = await self._fetch_target(task, target, expected)
+        if got is None:
+            gate.finished(self.clock(), 404, None, None, {})
+            return
+        res = got
         raw = self._observation(task, res)
         record = raw.get("record")
         challenged = (
@@ -917,7 +1059,10 @@ class Crawler:
         # a refusal would
         status = 403 if challenged else res.status
         await self._signals_of(task, res, challenged, raw)
-        gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
+        if res.error == JSON_MISSING:  # the site answered 404: no trouble to pace
+            gate.finished(self.clock(), 404, None, res.latency_ms, res.headers)
+        else:
+            gate.finished(self.clock(), status, res.error, res.latency_ms, res.headers)
         self._count(st, res, raw, task, expected)
         await self._watch(
             task.site, st, status, res.error, "challenge page" if challenged else None
@@ -984,6 +1129,8 @@ class Crawler:
         ok = res.status is not None and 200 <= res.status < 300 and res.error is None
         if ok and res.body:
             ex = self._extractors.get(task.page_type)
+            if task.page_type in self._json_rules and res.request.url == task.url:
+                ex = self._html_extractors.get(task.page_type)  # the page, not its JSON
             title, excerpt, record = summarize(res.body, res.content_type, ex)
             kw["title"], kw["body_excerpt"] = title, excerpt
             if record is not None:
@@ -991,6 +1138,9 @@ class Crawler:
             else:  # no fields configured: the body itself is the record
                 kw["record_hash"] = hashlib.blake2b(res.body, digest_size=16).hexdigest()
         raw = res.observation(**kw)
+        if res.request.url != task.url:  # a JSON twin: the observation is the page's
+            raw["url"] = task.url
+            raw.pop("moved_to", None)
         if task.canary:
             raw["canary"] = task.url
         if task.lease_id:

@@ -59,6 +59,11 @@ What a site answers, in the order it checks:
   says (honoured: ``If-None-Match``, or without it ``If-Modified-Since``, that
   still matches gets 304; ignored: always 200; lying: 304 to any validator of
   the page, even after it changed; none: no validators sent).
+* ``/p/<i>.json``, when ``SiteSpec.json_twin``: the page's JSON twin, its
+  record only (``{"id", "name", "price", "stock", "served_at"}``, about 100
+  bytes against the page's thousands), with the page's validators (the same
+  ``ETag``, honoured the same way); 404 when the page is not a normal page
+  (a fault path, not appeared yet). Without ``json_twin``: 404.
 * ``/private/<anything>``: 200, a page that never changes (robots.txt usually
   disallows it, so a crawler that ignores robots.txt is visible in the log).
 * anything else: 404.
@@ -183,6 +188,7 @@ Served = Literal[
     "sitemap_index",
     "feed",
     "listing",
+    "json",
     "bad_gateway",
     "route_reset",
     "bad_request",
@@ -436,6 +442,10 @@ class SiteSpec:
       page shows them, and ``<a class="next" rel="next" href="…">`` to the
       next listing page; ``fresh`` shows the summaries now, ``stale`` as they
       were ``listing_lag_s`` seconds ago. Listing pages carry no validators.
+    * ``json_twin``: each page ``/p/<i>`` also answers at ``/p/<i>.json`` with
+      its record as JSON (``id``, ``name``, ``price``, ``stock`` as the page
+      shows them, and ``served_at``), the page's validators included: a
+      structured endpoint, a small fraction of the page's bytes. Off: 404.
     """
 
     name: str
@@ -463,6 +473,7 @@ class SiteSpec:
     feed_items: int = 20
     listing: ListingMode = "none"
     listing_lag_s: float = _DAY_S
+    json_twin: bool = False
     slow_s: float = 30.0
     process: ChangeProcess = "poisson"
     burst_size: float = 5.0
@@ -604,9 +615,10 @@ class RequestRecord:
     (``"page"``, ``"robots"``, ``"private"``, ``"error_500"``, ``"gone"``,
     ``"moved"``, ``"redirected"``, ``"soft_404"``, ``"challenge"``, ``"soft_block"``, ``"429"``,
     ``"403"``, ``"not_found"``, ``"sitemap"``, ``"sitemap_index"``, ``"feed"``,
-    ``"listing"``, and from a proxy ``"bad_gateway"``, ``"route_reset"``,
-    ``"bad_request"``). ``version`` is the page version the answer stands for
-    (200 of a ``/p/<i>`` page: the version sent; 304: the version the client
+    ``"listing"``, ``"json"`` (a page's JSON twin), and from a proxy
+    ``"bad_gateway"``, ``"route_reset"``, ``"bad_request"``). ``version`` is
+    the page version the answer stands for (200 of a ``/p/<i>`` page or its
+    JSON twin: the version sent; 304: the version the client
     keeps, which a lying site lets fall behind ``current_version``; 0 for
     private pages; else None). ``if_none_match`` and ``user_agent`` are the
     request headers (None when absent). ``retry_after_until`` is
@@ -741,6 +753,7 @@ class _Answer:
 
 _HTML: Final = ("Content-Type", "text/html; charset=utf-8")
 _XML: Final = ("Content-Type", "application/xml; charset=utf-8")
+_JSON: Final = ("Content-Type", "application/json")
 
 
 def _by_page(page: np.ndarray, t: np.ndarray, n: int) -> list[np.ndarray]:
@@ -993,6 +1006,16 @@ class _Site:
         fault = self._faults.get(path)
         if fault is not None:
             return self._fault_answer(fault, path)
+        if self.spec.json_twin and path.endswith(".json"):
+            i = _page_index(path[:-5])
+            if (
+                i is not None
+                and i < self.spec.n_pages
+                and path[:-5] not in self._faults
+                and t >= self._appear[i]
+            ):
+                return self._page(i, t, inm, ims, twin=True)
+            return _Answer(404, "not_found", b'{"error": "not found"}', [_JSON])
         i = _page_index(path)
         if i is not None and i < self.spec.n_pages:
             if t < self._appear[i]:
@@ -1183,8 +1206,11 @@ class _Site:
     def _stock(self, i: int, v: int) -> str:
         return _STOCK[(self._stock0[i] + v) % len(_STOCK)]
 
-    def _page(self, i: int, t: float, inm: str | None, ims: str | None) -> _Answer:
+    def _page(
+        self, i: int, t: float, inm: str | None, ims: str | None, *, twin: bool = False
+    ) -> _Answer:
         v = self.version_at(i, t)
+        served: Served = "json" if twin else "page"
         last = self._change_lists[i][v - 1] if v else self.born(i)
         etag = f'"{i}-{v}"'
         mode = self.spec.validators
@@ -1196,7 +1222,7 @@ class _Site:
             at = self._change_lists[i][kept - 1] if kept else self.born(i)
             same = [("ETag", f'"{i}-{kept}"'), ("Last-Modified", _http_date(at))]
             return _Answer(
-                304, "page", headers=same, version=kept, current_version=v, page_type=kind
+                304, served, headers=same, version=kept, current_version=v, page_type=kind
             )
 
         if mode == "honoured":
@@ -1212,6 +1238,18 @@ class _Site:
             since = _parse_http_date(ims) if inm is None and ims is not None else None
             if since is not None:
                 return not_modified(self.version_at(i, since))
+        if twin:  # the record alone: no ad, no session, no padding
+            record = {
+                "id": i,
+                "name": f"Item {i}",
+                "price": self._price(i, v),
+                "stock": self._stock(i, v),
+                "served_at": _w3c(t),
+            }
+            return _Answer(
+                200, "json", json.dumps(record).encode(), [_JSON, *headers],
+                version=v, current_version=v, page_type=kind,
+            )  # fmt: skip
         with self._volatile_lock:
             ad = self._volatile.getrandbits(48)
             token = self._volatile.getrandbits(64)
@@ -1757,7 +1795,8 @@ class SimWeb:
         """Time-averaged share of ``urls`` whose last fetched copy is current, over ``[start, end]``.
 
         A fetch is a GET record with status 200 or 304 and a version (from
-        ``log``, by default :attr:`request_log`). After a fetch of version ``v``
+        ``log``, by default :attr:`request_log`); a fetch of a page's JSON twin
+        (``/p/<i>.json``) is a fetch of the page. After a fetch of version ``v``
         at ``t_f`` and until the page's next fetch, the page counts as fresh
         while the page's true version is ``v``: from ``t_f`` to its next change
         (a lying 304 records the version the client kept, so it buys nothing).
@@ -1782,7 +1821,8 @@ class SimWeb:
                 born[key] = appear
         fetches: dict[tuple[str, str], list[tuple[float, int]]] = {k: [] for k in keys}
         for r in self.request_log if log is None else log:
-            got = fetches.get((r.site, r.path))
+            path = r.path[:-5] if r.served == "json" else r.path
+            got = fetches.get((r.site, path))
             if (
                 got is not None
                 and r.status in (200, 304)

@@ -258,3 +258,33 @@ def test_a_missing_json_does_not_mark_the_page_gone(
         assert all("status" not in o for o in source.reported)
         assert sum(p.changes for p in pages.values()) == 0
         assert stats.json_fallbacks == 0
+
+
+@pytest.mark.parametrize("html_fields", [True, False])
+def test_robots_txt_is_checked_for_the_json_url(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, html_fields: bool
+) -> None:
+    """robots.txt disallows the twins, not the pages: no twin is requested;
+    the pages are fetched and read with ``html_fields``, or, without them,
+    not fetched at all. Logged once."""
+    clock = ScaledClock(DAY / 10, real_origin=time.time(), virtual_origin=ORIGIN)
+    robots = "User-agent: *\nDisallow: /private/\nDisallow: /*.json$\n"
+    spec = SiteSpec("shop", n_pages=6, json_twin=True, robots=robots)
+    rule: dict[str, Any] = {"json_url": "{url}.json", "fields": JSON_FIELDS}
+    if html_fields:
+        rule["html_fields"] = HTML_FIELDS
+    with SimWeb([spec], clock=clock, seed=5, origin=ORIGIN) as web:
+        with caplog.at_level(logging.WARNING, logger="recrawl.crawl"):
+            stats, source, _ = asyncio.run(_crawl(web, _settings(rule), tmp_path / "r.db", 0.1))
+        got = _page_requests(web)
+        paths = [r.path for r in web.request_log.snapshot()]
+    assert "/robots.txt" in paths
+    assert not any(p.endswith(".json") for p in paths)
+    said = [r.getMessage() for r in caplog.records if "robots.txt disallows" in r.getMessage()]
+    assert len(said) == 1 and ".json" in said[0]
+    if html_fields:
+        assert got and {r.served for r in got} == {"page"}
+        ok = [o for o in source.reported if o.get("status") == 200]
+        assert ok and all(o["record"]["price"] for o in ok)
+    else:
+        assert got == [] and stats.requests == 0 and stats.json_refused > 0

@@ -198,6 +198,7 @@ def test_unreachable_postgres_is_one_clear_sentence(tmp_path: Path):
     assert res.returncode == 2 and "cannot connect" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow  # 80 s: the whole demo; make test-slow
 def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     res = subprocess.run(
         [sys.executable, "-m", "recrawl", "demo", "--crawl-days", "3"],  # make demo: 30

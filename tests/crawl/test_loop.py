@@ -66,17 +66,20 @@ def figures(runs: dict[str, CrawlRun]) -> dict[str, Any]:
     return got
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_robots_disallowed_paths_get_no_request(figures: dict[str, Any]) -> None:
     assert figures["to_disallowed_paths"] == 0
     assert figures["disallowed_counted"] >= 1  # planned, refused by robots.txt, counted
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_crawl_delay_kept_between_requests_to_a_site(figures: dict[str, Any]) -> None:
     assert figures["crawl_delay_gaps"] > 300
     short = figures["crawl_delay_share_under_90pct"]
     assert short <= 0.02, f"{short:.1%} of gaps under 90% of the {CRAWL_DELAY_S:g} s Crawl-delay"
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_a_redirect_hop_waits_for_the_crawl_delay(run: CrawlRun) -> None:
     """The moved page's 301 is followed as a request to the site like any other:
     its hop to the new URL waits for the Crawl-delay (before: 44 s after the 301)."""
@@ -87,11 +90,13 @@ def test_a_redirect_hop_waits_for_the_crawl_delay(run: CrawlRun) -> None:
         assert b.t - a.t >= 0.9 * CRAWL_DELAY_S, (a.path, b.path, b.t - a.t)
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_no_request_inside_a_retry_after_window(figures: dict[str, Any]) -> None:
     assert figures["retry_after_windows"] >= 1, "the hostile site never answered 429"
     assert figures["requests_inside_retry_after"] == 0
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_hostile_site_paused_by_its_403_wave(run: CrawlRun, figures: dict[str, Any]) -> None:
     before, after = figures["hostile_daily_before"], figures["hostile_daily_after_wave"]
     assert after < 0.05 * before, (before, after)
@@ -100,22 +105,26 @@ def test_hostile_site_paused_by_its_403_wave(run: CrawlRun, figures: dict[str, A
     assert figures["hostile_403s"] < 0.05 * before
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_failing_gone_and_moved_pages_do_not_storm(figures: dict[str, Any]) -> None:
     assert figures["always_500_share"] < 0.01
     assert figures["gone_requests"] <= 4  # 404
     assert figures["moved_old_url_requests"] <= 4  # 301 to /p/2
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_soft_404_does_not_pause_a_healthy_site(run: CrawlRun, figures: dict[str, Any]) -> None:
     assert figures["paused_sites"] == [run.sites["hostile"]]
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_requests_within_ten_percent_of_the_budget(run: CrawlRun, figures: dict[str, Any]) -> None:
     assert run.stats.spent <= run.stats.budget + 1e-6
     assert figures["over_budget_cycles"] == 0
     assert 0.9 <= figures["requests_over_budget"] <= 1.1, figures["requests_over_budget"]
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_freshness_above_uniform_and_near_the_hindsight_optimum(figures: dict[str, Any]) -> None:
     """On the sites that behave, from the servers' ground truth: over 16 days
     from a cold start recrawl is fresher than a uniform crawl at the same budget
@@ -281,6 +290,7 @@ def test_observations_the_store_refuses_are_kept_for_ingest(tmp_path: Path) -> N
         assert Engine(store, settings).stats()["total"]["fetches"] == len(pages)
 
 
+@pytest.mark.slow  # the 16-day two-policy crawl (65 s); make test-slow, benchmarks/closed_loop.py
 def test_policy_figures_agree_with_the_ground_truth(runs: dict[str, CrawlRun]) -> None:
     from recrawl.sim.crawl import BEHAVING, policy_figures
 

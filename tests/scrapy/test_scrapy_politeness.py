@@ -148,6 +148,7 @@ def _pages(run: Run, site: str | None = None) -> list[RequestRecord]:
     )
 
 
+@pytest.mark.slow  # the add-on's AutoThrottle crawl (14 s); make test-slow
 def test_autothrottle_is_on_and_every_request_is_one_observation(run: Run) -> None:
     assert "scrapy.extensions.throttle.AutoThrottle" in run.log_text  # enabled extension
     seen = collections.Counter(r.url for r in _pages(run))
@@ -159,6 +160,7 @@ def test_autothrottle_is_on_and_every_request_is_one_observation(run: Run) -> No
     assert run.stats["recrawl/stored"] == total
 
 
+@pytest.mark.slow  # the add-on's AutoThrottle crawl (14 s); make test-slow
 def test_requests_to_a_crawl_delay_site_are_that_far_apart(run: Run) -> None:
     """robots.txt says 1200 s; the add-on's own delay is 60 s."""
     slow = _pages(run, "slow")
@@ -167,6 +169,7 @@ def test_requests_to_a_crawl_delay_site_are_that_far_apart(run: Run) -> None:
     assert min(gaps) >= 0.9 * CRAWL_DELAY, sorted(gaps)[:5]
 
 
+@pytest.mark.slow  # the add-on's AutoThrottle crawl (14 s); make test-slow
 def test_a_slow_sites_surplus_goes_to_the_other_sites(run: Run) -> None:
     """The plan would give the slow site more than three fetches an hour;
     each cycle hands it no more than its Crawl-delay lets it make, and the
@@ -185,6 +188,7 @@ def test_a_slow_sites_surplus_goes_to_the_other_sites(run: Run) -> None:
     assert run.stats["recrawl/fitted_out"] > 0  # the plan asked for more
 
 
+@pytest.mark.slow  # the add-on's AutoThrottle crawl (14 s); make test-slow
 def test_retry_after_is_honoured_with_autothrottle(run: Run) -> None:
     busy = _pages(run, "busy")
     windows = [(r.t, r.retry_after_until) for r in busy if r.retry_after_until is not None]
@@ -193,5 +197,6 @@ def test_retry_after_is_honoured_with_autothrottle(run: Run) -> None:
     assert inside == []
 
 
+@pytest.mark.slow  # the add-on's AutoThrottle crawl (14 s); make test-slow
 def test_a_paused_site_gets_no_request_with_autothrottle(run: Run) -> None:
     assert [r for r in run.log if r.site == run.sites["paused"]] == []

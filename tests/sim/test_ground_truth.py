@@ -18,6 +18,7 @@ from recrawl.sim.web import SiteSpec, write_ground_truth
 DAY = 86400.0
 
 
+@pytest.mark.slow  # 12 s closed loop; make test-slow
 def test_a_uniform_crawl_agrees_with_the_replays_uniform(tmp_path: Path) -> None:
     specs = [
         SiteSpec("slow", n_pages=50, rate_per_day=0.5),

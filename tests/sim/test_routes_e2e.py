@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from recrawl.sim.crawl import route_diagnosis
 
 
@@ -14,7 +12,6 @@ from recrawl.sim.crawl import route_diagnosis
 # tests/cli/test_cli.py::test_demo_runs_the_main_job_and_writes_the_report
 # checks all of the below from its output: this one repeats it (10 s of
 # simulated clock) in `make test-slow` only.
-@pytest.mark.slow
 def test_a_dead_route_is_named_as_the_route_not_the_site(tmp_path: Path) -> None:
     got = route_diagnosis(tmp_path)
     after = got["requests_after_by_route"]

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from recrawl.observe.traces import load_traces
 from recrawl.sim.web import load_scenario
 
@@ -15,6 +17,7 @@ DAY = 86400.0
 CLI = [sys.executable, "-m", "recrawl.cli.main"]
 
 
+@pytest.mark.slow  # 19 s closed loop; make test-slow
 def test_a_crawl_of_the_simweb_is_in_its_ground_truth(tmp_path: Path) -> None:
     (tmp_path / "web.toml").write_text(
         '[[sites]]\nname = "shop"\nn_pages = 15\nrate_per_day = 2.0\n'

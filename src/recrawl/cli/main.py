@@ -1528,12 +1528,19 @@ def _demo_closed_loop(days: float) -> None:
         )  # fmt: skip
     out.print(t)
     w = got["warm"]
-    out.print(
-        f"From each page's first fetch on, recrawl's freshness is {w['warm']:.3f}: "
-        f"{w['ratio']:.3f} of the hindsight optimum's {w['oracle']:.3f} at the same number of "
-        "revisits on the same change times (recrawl simweb and recrawl crawl do the same as "
-        "two processes; benchmarks/closed_loop.py over seeds and budgets)."
-    )
+    if w["ratio"] is None:
+        seen = "" if w["warm"] is None else f" (freshness {w['warm']:.3f} from each first fetch on)"
+        out.print(
+            f"The crawl was too short to revisit a page{seen}, so there is no hindsight optimum "
+            "to hold recrawl to: give it more --crawl-days."
+        )
+    else:
+        out.print(
+            f"From each page's first fetch on, recrawl's freshness is {w['warm']:.3f}: "
+            f"{w['ratio']:.3f} of the hindsight optimum's {w['oracle']:.3f} at the same number of "
+            "revisits on the same change times (recrawl simweb and recrawl crawl do the same as "
+            "two processes; benchmarks/closed_loop.py over seeds and budgets)."
+        )
     for name, f in got["policies"].items():
         p = f["politeness"]
         under = p["crawl_delay_gaps_under_90pct"]

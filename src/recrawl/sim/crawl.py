@@ -272,7 +272,9 @@ def freshness(runs: dict[str, CrawlRun], behaving: Sequence[str] = BEHAVING) -> 
     per policy over the whole crawl; for the first policy, ``warm`` (each page
     from its first fetch on), the hindsight ``oracle`` and ``uniform`` replayed
     on the same change times from the same first fetches at the same number of
-    revisits, and ``ratio`` = warm / oracle."""
+    revisits, and ``ratio`` = warm / oracle. A crawl too short to revisit
+    any page has no yardstick: ``oracle``, ``uniform_replay`` and ``ratio`` are None
+    (and ``warm`` too when no page was fetched)."""
     cold = {}
     for policy, r in runs.items():
         urls = [u for n in behaving for u in r.web.urls(r.sites[n])]
@@ -280,26 +282,34 @@ def freshness(runs: dict[str, CrawlRun], behaving: Sequence[str] = BEHAVING) -> 
     run = next(iter(runs.values()))
     urls = [u for n in behaving for u in run.web.urls(run.sites[n])]
     first = _first_fetches(run, urls)
-    warm = float(
-        np.mean(
-            [run.web.freshness_from_log([u], t, run.end, log=run.log) for u, t in first.items()]
+    warm = (
+        float(
+            np.mean(
+                [run.web.freshness_from_log([u], t, run.end, log=run.log) for u, t in first.items()]
+            )
         )
+        if first
+        else None
     )
     revisits = sum(1 for r in run.log if r.url in first and r.status in (200, 304)) - len(first)
     page_days = sum(run.end - t for t in first.values()) / DAY
-    res = replay(
-        _warm_traces(run, first), budget=revisits / page_days, policies=["oracle", "uniform"]
-    )
-    oracle = float(res["policies"]["oracle"]["freshness"])
+    oracle = uniform = ratio = None
+    if revisits > 0 and page_days > 0:  # (a crawl too short to revisit has no yardstick)
+        res = replay(
+            _warm_traces(run, first), budget=revisits / page_days, policies=["oracle", "uniform"]
+        )
+        oracle = float(res["policies"]["oracle"]["freshness"])
+        uniform = float(res["policies"]["uniform"]["freshness"])
+        ratio = warm / oracle if warm is not None and oracle > 0 else None
     return {
         "cold_start": cold,
         "pages": len(urls),
         "pages_fetched": len(first),
         "warm": warm,
         "oracle": oracle,
-        "uniform_replay": float(res["policies"]["uniform"]["freshness"]),
-        "ratio": warm / oracle,
-        "revisits_per_page_day": revisits / page_days,
+        "uniform_replay": uniform,
+        "ratio": ratio,
+        "revisits_per_page_day": revisits / page_days if page_days > 0 else 0.0,
     }
 
 

@@ -71,6 +71,26 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from recrawl import __version__
+
+        print(f"recrawl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
 def _pct(x: float) -> str:
     """A share as a percentage, with as many decimals as it needs (up to 3)."""
     for d in range(4):

@@ -51,6 +51,7 @@ from recrawl.records.pages import (
     page_row,
 )
 from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
+from recrawl.store.hintfold import fold_hints
 
 __all__ = ["SQLStore", "SQLWrite"]
 
@@ -1274,49 +1275,7 @@ class SQLStore:
                     )
                     for p, src, lm, fs, ls, lms in db.execute(q, chunk):
                         state[(p, src)] = [lm, fs, ls, 0, lms]
-                log: dict[tuple[int, str, float], float] = {}
-                id_of, state_of = ids.__getitem__, state.get  # (a loop over 50,000 hints)
-                unchanged = 0
-                # pages whose lastmod moved to one the log may hold already: when
-                # it was first seen comes from the log too
-                moved: set[tuple[int, str]] = set()
-                for h in batch:
-                    pid = id_of(h.url)
-                    if pid is None:
-                        res.unknown += 1
-                        continue
-                    key = (pid, h.source)
-                    t, lm = h.seen_at, h.lastmod
-                    st = state_of(key)
-                    if st is None:
-                        state[key] = [lm, t, t, 2, t]
-                    elif lm == st[0]:  # what the source said last: when it said so moves
-                        unchanged += 1
-                        if t < st[4]:  # an older read: it may have said so first
-                            st[4] = t
-                            st[3] = st[3] or 1
-                        if t > st[2]:
-                            st[2] = t
-                            st[3] = st[3] or 1
-                        elif t < st[2]:  # an older read: it may have said so first
-                            if t < st[1]:
-                                st[1] = t
-                                st[3] = st[3] or 1
-                            lk = (pid, h.source, lm)
-                            log[lk] = min(t, log.get(lk, t))
-                        continue
-                    else:
-                        if t >= st[2]:  # the latest read: its lastmod is the latest
-                            st[0], st[2] = lm, t
-                            st[4] = min(t, log.get((pid, h.source, lm), t))
-                            if st[3] != 2:
-                                moved.add(key)
-                        st[1] = min(st[1], t)
-                        st[3] = st[3] or 1
-                    res.stored += 1
-                    lk = (pid, h.source, lm)
-                    log[lk] = min(t, log.get(lk, t))
-                res.unchanged = unchanged
+                log, moved = fold_hints(batch, ids.__getitem__, state, res)
                 for chunk in _chunks(sorted({p for p, _ in moved})):
                     q = (
                         "SELECT page, source, lastmod, first_seen FROM hint_log "

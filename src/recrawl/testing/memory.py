@@ -53,6 +53,7 @@ from recrawl.records.pages import (
     page_row,
 )
 from recrawl.store import ContentHistory, GroupTotals, HintResult, HintRows
+from recrawl.store.hintfold import fold_hints
 
 __all__ = ["MemoryStore"]
 
@@ -203,44 +204,7 @@ class MemoryStore:
             state: dict[tuple[int, str], list[float]] = {
                 k: [v[0], v[1], v[2], 0, v[3]] for k, v in st.hints.items()
             }
-            log: dict[tuple[int, str, float], float] = {}
-            moved: set[tuple[int, str]] = set()
-            for h in batch:
-                pid = st.ids.get(h.url)
-                if pid is None:
-                    res.unknown += 1
-                    continue
-                key = (pid, h.source)
-                t, lm = h.seen_at, h.lastmod
-                s = state.get(key)
-                if s is None:
-                    state[key] = [lm, t, t, 2, t]
-                elif lm == s[0]:  # what the source said last: when it said so moves
-                    res.unchanged += 1
-                    if t < s[4]:
-                        s[4] = t
-                        s[3] = s[3] or 1
-                    if t > s[2]:
-                        s[2] = t
-                        s[3] = s[3] or 1
-                    elif t < s[2]:
-                        if t < s[1]:
-                            s[1] = t
-                            s[3] = s[3] or 1
-                        lk = (pid, h.source, lm)
-                        log[lk] = min(t, log.get(lk, t))
-                    continue
-                else:
-                    if t >= s[2]:  # the latest read: its lastmod is the latest
-                        s[0], s[2] = lm, t
-                        s[4] = min(t, log.get((pid, h.source, lm), t))
-                        if s[3] != 2:
-                            moved.add(key)
-                    s[1] = min(s[1], t)
-                    s[3] = s[3] or 1
-                res.stored += 1
-                lk = (pid, h.source, lm)
-                log[lk] = min(t, log.get(lk, t))
+            log, moved = fold_hints(batch, st.ids.get, state, res)
             for (p, src, lm), fs in st.hint_log.items():
                 s = state[(p, src)] if (p, src) in moved else None
                 if s is not None and s[0] == lm and fs < s[4]:

@@ -31,7 +31,7 @@ from recrawl.engine.results import HealthOverview, SiteDetail, health_overview, 
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
 from recrawl.observe.observation import Observation, line_key, parse_observation
-from recrawl.service.leases import Candidate, LeasePool, pick_candidates
+from recrawl.service.leases import LeasePool, pick_candidates
 from recrawl.service.replicas import decode_plan, encode_plan
 from recrawl.service.writer import Committed, Writer
 from recrawl.store import BatchResult, EngineStore, SharedPlanning, SQLStore, open_store
@@ -432,7 +432,7 @@ class Service:
             refund += c.cost
             if pool is None and self._plan is not None:
                 pool = self._pool(self._plan)
-            if pool is None or c.url not in pool.info:
+            if pool is None or not pool.holds(c.url):
                 self._stranded = True
         self._charge(-refund)
 
@@ -484,7 +484,7 @@ class Service:
             # own mark first, and the reports after it are synced once installed
             self._done.update(urls)
             for url in urls:
-                pool.rest.pop(url, None)
+                pool.drop(url)
         self._seen_seq = mark
 
     def _pool(self, plan: PlanResult) -> LeasePool:
@@ -493,18 +493,7 @@ class Service:
         pool = self._lease_pool
         if pool is not None and pool.plan is plan:
             return pool
-        done = self._done
-        canaries: list[Candidate] = []
-        rest: dict[str, Candidate] = {}
-        info: dict[str, dict[str, Any]] = {}
-        for task in plan.tasks:
-            url = task["url"]
-            info[url] = task
-            if task["reason"] == "canary":
-                canaries.append((url, task["site"], task["reason"]))
-            elif url not in done:
-                rest.setdefault(url, (url, task["site"], task["reason"]))
-        pool = LeasePool(plan, canaries, rest, info, frozenset(c[1] for c in rest.values()))
+        pool = LeasePool(plan, self._done)
         self._lease_pool = pool
         return pool
 
@@ -539,15 +528,15 @@ class Service:
                 else []
             )
             caps: dict[str, int] = {}
-            if len(got) < limit and pool.rest:
+            if len(got) < limit and pool:
                 default = self.settings.site_concurrency
                 caps = {site: default for site in pool.sites} | self.site_caps()
             for _ in range(3):  # again only when another process claimed some meanwhile
                 want = limit - len(got)
-                if want <= 0 or not pool.rest:
+                if want <= 0 or not pool:
                     break
                 per_site = self.store.outstanding_leases(now)
-                rest, whole = pick_candidates(pool.rest.values(), pool.sites, per_site, caps, want)
+                rest, whole = pick_candidates(pool.candidates(), pool.sites, per_site, caps, want)
                 if rest:
                     got += self.store.claim(
                         rest,
@@ -560,7 +549,7 @@ class Service:
                     )
                 if whole:
                     break
-            info = pool.info
+            info = {g["url"]: pool.task(g["url"]) for g in got}
             charged = 0.0
             for g in got:
                 cost = float(info[g["url"]].get("cost") or 0.0)
@@ -695,7 +684,7 @@ class Service:
             pool = self._lease_pool
             if pool is not None:
                 for o in good:
-                    pool.rest.pop(o.url, None)
+                    pool.drop(o.url)
             if self._done_pending is not None:
                 self._done_pending.update(o.url for o in good)
             log = self._ingest_log

@@ -81,6 +81,12 @@ _BUCKET_COLS: Final = (
     + ["failed_first"]
 )
 
+_PAGE_CHUNK = 10_000
+"""Rows of the pages table :meth:`SQLStore.page_columns` reads at once. Its
+row tuples are freed after each chunk, but the memory they took stays with
+the process (Python's allocator keeps an arena while one object in it
+lives, and the URLs read meanwhile live on): 10,000 rows a chunk instead
+of 50,000 took a 100,000-page service's peak from 1,226 to 814 bytes a page."""
 _OBS_COLS: Final = ("key", "page", "fetched_at", "outcome", "fixed", "rest")
 # The log: an observation's page, time and outcomes as columns, its other
 # fields (LOG_FIELDS) as one JSON array in ``rest``. A row of six columns costs
@@ -2171,7 +2177,7 @@ class SQLStore:
                 "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id FROM pages ORDER BY url"
             )
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
-            while rows := cur.fetchmany(50_000):
+            while rows := cur.fetchmany(_PAGE_CHUNK):
                 n = len(rows)
                 urls.extend(r[0] for r in rows)
                 sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)

@@ -138,8 +138,6 @@ def test_require_extra_passes_when_installed_and_exits_2_when_not(
 
 
 def test_plan_on_a_cluster_names_the_cluster_extra_in_one_sentence(tmp_path: Path):
-    res = base(tmp_path, "ingest", "--db", "r.db", str(data_file("sample-fetches.jsonl")))
-    assert res.returncode == 0, res.stderr
     res = base(tmp_path, "plan", "--db", "r.db", "--budget", "5", "--cluster", "tcp://127.0.0.1:1")
     assert res.returncode == 2
     one_sentence(
@@ -147,5 +145,4 @@ def test_plan_on_a_cluster_names_the_cluster_extra_in_one_sentence(tmp_path: Pat
         "recrawl plan --cluster needs the cluster extra (dask is not installed): "
         "pip install 'recrawl[cluster]'",
     )
-    res = base(tmp_path, "plan", "--db", "r.db", "--budget", "5")  # on this machine: no extra
-    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "r.db").exists()

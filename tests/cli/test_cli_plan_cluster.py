@@ -4,9 +4,7 @@ the plan ``recrawl plan`` makes on this machine."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,29 +111,37 @@ def test_the_config_key_plans_on_the_cluster_beside_the_store(
 
 
 def test_an_unreachable_scheduler_is_one_sentence_and_exit_2(db: str) -> None:
+    import dask.config
+
     address = f"tcp://127.0.0.1:{free_port()}"
-    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "recrawl",
-            "plan",
-            "--db",
-            db,
-            "--budget",
-            "60",
-            "--cluster",
-            address,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert res.returncode == 2
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        res = runner.invoke(app, ["plan", "--db", db, "--budget", "60", "--cluster", address])
+    assert res.exit_code == 2
     assert res.stderr == (
         f"error: no Dask scheduler answered at {address} within 1 s: "
         "start one (`dask scheduler`) or check the address\n"
     )
     assert res.stdout == ""
+
+
+def test_the_service_leases_from_the_cluster_plan(db: str, scheduler: str, tmp_path: Path) -> None:
+    from recrawl.clock import ManualClock
+    from recrawl.service.state import Service
+
+    leased = {}
+    for where in ("here", "there"):
+        settings = Settings(
+            budget_per_day=60 * 24,
+            site_concurrency=100,
+            cluster=scheduler if where == "there" else None,
+            cluster_parquet=str(tmp_path / "pages"),
+        )
+        copy = shutil.copy(db, tmp_path / f"{where}.db")  # (a lease is written to the store)
+        with open_store(str(copy)) as store:
+            svc = Service(Engine(store, settings, clock=ManualClock(AT)))
+            try:
+                leased[where] = {t["url"] for t in svc.lease("fetcher-1", 30)}
+            finally:
+                svc.writer.close()
+    assert len(leased["there"]) == 30 and leased["there"] == leased["here"]
+    assert (tmp_path / "pages" / "sites.parquet").is_file()

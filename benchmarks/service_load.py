@@ -11,7 +11,10 @@ worker leases ``--lease-max`` tasks at a time in a loop (back to back, or every
 * ``lease_rtt_ms``: p50, p99 and max of the lease round trip under that load
   (``lease_requests`` of them, ``tasks_leased`` tasks in all: a back-to-back
   leaser asks more often, and costs the server more, when leases are fast);
-* ``server_peak_rss_bytes``: the server process's peak resident memory (VmHWM);
+* ``server_peak_rss_bytes``: the server process's peak resident memory (VmHWM),
+  and ``server_bytes_per_page``: that peak less its resident memory once
+  started, before any URL, per page (what the pages cost it: plan, lease pool,
+  page columns, SQLite's page cache);
 * ``server_cpu_s``: CPU seconds the server used during the load, and
   ``server_cpu_us_per_observation`` (steadier than the rate on a machine
   shared with other work).
@@ -52,6 +55,14 @@ def _peak_rss(pid: int) -> int:
     """Peak resident set size of ``pid`` in bytes (Linux VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return -1
+
+
+def _rss(pid: int) -> int:
+    """Resident set size of ``pid`` now, bytes (Linux VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return -1
 
@@ -126,6 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
     try:
         _wait_ready(base, proc)
+        idle = _rss(proc.pid)
         with httpx.Client(base_url=base, headers=AUTH, timeout=120) as c:
             urls = [
                 {"url": f"https://site{p % 20}.example/item/{p}", "page_type": "product"}
@@ -210,6 +222,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "max": round(float(ms.max()), 2) if ms.size else None,
             },
             "server_peak_rss_bytes": peak,
+            "server_idle_rss_bytes": idle,
+            "server_bytes_per_page": round((peak - idle) / max(args.pages, 1), 1),
             "server_cpu_s": round(cpu, 2),
             "server_cpu_us_per_observation": round(cpu / max(total, 1) * 1e6, 1),
             "pages": args.pages,

@@ -347,6 +347,14 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     lease_seconds: float = Field(600.0, gt=0)
     site_concurrency: int = Field(4, ge=1)
+    replicas: bool = False
+    """Several ``recrawl serve`` processes share this store (PostgreSQL, or one
+    SQLite file on one machine): set it on every one of them. One replica
+    plans at a time (it holds the store's planner lock) and publishes each
+    plan in the store; the others lease from the published plan; what a
+    cycle spends is counted in the store, every replica's leases and reports
+    included. When the planning replica dies, its lock is released and
+    another takes planning over at its next request."""
     max_per_host: int | None = Field(None, ge=1)
     """Most tasks one host gets in one cycle's plan (None: no cap)."""
     tracking_params: tuple[str, ...] = TRACKING_PARAMS
@@ -404,6 +412,7 @@ _ENV = {
     "RECRAWL_READ_TOKEN": "read_token",
     "RECRAWL_WEBHOOK": "webhook",
     "RECRAWL_DURABILITY": "durability",
+    "RECRAWL_REPLICAS": "replicas",
 }
 
 

@@ -27,6 +27,7 @@ from recrawl.engine.ingest import (
 )
 from recrawl.engine.results import PageTable
 from recrawl.engine.stats import compute_stats
+from recrawl.engine.tasks import TaskRates, TaskTable
 from recrawl.estimate.calibration import (
     Calibration,
     RevisitPredictions,
@@ -130,8 +131,11 @@ class PlanResult:
     at: float
     budget: float
     spent: float
-    tasks: list[dict[str, Any]]
-    rates: dict[str, tuple[float, float]]
+    tasks: Sequence[dict[str, Any]]
+    """Best first: a :class:`~recrawl.engine.tasks.TaskTable` from
+    :meth:`Engine.plan` (columns, each task a dict when read), or a list."""
+    rates: Mapping[str, tuple[float, float]]
+    """URL → the planned page's rate estimate and its sd, per day (not canaries)."""
     resolution: RateResolution | None = None
     """How many live pages' rates the revisits only bound from below (None: no pages)."""
     unit: str = "fetches"
@@ -157,8 +161,9 @@ class PlanResult:
         shown = self.tasks if limit is None else self.tasks[:limit]
         got = headers or {}
         tasks = []
-        for t in shown:
-            rate = self.rates.get(t["url"])
+        table = self.tasks if isinstance(self.tasks, TaskTable) else None
+        for i, t in enumerate(shown):
+            rate = table.rate_of(i) if table is not None else self.rates.get(t["url"])
             tasks.append(
                 {
                     **t,
@@ -855,9 +860,9 @@ class Engine:
                     {"url": c["url"], "site": c["site"], "page_type": "canary", "reason": "canary",
                      "priority": math.inf, "expected_gain": 0.0, "cost": 0.0}
                 )  # fmt: skip
-        rates: dict[str, tuple[float, float]] = {}
         spent = 0.0
         resolution = None
+        table: TaskTable | None = None
         if len(pages):
             cfg = self.planner_config()
             # live fetched pages, leased or not; paused sites learn nothing until resumed
@@ -896,16 +901,15 @@ class Engine:
                 )
                 rate, rate_sd = model.rate_per_day[plan.index], model.rate_sd_per_day[plan.index]
             spent = plan.spent
-            for k, task in enumerate(plan.to_tasks()):
-                i = task.pop("page")
-                url = cols["url"][i]
-                rates[url] = (float(rate[k]), float(rate_sd[k]))
-                tasks.append(
-                    {"url": url, "site": cols["site"][i], "page_type": cols["page_type"][i], **task}
-                )
+            table = TaskTable(
+                tasks, cols["url"], cols["site"], cols["page_type"], plan.index,
+                plan.reason, plan.expected_gain, plan.cost, plan.priority, rate, rate_sd,
+            )  # fmt: skip
+        if table is None:
+            table = TaskTable.of(tasks)
         return PlanResult(
-            at=t, budget=budget, spent=spent, tasks=tasks, rates=rates, resolution=resolution,
-            unit=s.billing_unit,
+            at=t, budget=budget, spent=spent, tasks=table, rates=TaskRates(table),
+            resolution=resolution, unit=s.billing_unit,
         )  # fmt: skip
 
     def cluster_root(self) -> str:

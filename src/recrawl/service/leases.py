@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from recrawl.engine.engine import PlanResult
+from recrawl.engine.tasks import TaskTable
 
 __all__ = ["MAX_LEASE", "Candidate", "LeasePool", "pick_candidates"]
 
@@ -16,16 +18,83 @@ Candidate = tuple[str, str, str]
 """A lease candidate: ``(url, site, reason)``."""
 
 
-@dataclass(slots=True)
 class LeasePool:
-    """One plan's tasks as lease candidates: canaries apart, the others best first
-    by URL without those reported since; each URL's task; the others' sites."""
+    """One plan's tasks as lease candidates: canaries apart, the others best
+    first without those reported since.
 
-    plan: PlanResult
-    canaries: list[Candidate]
-    rest: dict[str, Candidate]
-    info: dict[str, dict[str, Any]]
-    sites: frozenset[str]
+    Kept as positions into the plan's :class:`~recrawl.engine.tasks.TaskTable`
+    (a URL's first task, and whether it is still to lease) rather than a dict
+    and a tuple per task: about 80 bytes a task instead of 250.
+    """
+
+    __slots__ = ("_start", "canaries", "index", "live", "plan", "sites", "table")
+
+    def __init__(self, plan: PlanResult, done: Collection[str] = ()) -> None:
+        tasks = plan.tasks
+        table = tasks if isinstance(tasks, TaskTable) else TaskTable.of(list(tasks))
+        self.plan = plan
+        self.table = table
+        n = len(table)
+        self.canaries: list[Candidate] = []
+        index: dict[str, int] = {}
+        for i in reversed(range(n)):  # a URL's first task wins
+            url = table.url(i)
+            if table.reason_of(i) == "canary":
+                self.canaries.append((url, table.site(i), "canary"))
+            else:
+                index[url] = i
+        self.canaries.reverse()
+        live = np.zeros(n, dtype=bool)
+        live[np.fromiter(index.values(), np.int64, len(index))] = True
+        for url in done:
+            at = index.get(url)
+            if at is not None:
+                live[at] = False
+        self.index = index
+        self.live = live
+        self._start = 0  # no live position before it
+        self.sites = frozenset(table.site(i) for i in np.flatnonzero(live).tolist())
+
+    def __bool__(self) -> bool:
+        """Whether a task (not a canary) is left to lease."""
+        return self._first() < len(self.live)
+
+    def _first(self) -> int:
+        live, i, n = self.live, self._start, len(self.live)
+        while i < n:
+            got = np.flatnonzero(live[i : i + 4096])
+            if len(got):
+                i += int(got[0])
+                break
+            i += 4096
+        self._start = min(i, n)
+        return self._start
+
+    def drop(self, url: str) -> None:
+        """``url`` was reported: not to be leased from this plan again."""
+        i = self.index.get(url)
+        if i is not None:
+            self.live[i] = False
+
+    def holds(self, url: str) -> bool:
+        """Whether this plan has a task for ``url`` (canaries included)."""
+        return url in self.index or any(c[0] == url for c in self.canaries)
+
+    def task(self, url: str) -> dict[str, Any]:
+        """``url``'s task (its first, for a canary its canary task)."""
+        i = self.index.get(url)
+        if i is None:
+            i = next(k for k in range(len(self.table)) if self.table.url(k) == url)
+        return self.table[i]
+
+    def candidates(self) -> Iterator[Candidate]:
+        """The tasks still to lease, best first, as ``(url, site, reason)``."""
+        live, table = self.live, self.table
+        i, n = self._first(), len(live)
+        while i < n:
+            for k in (np.flatnonzero(live[i : i + 4096]) + i).tolist():
+                yield table.url(k), table.site(k), table.reason_of(k)
+            i += 4096
 
 
 def pick_candidates(

@@ -31,9 +31,10 @@ from recrawl.engine.results import HealthOverview, SiteDetail, health_overview, 
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
 from recrawl.observe.observation import Observation, line_key, parse_observation
-from recrawl.service.leases import Candidate, LeasePool, pick_candidates
+from recrawl.service.leases import LeasePool, pick_candidates
+from recrawl.service.replicas import decode_plan, encode_plan
 from recrawl.service.writer import Committed, Writer
-from recrawl.store import BatchResult, EngineStore, SQLStore, open_store
+from recrawl.store import BatchResult, EngineStore, SharedPlanning, SQLStore, open_store
 
 __all__ = ["MAX_REJECTED", "Service", "open_engine", "validate_settings"]
 
@@ -51,6 +52,9 @@ class _Charge:
     cost: float
     expires_at: float
     url: str
+    mark: int
+    """The store's observation mark when the lease was taken: a report of
+    its URL after it, to this process or another, means it was fetched."""
     refunded: bool = False
     """The lease expired unreported: its cost went back to the cycle."""
 
@@ -97,6 +101,12 @@ class Service:
         Target duration, seconds, of one transaction in which the writer
         coalesces concurrent observation requests (:mod:`recrawl.service.writer`);
         a lease waits for at most one such transaction.
+
+    With ``settings.replicas``, several services share the store: the one
+    holding the store's planner lock plans and publishes each plan there; the
+    others lease from the last published plan (checked at most every
+    ``replan_min_s``), each cycle's spend is counted in the store, and a
+    replica that finds the lock free (its holder died) plans from then on.
     """
 
     def __init__(
@@ -154,6 +164,20 @@ class Service:
         self._calibrations: dict[tuple[float, str, int], Calibration] = {}
         self._calibration_lock = threading.Lock()
         self._hint_reports: dict[tuple[float, int, int], dict[str, Any]] = {}
+        # replicas on one store (settings.replicas): the planning role, the
+        # generation of the last plan published or installed, and when the
+        # store was last asked for them
+        self._shared: SharedPlanning | None = None
+        if self.settings.replicas:
+            if not isinstance(self.store, SharedPlanning):
+                raise ConfigError(
+                    "replicas = true needs a store the replicas share (SQLite or PostgreSQL)"
+                )
+            self._shared = self.store
+        self._leader = False
+        self._published = 0
+        self._refunds_seen = 0  # the cycle's refunds when this replica last planned
+        self._shared_at = -math.inf
         self.writer = Writer(self._store_observations, group_s=group_s, on_commit=self._committed)
 
     # -- the model's calibration -----------------------------------------------------------
@@ -204,6 +228,8 @@ class Service:
             if int(t // self.cycle_s) != self._plan_cycle:
                 return 0.0
             self._refund_expired(t)
+            if self._shared is not None:
+                return self._shared.cycle_spend(self._plan_cycle)[0]
             return self._spent
 
     # -- health ----------------------------------------------------------------------------
@@ -284,6 +310,9 @@ class Service:
                 self._outside = outside
             cycle = int(t // self.cycle_s)
             self._refund_expired(t)
+            if self._shared is not None and not self._plans_here(t, cycle):
+                assert self._plan is not None
+                return self._plan
             if self._plan is None or self._dirty:
                 self._stranded = False
                 plan, mark = self._compute(t, cycle)
@@ -313,33 +342,99 @@ class Service:
             assert self._plan is not None
             return self._plan
 
+    def _plans_here(self, t: float, cycle: int) -> bool:
+        """With replicas: whether this replica plans (it holds the store's
+        planner lock, or just took it because its holder died), else install
+        the plan the planner published last when it is newer than ours (the
+        service lock held). A replica that has no plan for ``cycle`` and finds
+        none published plans one of its own, unpublished, until the planner's
+        comes."""
+        shared = self._shared
+        assert shared is not None
+        stale = self._plan is None or self._dirty or cycle != self._plan_cycle
+        if not stale and t - self._shared_at < self.replan_min_s:
+            return self._leader
+        self._shared_at = t
+        was = self._leader
+        self._leader = shared.hold_planner()
+        if self._leader:
+            if not was and self._plan is not None:
+                _log.info("this replica plans from now on (the store's planner lock was free)")
+                self._outside_changed = True  # plan again now: the last planner may be gone
+            elif (
+                self._plan is not None
+                and cycle == self._plan_cycle
+                and shared.cycle_spend(cycle)[1] > self._refunds_seen
+            ):
+                # another replica's leases expired unreported: their URLs and
+                # budget are back, which a re-plan hands out again
+                self._stranded = True
+            return True
+        got = shared.published_plan(self._published)
+        if got is not None:
+            generation, published_cycle, mark, body = got
+            self._published = generation
+            if published_cycle == cycle:
+                self._install(decode_plan(body), t, cycle, set(), mark)
+        if self._plan is None or cycle != self._plan_cycle:
+            plan, mark = self._compute(t, cycle)
+            self._install(plan, t, cycle, set(), mark)
+        self._dirty = False
+        return False
+
+    def _charge(self, delta: float) -> None:
+        """Add ``delta`` to what the current cycle spent (the service lock
+        held): here, and in the store when replicas share it."""
+        if delta == 0.0:
+            return
+        self._spent = max(self._spent + delta, 0.0)
+        if self._shared is not None:
+            self._shared.add_cycle_spend(self._plan_cycle, delta)
+
     def _compute(self, t: float, cycle: int) -> tuple[PlanResult, int]:
         """Plan what the cycle has left to spend (the whole budget in a new
-        cycle; leases that expired unreported spent nothing), with the store's
+        cycle; leases that expired unreported spent nothing; with replicas,
+        what every replica's leases spent, from the store), with the store's
         observation mark read before the plan read the store: a URL reported
         after it is not leased from this plan."""
-        spent = 0.0 if cycle != self._plan_cycle else self._spent
+        if self._shared is not None:
+            spent, self._refunds_seen = self._shared.cycle_spend(cycle)
+        else:
+            spent = 0.0 if cycle != self._plan_cycle else self._spent
         mark = self.store.observation_mark()
         return self.engine.plan(budget=max(self.cycle_budget() - spent, 0.0), now=t), mark
 
     def _refund_expired(self, now: float) -> None:
         """Give the cycle back what its leases that expired unreported were
         charged (the service lock held): a lease of the current cycle at or
-        past its expiry. A report that comes later charges the cycle what
-        the fetch cost (:meth:`_reconcile`)."""
+        past its expiry, whose URL no process on the store reported since the
+        lease (a replica's lessee may report to another replica). A report
+        that comes later charges the cycle what the fetch cost
+        (:meth:`_reconcile`)."""
         heap = self._expiries
-        pool: LeasePool | None = None
+        expired: list[tuple[str, _Charge]] = []
         while heap and heap[0][0] <= now:
             _, lease_id = heapq.heappop(heap)
             c = self._charged.get(lease_id)
             if c is None or c.refunded or c.cycle != self._plan_cycle:
                 continue
+            expired.append((lease_id, c))
+        if not expired:
+            return
+        _, reported = self.store.reported_since(min(c.mark for _, c in expired))
+        pool: LeasePool | None = None
+        refund = 0.0
+        for lease_id, c in expired:
+            if c.url in reported:  # fetched: reported to another process
+                del self._charged[lease_id]
+                continue
             c.refunded = True
-            self._spent = max(self._spent - c.cost, 0.0)
+            refund += c.cost
             if pool is None and self._plan is not None:
                 pool = self._pool(self._plan)
-            if pool is None or c.url not in pool.info:
+            if pool is None or not pool.holds(c.url):
                 self._stranded = True
+        self._charge(-refund)
 
     def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str], mark: int) -> None:
         if cycle != self._plan_cycle:
@@ -357,6 +452,8 @@ class Service:
         self._seen_seq = mark
         self._generation += 1
         self._done_pending = None
+        if self._shared is not None and self._leader:
+            self._published = self._shared.publish_plan(cycle, mark, encode_plan(plan))
 
     def _replan_in_background(self, t: float, cycle: int, generation: int, seen: int) -> None:
         try:
@@ -387,7 +484,7 @@ class Service:
             # own mark first, and the reports after it are synced once installed
             self._done.update(urls)
             for url in urls:
-                pool.rest.pop(url, None)
+                pool.drop(url)
         self._seen_seq = mark
 
     def _pool(self, plan: PlanResult) -> LeasePool:
@@ -396,18 +493,7 @@ class Service:
         pool = self._lease_pool
         if pool is not None and pool.plan is plan:
             return pool
-        done = self._done
-        canaries: list[Candidate] = []
-        rest: dict[str, Candidate] = {}
-        info: dict[str, dict[str, Any]] = {}
-        for task in plan.tasks:
-            url = task["url"]
-            info[url] = task
-            if task["reason"] == "canary":
-                canaries.append((url, task["site"], task["reason"]))
-            elif url not in done:
-                rest.setdefault(url, (url, task["site"], task["reason"]))
-        pool = LeasePool(plan, canaries, rest, info, frozenset(c[1] for c in rest.values()))
+        pool = LeasePool(plan, self._done)
         self._lease_pool = pool
         return pool
 
@@ -442,15 +528,15 @@ class Service:
                 else []
             )
             caps: dict[str, int] = {}
-            if len(got) < limit and pool.rest:
+            if len(got) < limit and pool:
                 default = self.settings.site_concurrency
                 caps = {site: default for site in pool.sites} | self.site_caps()
             for _ in range(3):  # again only when another process claimed some meanwhile
                 want = limit - len(got)
-                if want <= 0 or not pool.rest:
+                if want <= 0 or not pool:
                     break
                 per_site = self.store.outstanding_leases(now)
-                rest, whole = pick_candidates(pool.rest.values(), pool.sites, per_site, caps, want)
+                rest, whole = pick_candidates(pool.candidates(), pool.sites, per_site, caps, want)
                 if rest:
                     got += self.store.claim(
                         rest,
@@ -463,14 +549,16 @@ class Service:
                     )
                 if whole:
                     break
-            info = pool.info
+            info = {g["url"]: pool.task(g["url"]) for g in got}
+            charged = 0.0
             for g in got:
                 cost = float(info[g["url"]].get("cost") or 0.0)
-                self._spent += cost
+                charged += cost
                 lease_id = g["lease_id"]
                 expires = float(g["expires_at"])
-                self._charged[lease_id] = _Charge(self._plan_cycle, cost, expires, g["url"])
+                self._charged[lease_id] = _Charge(self._plan_cycle, cost, expires, g["url"], since)
                 heapq.heappush(self._expiries, (expires, lease_id))
+            self._charge(charged)
             self.leased_total += len(got)
         headers = self.engine.headers_for_tasks(got)
         return [
@@ -564,6 +652,7 @@ class Service:
         if not charged:
             return
         unit = self.settings.billing_unit
+        delta = 0.0
         for o in good:
             if o.lease_id is None:
                 continue
@@ -578,7 +667,8 @@ class Service:
                 real = o.billed_credits()
             # a lease refunded at its expiry charges the whole fetch again
             refunded = entry.cost if not entry.refunded else 0.0
-            self._spent = max(self._spent + real - refunded, 0.0)
+            delta += real - refunded
+        self._charge(delta)
 
     def _committed(self, good: Sequence[Observation], share: Committed) -> None:
         """After a request's observations committed (in the writer thread)."""
@@ -594,7 +684,7 @@ class Service:
             pool = self._lease_pool
             if pool is not None:
                 for o in good:
-                    pool.rest.pop(o.url, None)
+                    pool.drop(o.url)
             if self._done_pending is not None:
                 self._done_pending.update(o.url for o in good)
             log = self._ingest_log

@@ -18,6 +18,7 @@ from recrawl.store._protocol import (
     HintResult,
     HintRows,
     PruneReport,
+    SharedPlanning,
     Store,
     WriteTx,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "SQLStore",
     "SQLWrite",
     "SQLiteStore",
+    "SharedPlanning",
     "Store",
     "WriteTx",
     "default_db",

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +25,7 @@ __all__ = [
     "HintResult",
     "HintRows",
     "PruneReport",
+    "SharedPlanning",
     "Store",
     "WriteTx",
 ]
@@ -533,4 +534,37 @@ class EngineStore(Store, Protocol):
 
     def set_hint_verdict(self, value: str) -> None:
         """Keep a planner's judgement of the hint sources (JSON)."""
+        ...
+
+
+@runtime_checkable
+class SharedPlanning(Protocol):
+    """What several services on one store (``Settings.replicas``) share through
+    it: the planning role (one replica plans at a time; its death hands the
+    role on), the plan it published, and each plan cycle's spend.
+    :class:`~recrawl.store.SQLiteStore` and :class:`~recrawl.store.PostgresStore`
+    implement it."""
+
+    def hold_planner(self) -> bool:
+        """Take or keep the planning role: True while this store object holds it."""
+        ...
+
+    def release_planner(self) -> None:
+        """Give the planning role up."""
+        ...
+
+    def publish_plan(self, cycle: int, mark: int, body: bytes) -> int:
+        """Publish a plan (opaque ``body``) for ``cycle``; returns its generation."""
+        ...
+
+    def published_plan(self, after: int = 0) -> tuple[int, int, int, bytes] | None:
+        """``(generation, cycle, mark, body)`` of the last plan published after ``after``."""
+        ...
+
+    def add_cycle_spend(self, cycle: int, delta: float) -> float:
+        """Add to a plan cycle's spend (never below 0); returns the new total."""
+        ...
+
+    def cycle_spend(self, cycle: int) -> tuple[float, int]:
+        """A plan cycle's spend so far, and how many refunds it had."""
         ...

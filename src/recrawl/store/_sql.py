@@ -186,11 +186,25 @@ CREATE TABLE IF NOT EXISTS hint_log (
     first_seen {REAL} NOT NULL,
     PRIMARY KEY (page, source, lastmod)
 ) {WR};
+CREATE TABLE IF NOT EXISTS published_plan (
+    one INTEGER PRIMARY KEY, generation {BIGINT} NOT NULL, cycle {BIGINT} NOT NULL,
+    mark {BIGINT} NOT NULL, body {BLOB} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cycle_spend (
+    cycle {BIGINT} PRIMARY KEY, spent {REAL} NOT NULL, refunds {BIGINT} NOT NULL
+);
 """
 # A page's ``fails`` counts its consecutive failed fetches (the back-off of
 # recrawl.plan.backoff); ``moved_to``, set by ingest, retires a page whose URL
 # answered a permanent redirect to a URL that already was a page (the page is
 # never planned again). Both came with schema 6.
+#
+# Replicas (several services on one store, ``Settings.replicas``): the plan the
+# planning replica published last (``published_plan``, one row: its
+# generation, cycle, observation mark and the plan as compressed JSON) and
+# what each plan cycle has spent so far, every replica's leases and reports
+# included (``cycle_spend``). Both tables are created when a store of schema 6
+# is opened: no migration.
 #
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -397,6 +411,7 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
+        "BLOB": "BLOB",
         "JSON_ROW": "json_array({})",
         "SPARSE": "recrawl_sparse",
     }
@@ -2041,6 +2056,93 @@ class SQLStore:
                 u
                 for (u,) in self._db.execute("SELECT url FROM leases WHERE expires_at > ?", (now,))
             }
+
+    # -- replicas: one planner, its plan published, the cycle's spend shared ----------------
+
+    def hold_planner(self) -> bool:
+        """Take, or keep, the planning role among the services sharing this
+        store: True while this store object holds it. The role is a lock that
+        its holder's death releases (PostgreSQL: a session advisory lock;
+        SQLite: a lock on a file beside the database), so another replica
+        takes it at its next try. A store no other process can open (an
+        in-memory one) always holds it."""
+        return True
+
+    def release_planner(self) -> None:
+        """Give the planning role up (closing the store does too)."""
+
+    def publish_plan(self, cycle: int, mark: int, body: bytes) -> int:
+        """Publish a plan for the other replicas: ``body`` (opaque bytes), the
+        plan cycle it is for and the :meth:`observation_mark` read before it
+        was computed. Replaces the previous one; returns its generation (1, 2, …
+        over the store's life)."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT generation FROM published_plan WHERE one = 1").fetchone()
+                generation = (int(row[0]) if row else 0) + 1
+                db.execute("DELETE FROM published_plan")
+                db.execute(
+                    "INSERT INTO published_plan VALUES (1, ?, ?, ?, ?)",
+                    (generation, cycle, mark, body),
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return generation
+
+    def published_plan(self, after: int = 0) -> tuple[int, int, int, bytes] | None:
+        """The last published plan as ``(generation, cycle, mark, body)`` when
+        its generation is above ``after``, else None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT generation, cycle, mark, body FROM published_plan "
+                "WHERE one = 1 AND generation > ?",
+                (after,),
+            ).fetchone()
+        if row is None:
+            return None
+        return int(row[0]), int(row[1]), int(row[2]), bytes(row[3])
+
+    def add_cycle_spend(self, cycle: int, delta: float) -> float:
+        """Add ``delta`` (billing units, negative for a refund: an expired
+        lease) to what plan cycle ``cycle`` has spent, never below 0, and
+        return the new total. Refunds are counted (:meth:`cycle_spend`).
+        Cycles more than two before ``cycle`` are forgotten."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT spent, refunds FROM cycle_spend WHERE cycle = ?", (cycle,))
+                got = row.fetchone()
+                total = max((float(got[0]) if got else 0.0) + delta, 0.0)
+                refunds = (int(got[1]) if got else 0) + (delta < 0)
+                if got is None:
+                    db.execute("INSERT INTO cycle_spend VALUES (?, ?, ?)", (cycle, total, refunds))
+                    db.execute("DELETE FROM cycle_spend WHERE cycle < ?", (cycle - 2,))
+                else:
+                    db.execute(
+                        "UPDATE cycle_spend SET spent = ?, refunds = ? WHERE cycle = ?",
+                        (total, refunds, cycle),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return total
+
+    def cycle_spend(self, cycle: int) -> tuple[float, int]:
+        """What plan cycle ``cycle`` has spent so far, and how many refunds
+        (:meth:`add_cycle_spend` with a negative amount) it had: a planner
+        seeing refunds it did not make re-plans, since leases of its plan
+        came back to the pool."""
+        with self._lock:
+            got = self._db.execute(
+                "SELECT spent, refunds FROM cycle_spend WHERE cycle = ?", (cycle,)
+            ).fetchone()
+        return (float(got[0]), int(got[1])) if got else (0.0, 0)
 
     # -- planner input ---------------------------------------------------------------------
 

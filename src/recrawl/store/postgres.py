@@ -20,6 +20,7 @@ must see other processes' writes a direct connection.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -41,6 +42,9 @@ _LOCK_KEY = 0x72656372  # "recr": the advisory lock every writer takes, per sche
 # neither wait for nor block this one's writers)
 _KEYS = f"{_LOCK_KEY}, hashtext(coalesce(current_schema(), ''))"
 _WRITE_LOCK = f"SELECT pg_advisory_xact_lock({_KEYS})"  # until the transaction ends
+# the planning role among replicas: a session lock on its own connection, which
+# the holder's death (its connection closed) releases
+_PLANNER_KEYS = f"{_LOCK_KEY + 1}, hashtext(coalesce(current_schema(), ''))"
 
 #: The ``LISTEN``/``NOTIFY`` channel on which a committed write to a watched
 #: table is announced; the payload is the schema of the table.
@@ -134,6 +138,7 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
+        "BLOB": "BYTEA",
         "JSON_ROW": "json_build_array({})::text",
         "SPARSE": "",
     }
@@ -153,6 +158,9 @@ class PostgresStore(SQLStore):
         self._listen_failed = False  # since the last failure to listen (logged once)
         self._schema: str | None = None
         self._foreign = 0
+        self._planner_conn: Any = None  # holds the planning role's session lock
+        self._planner_held = False
+        self._planner_lock = threading.Lock()
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
         try:
             self._watch_writes()
@@ -328,7 +336,50 @@ class PostgresStore(SQLStore):
                 error,
             )
 
+    def hold_planner(self) -> bool:
+        """Take, or keep, the planning role (see :meth:`SQLStore.hold_planner
+        <recrawl.store.SQLStore.hold_planner>`): a session advisory lock
+        (``pg_try_advisory_lock``, per schema) on a connection of its own, which
+        the server releases when that connection ends: the holder's process
+        died, or the network between them broke. Checked at each call: a
+        connection found broken has lost the role, and the lock is tried again."""
+        with self._planner_lock:
+            conn = self._planner_conn
+            if conn is not None and self._planner_held:
+                try:
+                    conn.execute("SELECT 1")
+                    return True
+                except Exception:  # the session is gone, and the lock with it
+                    self._drop_planner_conn()
+                    conn = None
+            try:
+                if conn is None:
+                    conn = self._psycopg_connect()
+                    self._planner_conn = conn
+                got = conn.execute(f"SELECT pg_try_advisory_lock({_PLANNER_KEYS})").fetchone()
+            except Exception as exc:
+                _log.warning("cannot try the planning role on %s: %s", self.path, exc)
+                self._drop_planner_conn()
+                return False
+            self._planner_held = bool(got[0])
+            return self._planner_held
+
+    def _drop_planner_conn(self) -> None:
+        conn, self._planner_conn = self._planner_conn, None
+        self._planner_held = False
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def release_planner(self) -> None:
+        with self._planner_lock:
+            if self._planner_conn is not None and self._planner_held:
+                with contextlib.suppress(Exception):  # at once, not when the server notices
+                    self._planner_conn.execute(f"SELECT pg_advisory_unlock({_PLANNER_KEYS})")
+            self._drop_planner_conn()
+
     def close(self) -> None:
+        self.release_planner()
         with self._listen_lock:
             if self._listen is not None:
                 self._listen.close()

@@ -17,6 +17,7 @@ what was committed before stays.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,6 +97,7 @@ class SQLiteStore(SQLStore):
     ) -> None:
         self.path = str(path)
         self._wal = False  # the file is in WAL mode (set by _connect)
+        self._planner_fd: int | None = None  # the planning role's file lock (hold_planner)
         self.durability = _checked(durability)
         super().__init__(half_life_days=half_life_days, maintain_buckets=maintain_buckets)
 
@@ -112,6 +114,38 @@ class SQLiteStore(SQLStore):
         """SQLite's ``data_version``: it moves with every commit of another connection."""
         with self._lock:
             return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def hold_planner(self) -> bool:
+        """Take, or keep, the planning role (see :meth:`SQLStore.hold_planner
+        <recrawl.store.SQLStore.hold_planner>`): an exclusive ``flock`` on the
+        file ``<database>-planner`` beside the database, held until the store
+        closes or its process ends. An in-memory store always holds it."""
+        if self._planner_fd is not None or self.path in ("", ":memory:"):
+            return True
+        try:
+            import fcntl
+        except ImportError:  # not a POSIX system: one process is assumed
+            return True
+        try:
+            fd = os.open(f"{self.path}-planner", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._planner_fd = fd
+        return True
+
+    def release_planner(self) -> None:
+        fd, self._planner_fd = self._planner_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the file releases its lock
+
+    def close(self) -> None:
+        self.release_planner()
+        super().close()
 
     def vacuum(self) -> None:
         """Rewrite the file without the space of deleted rows (``VACUUM``, then the

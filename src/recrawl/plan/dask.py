@@ -34,7 +34,9 @@ plan --cluster`` does)::
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from typing import Any, TypeVar
 
 import numpy as np
@@ -238,12 +240,14 @@ def plan_on_cluster(
     --cluster`` runs. ``budget`` is the cycle's, billing units; the model
     gets the daily budget's score pool, as :meth:`recrawl.Engine.plan` gives it.
 
-    With ``pages``, they are first written under ``root``
-    (:func:`write_partitions`, page ids their page numbers) in
-    ``n_partitions`` partitions (default: one per worker thread, and at
-    least one per 2 M pages), once the scheduler has answered. ``root`` must
-    be readable by every worker: a directory they share, or an object-store
-    URL.
+    With ``pages``, they are first written (:func:`write_partitions`, page
+    ids their page numbers) in ``n_partitions`` partitions (default: one per
+    worker thread, and at least one per 2 M pages), once the scheduler has
+    answered, into a directory of this plan's own under ``root``
+    (``plan-<pid>-<random>``), removed when the plan is made: planners that
+    share ``root`` (service replicas, a ``recrawl plan`` by hand) do not
+    read each other's partitions. ``root`` must be readable by every
+    worker: a directory they share, or an object-store URL.
 
     Raises :class:`~recrawl.ClusterUnreachable` when no scheduler answers at
     ``address`` within ``timeout_s`` seconds, or it has no worker by then
@@ -272,12 +276,20 @@ def plan_on_cluster(
                 f"the Dask scheduler at {address} has no worker: start one with "
                 f"`dask worker {address}`"
             ) from None
+        where = root
         if pages is not None:
             threads = sum(client.nthreads().values())  # type: ignore[no-untyped-call]
             parts = n_partitions or max(threads, 1, -(-len(pages) // 2_000_000))
-            write_partitions(pages, root, parts)
-        runner = open_partitions(client, root)
-        per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share()
-        model = cluster_reallocate(runner, per_day, now, objective=objective, config=cfg)
-        plan = cluster_plan_cycle(runner, budget, now, model=model, config=cfg, rng=rng)
+            where = f"{root.rstrip('/')}/plan-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            write_partitions(pages, where, parts)
+        try:
+            runner = open_partitions(client, where)
+            per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share()
+            model = cluster_reallocate(runner, per_day, now, objective=objective, config=cfg)
+            plan = cluster_plan_cycle(runner, budget, now, model=model, config=cfg, rng=rng)
+            del runner
+        finally:
+            if where != root:
+                filesystem, path = _fs(where)
+                filesystem.delete_dir(path)
     return plan, model

@@ -3,8 +3,9 @@
 Usage::
 
     python benchmarks/plan_cluster.py [--pages N] [--big-pages M] [--partitions P]
-                                      [--workers W] [--project-pages B] [--project-workers K]
-                                      [--project-cores C]
+                                      [--workers W] [--project-pages B]
+                                      [--project-machines K [K ...]] [--project-cores C]
+                                      [--project-machine-gb G] [--project-partitions Q]
 
 1. ``N`` pages (default 10,000,000) as in ``benchmarks/plan_speed.py``: the
    one-machine planner (``reallocate_s``, ``cycle_s`` best of three), then the
@@ -12,21 +13,36 @@ Usage::
    ``LocalCluster`` of ``W`` worker processes (one thread each):
    ``fit_priors_s`` (priors from a sample gathered from the partitions),
    ``reallocate_s`` (estimates, multiplier, corrections, floors; priors
-   included), ``cycle_s`` (best of three), each worker's resident memory, and
+   included), ``cycle_s`` (best of three), the CPU seconds the partitions'
+   steps took (``*_cpu_s``, summed over partitions: what a loaded machine
+   does not inflate, unlike wall time), each worker's resident memory, and
    how far the two planners' answers are apart.
 2. ``M`` pages (default 50,000,000; 0 skips), built on the workers
    themselves (the driver never holds them; no Parquet), planned the same way.
-3. A projection for ``B`` pages (default 10⁹) on ``K`` workers of ``C`` cores,
-   from what was measured: every step's wall time on the cluster is split into
-   a fixed part (its round trips) and a part proportional to the pages each
-   core holds, fitted on the two sizes; memory from the measured bytes per
-   page held by a worker. *Measured*: everything under ``measured``;
-   *projected*: everything under ``projection``, which assumes the per-page
-   work spreads evenly over cores (partitions are independent) and a round
-   trip costs what it cost here (a real network adds latency per round:
-   ``rounds`` says how many there are).
+3. The cost of one round (a no-op step on every partition) against the
+   number of partitions (16, 64 and 256 one-page partitions): a fixed part
+   and a part per partition, fitted, for its wall time and for the CPU the
+   driver's process spent on it.
+4. A projection for ``B`` pages (default 10⁹) on ``K`` machines (default 4,
+   and 32) of ``C`` cores (default 16) and ``G`` GB (default 128), run as
+   ``K × C`` single-thread worker processes (Dask runs an actor's calls on
+   one thread per worker process, so one process of ``C`` threads would
+   take its partitions' steps one at a time) holding ``Q``
+   partitions (default ``K × C``): each step's time is the partitions' CPU
+   per page measured at the larger size, times ``B / (K × C)``, plus its
+   rounds at the fitted cost of a round over ``Q`` partitions (``*_s``: the
+   wall time measured here, which counts the workers' part of each call
+   too, done by two processes here and spread over all of them on a
+   cluster; ``*_low_s``: the driver's CPU alone, a lower bound); memory per
+   machine from the measured bytes per page a worker held, plus ``C`` times
+   a worker process's resident memory before it held any page.
+   *Measured*: everything outside ``projection``; *projected*: everything
+   under it, which assumes the per-page work spreads evenly over the
+   processes (partitions are independent and of about equal size) and a
+   round costs what it cost here (a real network adds latency per round).
 
-Prints one JSON object.
+The load average of the machine (shared) is reported at the start and the
+end. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -34,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import shutil
 import sys
@@ -175,6 +192,93 @@ def round_trip_s(runner: PartitionRunner) -> float:
     return float(np.median(times))
 
 
+def rounds_by_partitions(client: Any, counts: tuple[int, ...]) -> dict[str, dict[str, float]]:
+    """Median seconds of a no-op round over ``n`` one-page partitions, for each
+    ``n``: its wall time (``wall``), and the CPU the driver's process spent on
+    it (``driver_cpu``: the part of a round no number of workers shortens)."""
+    from recrawl.plan.dask import DaskRunner
+
+    got: dict[str, dict[str, float]] = {"wall": {}, "driver_cpu": {}}
+    for n in counts:
+        runner = DaskRunner.load(client, [(partition_pages, p, n, 1, 64, 1) for p in range(n)])
+        runner.run(noop, None)  # (a first call opens the connections)
+        wall, cpu = [], []
+        for _ in range(5):
+            t, c = time.perf_counter(), time.process_time()
+            runner.run(noop, None)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        got["wall"][str(n)] = round(float(np.median(wall)), 4)
+        got["driver_cpu"][str(n)] = round(float(np.median(cpu)), 4)
+        del runner
+    return got
+
+
+def _fit(by_n: dict[str, float]) -> tuple[float, float]:
+    """A fixed part and a part per partition, seconds, fitted on ``{n: seconds}``."""
+    ns = np.array([float(k) for k in by_n])
+    per, fixed = np.polyfit(ns, np.array(list(by_n.values())), 1)
+    return max(float(fixed), 0.0), max(float(per), 0.0)
+
+
+def project(
+    last: dict[str, Any], rounds_n: dict[str, dict[str, float]], args: Any, machines: int
+) -> dict[str, Any]:
+    """The projection to ``args.project_pages`` pages on ``machines`` machines."""
+    procs = machines * args.project_cores
+    q = args.project_partitions or procs
+    # a round over q partitions: as measured here (the workers' per-call work
+    # included, which two workers do 128 calls each of at 256 partitions, a
+    # real cluster one per process), and the driver's CPU alone (a lower bound)
+    fixed, per_partition = _fit(rounds_n["wall"])
+    cpu_fixed, cpu_per_partition = _fit(rounds_n["driver_cpu"])
+    round_s = fixed + per_partition * q
+    round_low_s = cpu_fixed + cpu_per_partition * q
+    proj: dict[str, Any] = {
+        "pages": args.project_pages,
+        "machines": machines,
+        "cores_per_machine": args.project_cores,
+        "worker_processes": procs,
+        "partitions": q,
+        "machine_memory_gb": args.project_machine_gb,
+        "from": f"{last['pages']} pages measured",
+        "round_fixed_s": round(fixed, 5),
+        "round_per_partition_s": round(per_partition, 6),
+        "round_s": round(round_s, 4),
+        "round_driver_cpu_per_partition_s": round(cpu_per_partition, 6),
+        "round_low_s": round(round_low_s, 4),
+    }
+    for key, rounds in (("reallocate", "reallocate_rounds"), ("cycle", "cycle_rounds")):
+        per_page = last[f"{key}_cpu_s"] / last["pages"]
+        compute = per_page * args.project_pages / procs
+        proj[f"{key}_cpu_ns_per_page"] = round(per_page * 1e9, 1)
+        proj[f"{key}_compute_s"] = round(compute, 2)
+        proj[f"{key}_rounds_s"] = round(last[rounds] * round_s, 2)
+        proj[f"{key}_s"] = round(compute + last[rounds] * round_s, 2)
+        proj[f"{key}_low_s"] = round(compute + last[rounds] * round_low_s, 2)
+    # a worker's peak counts only once it passes the peak it started with (a
+    # spawned process can report its parent's); else its resident memory
+    before = last["memory_before_load"]
+    after = [last["memory_after_reallocate"], last["memory_after_cycles"]]
+    held = 0.0
+    for w in range(len(before["rss_bytes"])):
+        peak = max(m["peak_rss_bytes"][w] for m in after)
+        rss = max(m["rss_bytes"][w] for m in after)
+        top = peak if peak > before["peak_rss_bytes"][w] else rss
+        held += top - before["rss_bytes"][w]
+    bpp = held / last["pages"]
+    base = float(np.mean(before["rss_bytes"]))
+    per_machine = bpp * args.project_pages / machines + args.project_cores * base
+    proj["measured_worker_bytes_per_page"] = round(bpp, 1)
+    proj["measured_worker_process_base_bytes"] = round(base)
+    proj["memory_per_machine_gb"] = round(per_machine / 1e9, 1)
+    proj["fits_in_machine_memory"] = per_machine / 1e9 < args.project_machine_gb
+    proj["rounds_per_reallocation"] = last["reallocate_rounds"]
+    proj["rounds_per_cycle"] = last["cycle_rounds"]
+    proj["tasks_per_cycle"] = round(last["cycle_fetches"] * args.project_pages / last["pages"])
+    return proj
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pages", type=int, default=10_000_000)
@@ -182,16 +286,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--project-pages", type=float, default=1e9)
-    ap.add_argument("--project-workers", type=int, default=32)
+    ap.add_argument("--project-machines", type=int, nargs="+", default=[4, 32])
     ap.add_argument("--project-cores", type=int, default=16)
-    ap.add_argument("--project-worker-gb", type=float, default=128.0)
+    ap.add_argument("--project-machine-gb", type=float, default=128.0)
+    ap.add_argument("--project-partitions", type=int, default=0, help="default: machines × cores")
     args = ap.parse_args(argv)
     from distributed import Client, LocalCluster
 
     from recrawl.plan.dask import DaskRunner, open_partitions, write_partitions
 
     n, cfg = args.pages, PlannerConfig()
-    out: dict[str, Any] = {"partitions": args.partitions, "workers": args.workers}
+    out: dict[str, Any] = {
+        "partitions": args.partitions,
+        "workers": args.workers,
+        "load_average_start": [round(x, 2) for x in os.getloadavg()],
+    }
 
     # 1. one machine
     pages = build_pages(n, np.random.default_rng(0))
@@ -263,6 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             }
             del visits1, visits2, got
             out["cluster"] = res
+            out["round_s_by_partitions"] = rounds_by_partitions(client, (16, 64, 256))
             res_big = None
             if args.big_pages:
                 del runner
@@ -288,40 +398,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-    # 3. projection: the partitions' CPU per page, spread over the cluster's
-    # cores, plus each round's trip (as measured here: a real network adds more)
+    # 4. projection: the partitions' CPU per page spread over K × C processes,
+    # plus each step's rounds at the cost of a round over Q partitions
     last = out.get("cluster_big", out["cluster"])
-    rt = out["cluster"]["round_trip_s"]
-    cores = args.project_workers * args.project_cores
-    proj: dict[str, Any] = {
-        "pages": args.project_pages,
-        "workers": args.project_workers,
-        "cores_per_worker": args.project_cores,
-        "worker_memory_gb": args.project_worker_gb,
-        "from": f"{last['pages']} pages measured",
-    }
-    for key, rounds in (("reallocate", "reallocate_rounds"), ("cycle", "cycle_rounds")):
-        per_page = last[f"{key}_cpu_s"] / last["pages"]
-        proj[f"{key}_cpu_ns_per_page"] = round(per_page * 1e9, 1)
-        proj[f"{key}_s"] = round(per_page * args.project_pages / cores + last[rounds] * rt, 2)
-    # a worker's peak counts only once it passes the peak it started with (a
-    # spawned process can report its parent's); else its resident memory
-    before = last["memory_before_load"]
-    after = [last["memory_after_reallocate"], last["memory_after_cycles"]]
-    held = 0.0
-    for w in range(len(before["rss_bytes"])):
-        peak = max(m["peak_rss_bytes"][w] for m in after)
-        rss = max(m["rss_bytes"][w] for m in after)
-        top = peak if peak > before["peak_rss_bytes"][w] else rss
-        held += top - before["rss_bytes"][w]
-    bpp = held / last["pages"]
-    proj["measured_worker_bytes_per_page"] = round(bpp, 1)
-    proj["memory_per_worker_gb"] = round(bpp * args.project_pages / args.project_workers / 1e9, 1)
-    proj["fits_in_worker_memory"] = proj["memory_per_worker_gb"] < args.project_worker_gb
-    proj["rounds_per_reallocation"] = last["reallocate_rounds"]
-    proj["rounds_per_cycle"] = last["cycle_rounds"]
-    proj["tasks_per_cycle"] = round(last["cycle_fetches"] * args.project_pages / last["pages"])
-    out["projection"] = proj
+    out["projection"] = [
+        project(last, out["round_s_by_partitions"], args, k) for k in args.project_machines
+    ]
+    out["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out))
     return out
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from recrawl._exceptions import (
+    ClusterUnreachable,
     ConfigError,
     Error,
     InvalidDocument,
@@ -76,6 +77,7 @@ __all__ = [
     "BatchResult",
     "Calibration",
     "Clock",
+    "ClusterUnreachable",
     "ConfigError",
     "CrawlSettings",
     "Engine",

@@ -11,12 +11,14 @@ whose meaning it shares, so callers may catch either::
     ├── ConfigError (ValueError)          configuration is missing or malformed
     ├── StoreError (RuntimeError)         the store could not be opened or written
     │   └── StoreFull                     the disk or the store's size limit is full
+    ├── ClusterUnreachable (ConnectionError)  the Dask scheduler to plan on cannot be reached
     └── NotFound (LookupError)            a page, site or lease does not exist
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ClusterUnreachable",
     "ConfigError",
     "Error",
     "InvalidDocument",
@@ -83,6 +85,12 @@ class StoreFull(StoreError):
     it was rolled back whole: nothing of it is stored, everything written
     before is intact, and the same write succeeds once space is freed (HTTP
     507 from the service)."""
+
+
+class ClusterUnreachable(Error, ConnectionError):
+    """The Dask scheduler a plan was to run on (``cluster`` in
+    ``recrawl.toml``, ``recrawl plan --cluster``) did not answer: nothing was
+    planned."""
 
 
 class NotFound(Error, LookupError):

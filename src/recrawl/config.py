@@ -370,6 +370,17 @@ class Settings(BaseModel):
     fsyncs its log on commit (unless the server runs with ``fsync = off`` or
     ``synchronous_commit = off``). Applied by each :class:`~recrawl.Engine`
     built with these settings."""
+    cluster: str | None = None
+    """A Dask scheduler's address (``tcp://scheduler:8786``): every plan
+    (``recrawl plan``, the service's leases, ``recrawl crawl``) is then made
+    on that cluster over the page state exported to ``cluster_parquet``
+    (:func:`recrawl.plan.dask.plan_on_cluster`; the ``cluster`` extra, the
+    ``recrawl`` policy only). None: on this machine."""
+    cluster_parquet: str | None = None
+    """Where the page state is exported for the cluster: a directory every
+    worker reads, or a URL :mod:`pyarrow.fs` opens (``s3://bucket/pages``).
+    None: ``<store>.parquet`` beside a SQLite store, ``./recrawl.parquet``
+    for PostgreSQL."""
     crawl: CrawlSettings = CrawlSettings()
 
     @field_validator("page_types", mode="before")

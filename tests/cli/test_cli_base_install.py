@@ -135,3 +135,14 @@ def test_require_extra_passes_when_installed_and_exits_2_when_not(
         "installed): pip install 'recrawl[cluster]'\n"
     )
     assert captured.out == ""
+
+
+def test_plan_on_a_cluster_names_the_cluster_extra_in_one_sentence(tmp_path: Path):
+    res = base(tmp_path, "plan", "--db", "r.db", "--budget", "5", "--cluster", "tcp://127.0.0.1:1")
+    assert res.returncode == 2
+    one_sentence(
+        res.stderr,
+        "recrawl plan --cluster needs the cluster extra (dask is not installed): "
+        "pip install 'recrawl[cluster]'",
+    )
+    assert not (tmp_path / "r.db").exists()

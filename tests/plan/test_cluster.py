@@ -204,7 +204,7 @@ def test_a_dask_cluster_over_parquet_gives_the_in_process_plan(tmp_path: Path) -
     p1 = cluster_plan_cycle(local, 250.0, NOW, model=m1, config=cfg, rng=np.random.default_rng(0))
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -231,7 +231,11 @@ def test_plan_on_cluster_plans_through_a_scheduler_address(tmp_path: Path) -> No
     m1 = cluster_reallocate(local, per_day, NOW, config=cfg)  # priors fitted the same way
     p1 = cluster_plan_cycle(local, 200.0, NOW, model=m1, config=cfg, rng=np.random.default_rng(3))
     with distributed.LocalCluster(
-        n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+        n_workers=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
     ) as cluster:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         plan, model = plan_on_cluster(

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from recrawl import __version__
-from recrawl._exceptions import Error, InvalidObservation
+from recrawl._exceptions import ClusterUnreachable, Error, InvalidObservation
 from recrawl.cli.common import (
     AtOpt,
     ConfigOpt,
@@ -530,14 +530,36 @@ def plan(
         int, typer.Option(help="Rows shown in the table (JSON has every task).", min=0)
     ] = 50,
     as_json: JsonOpt = False,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="Plan on this Dask scheduler, tcp://host:8786 (default: the cluster setting).",
+            show_default=False,
+        ),
+    ] = None,
+    parquet: Annotated[
+        str | None,
+        typer.Option(
+            help="Where --cluster exports the page state: a directory every worker reads, "
+            "or an s3://… URL (default: <store>.parquet beside a SQLite store).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The next cycle's fetch tasks, best first, each with why it was chosen.
 
     With --json, each task also carries the ``headers`` of a conditional
     request (If-None-Match / If-Modified-Since), as a lease does: none for
     verification and canary tasks, or for a site whose validators are off.
+    With --cluster, the plan is computed on a Dask cluster (recrawl policy).
     """
     settings = load_settings(config)
+    if cluster or settings.cluster:
+        require_extra("recrawl plan --cluster", "cluster")
+    elif parquet is not None:
+        raise typer.BadParameter(
+            "needs --cluster (or cluster in recrawl.toml)", param_hint="--parquet"
+        )
     if objective is not None and objective not in ("freshness", "events"):
         raise typer.BadParameter("must be freshness or events", param_hint="--objective")
     if budget is not None and not (budget >= 0 and math.isfinite(budget)):
@@ -545,7 +567,14 @@ def plan(
     now = at_time(at)
     with cli_store(db, settings, existing=True) as store:
         engine = Engine(store, settings)
-        result = engine.plan(budget=budget, now=now, objective=objective, policy=policy)
+        try:
+            result = engine.plan(
+                budget=budget, now=now, objective=objective, policy=policy,
+                cluster=cluster, parquet=parquet,
+            )  # fmt: skip
+        except ClusterUnreachable as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(2) from None
         doc = engine.plan_dict(result) if as_json else None
     if doc is not None:
         print_json(doc)

@@ -12,11 +12,12 @@ import math
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
 
-from recrawl._exceptions import InvalidObservation
+from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.config import Settings
 from recrawl.engine.ingest import (
     ContentClassifier,
@@ -49,8 +50,16 @@ from recrawl.estimate.pagestate import NUTCH_DEFAULT_S
 from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, RateResolution, rate_resolution
 from recrawl.observe.observation import Observation, host_of, normalize_url, show_value
 from recrawl.plan.backoff import due, retry_wait_s
+from recrawl.plan.cluster import SUPPORTED_POLICIES
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
-from recrawl.plan.planner import PlannerConfig, PlanPages, group_priors, plan_cycle, reallocate
+from recrawl.plan.planner import (
+    Plan,
+    PlannerConfig,
+    PlanPages,
+    group_priors,
+    plan_cycle,
+    reallocate,
+)
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -808,13 +817,31 @@ class Engine:
         exclude: set[str] | None = None,
         seed: int | None = None,
         exclude_sites: Collection[str] = (),
+        cluster: str | None = None,
+        parquet: str | None = None,
     ) -> PlanResult:
         """The next cycle's tasks: canaries that are due (outside the budget, also
         on paused sites), then the planner's choice under ``budget`` (billing
         units for one cycle; default ``budget_per_day`` × cycle length), none of
-        the URLs in ``exclude`` nor of the pages of ``exclude_sites``."""
+        the URLs in ``exclude`` nor of the pages of ``exclude_sites``.
+
+        With ``cluster`` (default: the ``cluster`` setting), a Dask
+        scheduler's address, the page state is exported as partitioned
+        Parquet under ``parquet`` (default :meth:`cluster_root`) and the
+        allocation and the cycle are computed on that cluster
+        (:func:`recrawl.plan.dask.plan_on_cluster`): the same tasks up to ties
+        at a cut-off (and, past 100,000 pages with revisits, priors fitted on
+        a sample). Only the ``recrawl`` policy is planned there (ConfigError
+        otherwise); :class:`~recrawl.ClusterUnreachable` when the scheduler
+        does not answer.
+        """
         t = self.clock() if now is None else now
         s = self.settings
+        address = cluster or s.cluster
+        if address and policy not in SUPPORTED_POLICIES:
+            raise ConfigError(
+                f"policy {policy!r} is not planned on a cluster; choose from {', '.join(SUPPORTED_POLICIES)}"
+            )
         if budget is None:
             if s.budget_per_day is None:
                 raise ValueError("no budget: pass one, or set budget_per_day in recrawl.toml")
@@ -848,25 +875,35 @@ class Engine:
                 mask=learning,
                 half_life_days=cfg.half_life_days,
             )
-            # the model gets the score pool, as plan_cycle and the replay give it
-            per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share(policy)
-            model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
             rng = np.random.default_rng(seed if seed is not None else int(t) // 3600)
-            plan = plan_cycle(
-                pages,
-                budget,
-                t,
-                policy=policy,
-                objective=obj,
-                config=cfg,
-                rng=rng,
-                model=model,
-            )
+            plan: Plan
+            if address:
+                from recrawl.plan.dask import plan_on_cluster
+
+                root = parquet or self.cluster_root()
+                plan, _ = plan_on_cluster(
+                    address, root, budget, t, pages=pages, objective=obj, config=cfg, rng=rng
+                )
+                rate, rate_sd = plan.rate_per_day, plan.rate_sd_per_day
+            else:
+                # the model gets the score pool, as plan_cycle and the replay give it
+                per_day = budget * 24.0 / cfg.cycle_hours * cfg.score_pool_share(policy)
+                model = reallocate(pages, per_day, t, policy=policy, objective=obj, config=cfg)
+                plan = plan_cycle(
+                    pages,
+                    budget,
+                    t,
+                    policy=policy,
+                    objective=obj,
+                    config=cfg,
+                    rng=rng,
+                    model=model,
+                )
+                rate, rate_sd = model.rate_per_day[plan.index], model.rate_sd_per_day[plan.index]
             spent = plan.spent
             table = TaskTable(
                 tasks, cols["url"], cols["site"], cols["page_type"], plan.index,
-                plan.reason, plan.expected_gain, plan.cost, plan.priority,
-                model.rate_per_day[plan.index], model.rate_sd_per_day[plan.index],
+                plan.reason, plan.expected_gain, plan.cost, plan.priority, rate, rate_sd,
             )  # fmt: skip
         if table is None:
             table = TaskTable.of(tasks)
@@ -874,6 +911,20 @@ class Engine:
             at=t, budget=budget, spent=spent, tasks=table, rates=TaskRates(table),
             resolution=resolution, unit=s.billing_unit,
         )  # fmt: skip
+
+    def cluster_root(self) -> str:
+        """Where :meth:`plan` exports the page state for a cluster: the
+        ``cluster_parquet`` setting, else ``<store>.parquet`` beside a SQLite
+        store (``crawl.db`` → ``crawl.parquet``), else ``./recrawl.parquet``;
+        a local directory as an absolute path (workers started elsewhere read it)."""
+        if self.settings.cluster_parquet:
+            return self.settings.cluster_parquet
+        path = str(getattr(self.store, "path", "") or "")
+        if path and "://" not in path and path != ":memory:":
+            p = Path(path).absolute()
+            beside = p.with_suffix(".parquet")
+            return str(beside if beside != p else p.with_name(p.name + ".parquet"))
+        return str(Path("recrawl.parquet").absolute())
 
     def plan_dict(self, plan: PlanResult, *, limit: int | None = None) -> dict[str, Any]:
         """``plan`` as ``recrawl plan --json`` and ``GET /v1/plan`` show it

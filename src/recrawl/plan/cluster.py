@@ -64,6 +64,7 @@ from recrawl.plan.planner import (
 __all__ = [
     "SUPPORTED_POLICIES",
     "ClusterModel",
+    "ClusterPlan",
     "LocalRunner",
     "Partition",
     "PartitionRunner",
@@ -940,13 +941,14 @@ def _s_priority(part: Partition, _: Any) -> tuple[Partition, None]:
 
 
 def _s_tasks(part: Partition, _: Any) -> tuple[Partition, tuple[Any, ...]]:
-    """The chosen pages: ids, reasons, step order, expected gain, cost, priority."""
+    """The chosen pages: ids, reasons, step order, expected gain, cost,
+    priority, rate and its uncertainty."""
     s, pages = part.scratch, part.pages
     q: _Cycle = s["cycle"]
     chosen = s.pop("chosen")
     if not chosen:
         z = np.zeros(0)
-        return part, (z.astype(np.int64), z.astype(np.int8), z, z, z, z, z, z)
+        return part, (z.astype(np.int64), z.astype(np.int8), z, z, z, z, z, z, z)
     idx = np.concatenate([c[0] for c in chosen]).astype(np.int64)
     reason = np.concatenate([np.full(c[0].size, c[1], dtype=np.int8) for c in chosen])
     step = np.concatenate([np.full(c[0].size, c[2], dtype=np.float64) for c in chosen])
@@ -972,7 +974,27 @@ def _s_tasks(part: Partition, _: Any) -> tuple[Partition, tuple[Any, ...]]:
     prio = s.get("priority")
     pr = prio[idx] if prio is not None else np.zeros(idx.size)
     part.scratch = {}
-    return part, (part.page_id[idx], reason, step, within, gain, s["eff"][idx], pr)
+    sd = (
+        part.rate_sd_per_day[idx] if part.rate_sd_per_day is not None else np.full(idx.size, np.nan)
+    )
+    return part, (part.page_id[idx], reason, step, within, gain, s["eff"][idx], pr, lam, sd)
+
+
+@dataclass(frozen=True)
+class ClusterPlan(Plan):
+    """A :class:`~recrawl.plan.planner.Plan` made over partitions, with each
+    task's change-rate estimate (the per-page model stays in the partitions).
+
+    Attributes
+    ----------
+    rate_per_day, rate_sd_per_day : ndarray of float
+        Each task's estimated change rate and its uncertainty, changes per
+        day (what :attr:`~recrawl.plan.planner.Model.rate_per_day` holds for
+        the page on one machine).
+    """
+
+    rate_per_day: FloatArray
+    rate_sd_per_day: FloatArray
 
 
 def cluster_plan_cycle(
@@ -983,7 +1005,7 @@ def cluster_plan_cycle(
     model: ClusterModel,
     config: PlannerConfig | None = None,
     rng: np.random.Generator | None = None,
-) -> Plan:
+) -> ClusterPlan:
     """:func:`~recrawl.plan.planner.plan_cycle` over partitions (``recrawl`` policy).
 
     ``model`` is what :func:`cluster_reallocate` solved for the same
@@ -1038,14 +1060,16 @@ def cluster_plan_cycle(
     if n_new and left > 0:
         taker.take(_Queue("discovery", left), DISCOVERY)
     rows = runner.run(_s_tasks, None)
-    cols = [np.concatenate([r[i] for r in rows]) for i in range(7)]
+    cols = [np.concatenate([r[i] for r in rows]) for i in range(9)]
     ids, reason, step, within = cols[0], cols[1], cols[2], cols[3]
     # steps run in the same order on every partition: (step, order within it, id)
     order = np.lexsort((ids, within, step))
-    return Plan(
+    return ClusterPlan(
         index=ids[order].astype(np.int64),
         reason=reason[order].astype(np.int8),
         expected_gain=cols[4][order].astype(np.float64),
         cost=cols[5][order].astype(np.float64),
         priority=cols[6][order].astype(np.float64),
+        rate_per_day=cols[7][order].astype(np.float64),
+        rate_sd_per_day=cols[8][order].astype(np.float64),
     )

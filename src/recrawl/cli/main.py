@@ -1295,9 +1295,17 @@ def site_history(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pauses, resumes and band changes of a site, oldest first."""
+    """Pauses, resumes and band changes of a site, oldest first.
+
+    A site the store does not know (no page, no control, no event) is an
+    error naming it (exit 2), not an empty history."""
+    from recrawl._exceptions import NotFound
+
     with cli_store(db, existing=True) as store:
         events = store.site_events(site)
+        known = bool(events) or site in store.site_controls() or site in store.sites()
+    if not known:
+        raise NotFound(f"no site {site!r} in the store")
     if as_json:
         print_json(events)
         return
@@ -1442,7 +1450,7 @@ def demo(
     settings = load_settings(data_file("demo.toml"))
     out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
     with (
-        cli_store(db, settings) as store,
+        cli_store(db, settings, make_dirs=True) as store,
         data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
     ):
         rep = Engine(store, settings).ingest_lines(f)
@@ -1710,7 +1718,7 @@ def init(
         f.write(text)
     load_settings(config, env={})  # what init writes must load
     path = db or default_db()
-    cli_store(path).close()
+    cli_store(path, make_dirs=True).close()
     out.print(f"store {path} ready; config {config} written with a fresh token (mode 600)")
 
 
@@ -1742,7 +1750,14 @@ def serve(
 
 @app.command()
 def report(
-    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")],
+    out_path: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="HTML file to write; a directory (ending in /, or one that exists) gets "
+            "report.html, and is created when it is not there.",
+        ),
+    ],
     db: DbOpt = None,
     config: ConfigOpt = None,
     days: Annotated[
@@ -1759,17 +1774,22 @@ def report(
 ) -> None:
     """Write the dashboard as an HTML file with plotly.min.js beside it (works offline).
 
-    Needs the service extra (plotly)."""
+    --out DIR/ writes DIR/report.html, creating DIR; a file's directory must be
+    there. Needs the service extra (plotly)."""
     require_extra("recrawl report", "service", "plotly")
     from recrawl.report.dashboard import write_report
     from recrawl.report.window import parse_time
 
     settings = load_settings(config)
+    target = Path(out_path)
     with cli_store(db, settings, existing=True) as store:
         try:
             start = None if since is None else parse_time(since)
+            if out_path.endswith(("/", os.sep)) or target.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                target = target / "report.html"
             said = write_report(
-                Engine(store, settings), out_path, days=days, since=start, inline=inline
+                Engine(store, settings), target, days=days, since=start, inline=inline
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None

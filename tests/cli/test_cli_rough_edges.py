@@ -91,3 +91,51 @@ def test_report_into_a_new_directory_creates_it(db: str, tmp_path: Path, run: Ru
     assert code == 0, err
     assert (where / "report.html").is_file() and (where / "plotly.min.js").is_file()
     assert "report.html" in out
+
+
+def test_a_csv_header_without_url_is_refused_not_read_by_position(tmp_path: Path, run: Run) -> None:
+    path = str(tmp_path / "u.db")
+    sheet = tmp_path / "urls.csv"
+    sheet.write_text("link,site,n\nhttps://x.example/1,x.example,3\n")
+    code, out, err = run("urls", "add", str(sheet), "--db", path)
+    assert code == 2 and "names no url column" in err and "registered" not in out, err
+    sheet.write_text("url,site,pagetype\nhttps://x.example/1,x.example,item\n")
+    code, out, err = run("urls", "add", str(sheet), "--db", path)
+    assert code == 2 and "(pagetype)" in err, err
+    assert not Path(path).exists()  # refused before anything was written
+    # a CSV without a header is still read in the documented order
+    sheet.write_text("https://x.example/1,x.example,item,3\n")
+    assert run("urls", "add", str(sheet), "--db", path)[0] == 0
+    [row] = json.loads(run("urls", "list", "--db", path, "--json")[1])
+    assert (row["site"], row["page_type"], row["value"]) == ("x.example", "item", 3)
+
+
+def test_urls_list_shows_what_the_store_knows(db: str, tmp_path: Path, run: Run) -> None:
+    new = tmp_path / "new.txt"
+    new.write_text("https://shop.example/p/2\nhttps://shop.example/p/1\nnot a url\n")
+    code, out, _ = run("urls", "add", str(new), "--db", db, "--value", "3", "--json")
+    assert code == 1  # one line rejected
+    assert json.loads(out) == {
+        "received": 2, "added": 1, "known": 1, "updated": 0, "repeated": 0, "rejected": 1
+    }  # fmt: skip
+    code, out, err = run("urls", "list", "--db", db, "--site", "shop.example", "--json")
+    assert code == 0, err
+    rows = {r["url"]: r for r in json.loads(out)}
+    assert set(rows) == {"https://shop.example/p/1", "https://shop.example/p/2"}
+    assert (
+        rows["https://shop.example/p/2"]["state"],
+        rows["https://shop.example/p/2"]["value"],
+    ) == (
+        "new",
+        3,
+    )
+    assert rows["https://shop.example/p/1"]["state"] == "known"
+    assert rows["https://shop.example/p/1"]["last_fetch"] == 90000
+    code, out, _ = run("urls", "list", "--db", db, "--limit", "1")
+    assert code == 0 and "https://news.example/a" in out and "2 more" in out
+    gone = tmp_path / "gone.txt"
+    gone.write_text("https://news.example/a\nhttps://else.example/\n")
+    code, out, _ = run("urls", "remove", str(gone), "--db", db, "--json")
+    assert code == 0 and json.loads(out)["removed"] == 1 and json.loads(out)["unknown"] == 1
+    listed = json.loads(run("urls", "list", "--db", db, "--json")[1])
+    assert "https://news.example/a" not in {r["url"] for r in listed}

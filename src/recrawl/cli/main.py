@@ -45,6 +45,7 @@ from recrawl.cli.common import (
     out,
     print_json,
     require_extra,
+    write_json,
 )
 from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
@@ -317,6 +318,17 @@ app.command("crawl")(crawl)
 app.command("simweb")(simweb)
 
 
+_HEADER_CELL = re.compile(r"[a-z_][a-z0-9_ ]*")
+
+
+def _is_header(names: list[str]) -> bool:
+    """A URL file's first line names columns: ``url``, or two or more cells that
+    are all names (letters, digits, _ and spaces), none of them a URL."""
+    if names == ["url"]:
+        return True
+    return len(names) > 1 and all(_HEADER_CELL.fullmatch(n) for n in names)
+
+
 _FIELD_BLAMED = re.compile(r"field '([^']+)': (.*)", re.DOTALL)
 """A reason that names its field (as :func:`url_registration` words them)."""
 
@@ -381,7 +393,19 @@ def _read_url_rows(
         else:
             cells = next(csv.reader([text]))
             names = [c.strip().lower() for c in cells]
-            if header is None and not rows and "url" in names and set(names) <= _URL_COLUMNS:
+            if header is None and not rows and not bad and _is_header(names):
+                if "url" not in names or not set(names) <= _URL_COLUMNS:
+                    raise typer.BadParameter(
+                        f"{name}: its header ({', '.join(names)}) "
+                        + (
+                            "names no url column"
+                            if "url" not in names
+                            else f"names columns recrawl does not know "
+                            f"({', '.join(n for n in names if n not in _URL_COLUMNS)})"
+                        )
+                        + "; name them url and any of site, page_type, value (nothing registered)",
+                        param_hint="FILE",
+                    )
                 header = names
                 continue
             if header is None and not csv_default:
@@ -442,12 +466,14 @@ def urls_add(
         ),
     ] = False,
     rejects: RejectsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
 
     A plain file holds one URL per line (commas and all). A CSV needs a header
     naming its columns (url and any of site, page_type, value), or a name
-    ending in .csv for the columns in that order; lines starting with { are
+    ending in .csv for the columns in that order (a header naming no url, or
+    another column, refuses the file); lines starting with { are
     JSON objects with those keys. Blank lines and # comments are skipped.
     Every rejected line is named (on stderr, or in the --rejects file) and
     the rest registered; exits 1 when any was rejected.
@@ -471,6 +497,14 @@ def urls_add(
         added = engine.add_urls(rows)
         if update:
             retiered = engine.update_values([r for r in rows if "value" in r])
+    if as_json:
+        print_json(
+            {"received": len(rows), "added": added, "known": len(rows) - added,
+             "updated": retiered, "repeated": got.repeated, "rejected": got.bad}
+        )  # fmt: skip
+        if got.bad:
+            raise typer.Exit(1)
+        return
     out.print(
         f"{added:,} new URLs registered, {len(rows) - added:,} already known"
         + (f" ({retiered:,} re-tiered)" if update else "")
@@ -490,6 +524,7 @@ def urls_remove(
     ],
     db: DbOpt = None,
     rejects: RejectsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Forget URLs: their pages, fetch logs, leases and canaries leave the store.
 
@@ -502,6 +537,14 @@ def urls_remove(
     named.summary()
     with cli_store(db, existing=True) as store:
         removed = Engine(store).remove_urls([r["url"] for r in got.rows])
+    if as_json:
+        print_json(
+            {"received": len(got.rows), "removed": removed, "unknown": len(got.rows) - removed,
+             "repeated": got.repeated, "rejected": got.bad}
+        )  # fmt: skip
+        if got.bad:
+            raise typer.Exit(1)
+        return
     out.print(
         f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, "
         + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
@@ -509,6 +552,47 @@ def urls_remove(
     )
     if got.bad:
         raise typer.Exit(1)
+
+
+@urls_app.command("list")
+def urls_list(
+    db: DbOpt = None,
+    site: Annotated[str | None, typer.Option("--site", help="Only this site's URLs.")] = None,
+    page_type: Annotated[
+        str | None, typer.Option("--page-type", help="Only URLs of this page type.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Rows shown (default: 50 in the table, every URL with --json).",
+            min=0,
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The URLs the store knows, by URL: site, page type, value, state (new: never
+    fetched, known, gone, moved) and last fetch. Canaries are listed by
+    `recrawl canary list`."""
+    with cli_store(db, existing=True) as store:
+        rows = Engine(store).urls(site=site, page_type=page_type)
+    shown = rows if (limit is None and as_json) else rows[: 50 if limit is None else limit]
+    if as_json:
+        write_json(shown)
+        return
+    t = Table(title=f"URLs: {len(rows):,}", title_justify="left")
+    for col in ("url", "site", "type", "value", "state", "last fetch"):
+        t.add_column(
+            col, justify="right" if col == "value" else "left", overflow="fold" if col == "url" else "ellipsis"
+        )  # fmt: skip
+    for r in shown:
+        t.add_row(
+            escape(r["url"]), escape(r["site"]), escape(r["page_type"]), _fmt_num(r["value"]),
+            r["state"], "–" if r["last_fetch"] is None else iso(r["last_fetch"]),
+        )  # fmt: skip
+    out.print(t)
+    if len(rows) > len(shown):
+        out.print(f"{len(rows) - len(shown):,} more (--limit, or --json for every one)")
 
 
 @app.command()

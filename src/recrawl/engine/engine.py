@@ -380,6 +380,40 @@ class Engine:
         Returns how many were known. Raises ValueError naming a bad URL."""
         return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
 
+    def urls(
+        self, *, site: str | None = None, page_type: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The registered and reported URLs (canaries' own pages left out; see
+        :meth:`~recrawl.store.EngineStore.canaries`), by URL: each with its
+        ``site``, ``page_type``, ``value``, ``first_seen`` and ``last_fetch``
+        (unix seconds, None when never fetched) and ``state``: ``new`` (never
+        fetched), ``known``, ``gone`` or ``moved`` (retired by a redirect).
+        ``site`` and ``page_type`` keep only theirs."""
+        cols = self.store.page_columns()
+        rows: list[dict[str, Any]] = []
+        for i, url in enumerate(cols["url"]):
+            s, t = cols["site"][i], cols["page_type"][i]
+            if t == "canary" or (site is not None and s != site):
+                continue
+            if page_type is not None and t != page_type:
+                continue
+            last = float(cols["last_fetch"][i])
+            fetched = math.isfinite(last)
+            if bool(cols["moved"][i]):
+                state = "moved"
+            elif bool(cols["gone"][i]):
+                state = "gone"
+            else:
+                state = "known" if fetched else "new"
+            rows.append(
+                {
+                    "url": url, "site": s, "page_type": t, "value": float(cols["value"][i]),
+                    "first_seen": float(cols["first_seen"][i]),
+                    "last_fetch": last if fetched else None, "state": state,
+                }
+            )  # fmt: skip
+        return rows
+
     # -- planning --------------------------------------------------------------------------
 
     def _unit_costs(self) -> dict[tuple[str, str], float]:

@@ -139,3 +139,19 @@ def test_urls_list_shows_what_the_store_knows(db: str, tmp_path: Path, run: Run)
     assert code == 0 and json.loads(out)["removed"] == 1 and json.loads(out)["unknown"] == 1
     listed = json.loads(run("urls", "list", "--db", db, "--json")[1])
     assert "https://news.example/a" not in {r["url"] for r in listed}
+
+
+def test_prune_keep_days_counts_back_from_the_logs_newest_fetch(db: str, run: Run) -> None:
+    # the log (fetched in 1970) ended long ago: --keep-days keeps its last day,
+    # it does not count from the wall clock and delete it all
+    code, out, err = run("prune", "--db", db, "--keep-days", "0.5", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["before"], doc["removed"]) == (90000 - 43200, 2)
+    code, out, _ = run("stats", "--db", db, "--json")
+    assert json.loads(out)["total"]["observations"] == 3  # what it taught stays
+    # a --before after the newest fetch (but not in the future) would delete everything
+    code, out, err = run("prune", "--db", db, "--before", "1971-01-01T00:00:00Z")
+    assert code == 2 and "after the log's newest fetch (1970-01-02 01:00:00Z)" in err, err
+    code, out, err = run("prune", "--db", db, "--before", "1971-01-01T00:00:00Z", "--force")
+    assert code == 0 and "1 observations fetched before 1971-01-01" in out, err

@@ -1891,7 +1891,11 @@ def prune(
     ] = None,
     keep_days: Annotated[
         float | None,
-        typer.Option("--keep-days", help="... or keep only the last N days of the log.", min=0),
+        typer.Option(
+            "--keep-days",
+            help="... or keep only the last N days of the log, counted back from its newest fetch.",
+            min=0,
+        ),
     ] = None,
     vacuum: Annotated[
         bool,
@@ -1905,11 +1909,15 @@ def prune(
     config: ConfigOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Allow a --before in the future (the whole log).")
+        bool,
+        typer.Option(
+            "--force", help="Allow a --before after the log's newest fetch (the whole log)."
+        ),
     ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only say what would be removed.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Delete old fetch observations from the log, keeping what they taught.
 
@@ -1917,7 +1925,11 @@ def prune(
     still ends as if the whole log were there; stats and health do not change;
     a report fetched before its page's last pruned fetch is refused. Safe to
     interrupt and run again. --vacuum holds the store's write lock while it
-    rewrites the file: writers (a running service) wait meanwhile."""
+    rewrites the file: writers (a running service) wait meanwhile.
+
+    --keep-days counts back from the log's newest fetch, not from now: a log
+    that ended a year ago keeps its last N days. A --before after the newest
+    fetch would delete the whole log: refused without --force."""
     import time
 
     from recrawl.store.sqlite import SQLiteStore
@@ -1925,18 +1937,31 @@ def prune(
     if (before is None) == (keep_days is None):
         raise typer.BadParameter("give one of --before or --keep-days", param_hint="--before")
     now = time.time()
-    until = (
-        at_required(before, "--before") if before is not None else now - (keep_days or 0) * 86400
-    )
-    if until > now and not force:
-        raise typer.BadParameter(
-            f"{iso(until)} is in the future: the whole log would go (--force if that is meant)",
-            param_hint="--before",
-        )
+    cut = at_required(before, "--before") if before is not None else None
     settings = load_settings(config)
     with cli_store(db, settings, existing=True) as store:
+        end = Engine(store, settings).log_end()
+        if cut is None and end is None:  # nothing fetched: nothing to keep or delete
+            if as_json:
+                print_json({"dry_run": dry_run, "before": None, "removed": 0})
+            else:
+                out.print("the log holds no fetch: nothing removed")
+            return
+        until = cut if cut is not None else (end or 0.0) - (keep_days or 0) * 86400
+        if not force and end is not None and until > end:
+            when = "in the future" if until > now else f"after the log's newest fetch ({iso(end)})"
+            raise typer.BadParameter(
+                f"{iso(until)} is {when}: the whole log would go (--force if that is meant)",
+                param_hint="--before",
+            )
         if dry_run:
             rep = prune_log(store, until, dry_run=True)
+            if as_json:
+                print_json(
+                    {"dry_run": True, "before": until, "to_remove": rep.to_remove,
+                     "pages_to_checkpoint": rep.pages_to_checkpoint}
+                )  # fmt: skip
+                return
             out.print(
                 f"would remove {rep.to_remove:,} observations fetched before {iso(until)}, "
                 f"checkpointing {rep.pages_to_checkpoint:,} pages; nothing removed (--dry-run)"
@@ -1958,6 +1983,14 @@ def prune(
             )
         if vacuum:
             store.vacuum()
+        if as_json:
+            size1 = store.size_bytes() if isinstance(store, SQLiteStore) else None
+            print_json(
+                {"dry_run": False, "before": until, "removed": rep.observations_removed,
+                 "pages_checkpointed": rep.pages_checkpointed, "vacuumed": vacuum,
+                 "file_bytes_before": size0, "file_bytes_after": size1}
+            )  # fmt: skip
+            return
         size = ""
         if isinstance(store, SQLiteStore) and size0 is not None:
             size = f"; file {size0 / 1e6:,.2f} MB before, {store.size_bytes() / 1e6:,.2f} MB after"

@@ -380,6 +380,13 @@ class Engine:
         Returns how many were known. Raises ValueError naming a bad URL."""
         return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
 
+    def log_end(self) -> float | None:
+        """The newest fetch the store knows of (unix seconds; a pruned page's
+        included), None when it holds no fetch."""
+        last = np.asarray(self.store.page_columns()["last_fetch"], dtype=np.float64)
+        last = last[np.isfinite(last)]
+        return float(last.max()) if len(last) else None
+
     def urls(
         self, *, site: str | None = None, page_type: str | None = None
     ) -> list[dict[str, Any]]:

@@ -155,3 +155,25 @@ def test_prune_keep_days_counts_back_from_the_logs_newest_fetch(db: str, run: Ru
     assert code == 2 and "after the log's newest fetch (1970-01-02 01:00:00Z)" in err, err
     code, out, err = run("prune", "--db", db, "--before", "1971-01-01T00:00:00Z", "--force")
     assert code == 0 and "1 observations fetched before 1971-01-01" in out, err
+
+
+def test_observations_dated_in_the_future_are_rejected_and_named(tmp_path: Path, run: Run) -> None:
+    import time
+
+    now = time.time()
+    log = tmp_path / "future.jsonl"
+    rows = [
+        {"url": "https://f.example/a", "fetched_at": now - 60, "status": 200, "record": {"a": 1}},
+        # a fetcher's clock a little ahead: within the hour allowed for skew
+        {"url": "https://f.example/b", "fetched_at": now + 1800, "status": 200, "record": {"a": 1}},
+        {"url": "https://f.example/c", "fetched_at": "2099-01-01T00:00:00Z", "status": 200},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "f.db")
+    code, out, err = run("ingest", str(log), "--db", path)
+    assert code == 1
+    assert "2 observations stored, 0 already known, 1 rejected" in out
+    assert err.startswith(f"rejected {log}: line 3: field 'fetched_at': fetched at 2099-01-01")
+    assert "more than 1 h after now" in err and "https://f.example/c" in err
+    listed = json.loads(run("urls", "list", "--db", path, "--json")[1])
+    assert [r["url"] for r in listed] == ["https://f.example/a", "https://f.example/b"]

@@ -324,10 +324,13 @@ class Engine:
         on_batch: Callable[[IngestReport], None] | None = None,
     ) -> IngestReport:
         """Store observations (idempotent; durable when this returns), with the
-        content checks of :attr:`classifier`."""
+        content checks of :attr:`classifier`. One fetched more than
+        :data:`~recrawl.engine.pipeline.FUTURE_TOLERANCE_S` (an hour) after the
+        engine's clock is rejected: a wrong clock or date."""
         return ingest_observations(
-            self.store, observations, classifier=self.classifier, on_batch=on_batch
-        )
+            self.store, observations, classifier=self.classifier, on_batch=on_batch,
+            now=self.clock(),
+        )  # fmt: skip
 
     def ingest_lines(
         self,
@@ -339,10 +342,12 @@ class Engine:
     ) -> IngestReport:
         """Parse and store JSONL (or CSV) lines as ``recrawl ingest`` does: the
         configured page types' field rules, the content checks of
-        :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`)."""
+        :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`),
+        among them lines dated more than an hour after the engine's clock."""
         return ingest_lines(
             self.store, lines, fmt=fmt, rules=self.settings.page_types,
             classifier=self.classifier, on_batch=on_batch, on_error=on_error,
+            now=self.clock(),
         )  # fmt: skip
 
     def stats(self, unit: str | None = None) -> dict[str, Any]:

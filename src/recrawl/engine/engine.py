@@ -322,15 +322,16 @@ class Engine:
         observations: Iterable[Observation],
         *,
         on_batch: Callable[[IngestReport], None] | None = None,
+        now: float | None = None,
     ) -> IngestReport:
         """Store observations (idempotent; durable when this returns), with the
-        content checks of :attr:`classifier`. One fetched more than
-        :data:`~recrawl.engine.pipeline.FUTURE_TOLERANCE_S` (an hour) after the
-        engine's clock is rejected: a wrong clock or date."""
+        content checks of :attr:`classifier`. Given ``now`` (unix seconds), one
+        fetched more than :data:`~recrawl.engine.pipeline.FUTURE_TOLERANCE_S`
+        (an hour) after it is rejected: a wrong clock or date. Not checked by
+        default: a simulation may report ahead of a clock it does not move."""
         return ingest_observations(
-            self.store, observations, classifier=self.classifier, on_batch=on_batch,
-            now=self.clock(),
-        )  # fmt: skip
+            self.store, observations, classifier=self.classifier, on_batch=on_batch, now=now
+        )
 
     def ingest_lines(
         self,

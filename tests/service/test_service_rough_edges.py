@@ -6,13 +6,15 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from recrawl.clock import ManualClock
 from recrawl.config import Settings
 from recrawl.engine.engine import Engine
-from recrawl.service import Service
+from recrawl.service import Service, create_app
 from recrawl.store import SQLiteStore
+from recrawl.testing.server import serve_in_thread
 
 NOW = 1_780_000_000.0
 
@@ -43,3 +45,72 @@ def test_an_observation_dated_in_the_future_is_rejected_by_index(svc: Service) -
     svc.engine.clock.advance(7200)  # type: ignore[attr-defined]
     again = svc.ingest_body(json.dumps(items[1]).encode())
     assert (again["stored"], again["rejected"]) == (1, [])
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[tuple[httpx.Client, SQLiteStore]]:
+    """The service on a free port of 127.0.0.1, over a real SQLite file."""
+    store = SQLiteStore(tmp_path / "u.db")
+    settings = Settings(token="secret", budget_per_day=100.0)
+    app = create_app(Engine(store, settings, clock=ManualClock(NOW)), settings)
+    try:
+        with (
+            serve_in_thread(app) as base,
+            httpx.Client(
+                base_url=base, headers={"Authorization": "Bearer secret"}, timeout=30
+            ) as c,
+        ):
+            yield c, store
+    finally:
+        store.close()
+
+
+def test_post_urls_takes_the_readmes_body_and_names_the_bad_url(
+    client: tuple[httpx.Client, SQLiteStore],
+) -> None:
+    c, store = client
+    r = c.post("/v1/urls", json={"urls": ["https://a.example/1", "https://a.example/2"]})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"received": 2, "added": 2, "updated": 0, "rejected": []}
+    body = [
+        "https://b.example/1",
+        {"url": "mailto:x@y.example"},
+        {"url": "https://b.example/2", "page_type": "item", "value": 2},
+        {"url": "https://b.example/3", "value": -1},
+        7,
+    ]
+    r = c.post("/v1/urls", json=body)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert (got["received"], got["added"]) == (5, 2)  # the good ones, despite the bad
+    assert [(b["index"], b["url"], b["field"]) for b in got["rejected"]] == [
+        (1, "mailto:x@y.example", "url"),
+        (3, "https://b.example/3", "value"),
+        (4, None, None),
+    ]
+    assert "absolute http(s) URL" in got["rejected"][0]["error"]
+    kept = {
+        u: t
+        for u, t in zip(store.page_columns()["url"], store.page_columns()["page_type"], strict=True)
+    }
+    assert kept == {
+        "https://a.example/1": "page",
+        "https://a.example/2": "page",
+        "https://b.example/1": "page",
+        "https://b.example/2": "item",
+    }
+    # a body of another shape: one clear sentence, no pydantic union noise
+    r = c.post("/v1/urls", json={"url": "https://a.example/9"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [
+        {"field": "urls", "error": 'must be a list of URLs (the body is {"urls": [...]})'}
+    ]
+    # a re-tiering names the value it refuses and takes the others
+    r = c.post(
+        "/v1/urls",
+        json={
+            "urls": [{"url": "https://b.example/2", "value": 5}, "https://b.example/1"],
+            "update": True,
+        },
+    )
+    assert r.json()["updated"] == 1 and r.json()["rejected"] == []

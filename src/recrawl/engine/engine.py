@@ -238,6 +238,38 @@ def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
     return url, str(row.get("site") or host_of(url)), page_type, value
 
 
+def url_items(
+    items: Iterable[Any],
+) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, Any, str | None, str]]]:
+    """Registration items as a client posts them (a URL string, or an object
+    with ``url`` and any of ``site``, ``page_type``, ``value``), each checked
+    with :func:`url_registration`: ``(good, bad)``, ``good`` as ``(index,
+    row)`` with the URL normalised and only the keys given, ``bad`` as
+    ``(index, url as given or None, field or None, reason)``; one bad item
+    never hides another or the good ones."""
+    good: list[tuple[int, dict[str, Any]]] = []
+    bad: list[tuple[int, Any, str | None, str]] = []
+    for i, item in enumerate(items):
+        row = {"url": item} if isinstance(item, str) else item
+        if not isinstance(row, dict):
+            bad.append((i, None, None, "not a URL string nor an object with a url"))
+            continue
+        given = row.get("url")
+        if given is None:
+            bad.append((i, None, "url", "is missing"))
+            continue
+        try:
+            url = url_registration(row)[0]
+        except (ValueError, TypeError) as exc:
+            field, _, reason = str(exc).partition(": ")
+            named = field.startswith("field '")
+            bad.append((i, given, field[7:-1] if named else None, reason if named else str(exc)))
+            continue
+        keys = ("site", "page_type", "value")
+        good.append((i, {"url": url, **{k: row[k] for k in keys if row.get(k) is not None}}))
+    return good, bad
+
+
 @dataclass
 class BudgetOutlook:
     """What freshness costs at the current rate estimates (see :meth:`Engine.budget_outlook`)."""

@@ -20,7 +20,9 @@ from recrawl.service.leases import MAX_LEASE
 
 __all__ = [
     "ERROR_RESPONSES",
+    "MAX_URLS",
     "OBSERVATIONS_BODY",
+    "URLS_BODY",
     "BudgetDoc",
     "CalibrationDoc",
     "ErrorBody",
@@ -42,6 +44,7 @@ __all__ = [
     "UrlBatch",
     "UrlIn",
     "UrlList",
+    "UrlRejected",
     "UrlsAdded",
     "UrlsRemoved",
     "ValidationErrorBody",
@@ -65,6 +68,10 @@ def _registrable(url: str) -> str:
 # -- request and response bodies (for validation and the OpenAPI description) ---------------
 
 
+MAX_URLS = 100_000
+"""URLs one ``POST /v1/urls`` or ``/v1/urls/remove`` may carry."""
+
+
 class UrlIn(BaseModel):
     """A URL to discover: ``value`` is its business weight (≥ 0, default 1).
     Validated as ``recrawl urls add`` validates a row (an absolute http(s) URL;
@@ -83,10 +90,57 @@ class UrlIn(BaseModel):
 
 class UrlBatch(BaseModel):
     """URLs to register, as an object; with ``update``, the known ones among
-    them that carry a ``value`` take it (a re-tiering)."""
+    them that carry a ``value`` take it (a re-tiering). Each item is a URL
+    string or a :class:`UrlIn` object."""
 
-    urls: list[UrlIn]
+    urls: list[UrlIn | str] = Field(..., max_length=MAX_URLS)
     update: bool = False
+
+
+_URL_ITEM: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": "An absolute http(s) URL."},
+        {
+            "type": "object",
+            "title": "UrlIn",
+            "required": ["url"],
+            "properties": {
+                "url": {"type": "string"},
+                "site": {"type": "string"},
+                "page_type": {"type": "string"},
+                "value": {"type": "number", "minimum": 0, "default": 1},
+            },
+        },
+    ]
+}
+
+URLS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "URLs to register: a JSON array, or a UrlBatch object "
+        '``{"urls": [...], "update": false}``; each item a URL string or an object '
+        "``{url, site, page_type, value}``. Good items are registered even when "
+        "others are rejected; the answer names each rejected one by its index.",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"type": "array", "items": _URL_ITEM, "maxItems": MAX_URLS},
+                        {
+                            "type": "object",
+                            "title": "UrlBatch",
+                            "required": ["urls"],
+                            "properties": {
+                                "urls": {"type": "array", "items": _URL_ITEM, "maxItems": MAX_URLS},
+                                "update": {"type": "boolean", "default": False},
+                            },
+                        },
+                    ]
+                }
+            }
+        },
+    }
+}
 
 
 class PauseRequest(BaseModel):
@@ -104,19 +158,30 @@ class ValidatorsRequest(BaseModel):
     by: str = Field("api", min_length=1, max_length=200)
 
 
+class UrlRejected(Doc):
+    """One rejected URL item: ``index`` counts from 0 in the posted list;
+    ``url`` is the URL as given (None when the item has none)."""
+
+    index: int
+    url: str | None
+    field: str | None
+    error: str
+
+
 class UrlsAdded(Doc):
-    """How many of the posted URLs were new, and (with ``update``) how many known
-    ones changed value."""
+    """How many of the posted URLs were new, (with ``update``) how many known
+    ones changed value, and each item rejected (the others are registered)."""
 
     received: int
     added: int
     updated: int = 0
+    rejected: list[UrlRejected] = []
 
 
 class UrlList(BaseModel):
     """URLs to forget."""
 
-    urls: list[Annotated[str, AfterValidator(_registrable)]] = Field(..., max_length=100_000)
+    urls: list[Annotated[str, AfterValidator(_registrable)]] = Field(..., max_length=MAX_URLS)
 
 
 class UrlsRemoved(Doc):

@@ -177,3 +177,33 @@ def test_observations_dated_in_the_future_are_rejected_and_named(tmp_path: Path,
     assert "more than 1 h after now" in err and "https://f.example/c" in err
     listed = json.loads(run("urls", "list", "--db", path, "--json")[1])
     assert [r["url"] for r in listed] == ["https://f.example/a", "https://f.example/b"]
+
+
+def test_canaries_are_listed_and_withdrawn(db: str, run: Run) -> None:
+    code, out, err = run("canary", "list", "--db", db, "--json")
+    assert code == 0 and json.loads(out) == [], err
+    add = ["canary", "add", "https://shop.example/p/1", "--expect", "p=2", "--db", db, "--json"]
+    code, out, err = run(*add)
+    assert code == 0, err
+    declared = json.loads(out)
+    assert (declared["url"], declared["site"], declared["expect"]) == (
+        "https://shop.example/p/1", "shop.example", {"p": "2"}
+    )  # fmt: skip
+    assert declared["every_s"] == 3600 and declared["last_fetch"] == 90000
+    add = ["canary", "add", "https://calm.example/about", "--expect", "t=x", "--every", "30"]
+    assert run(*add, "--db", db)[0] == 0
+    code, out, _ = run("canary", "list", "--db", db)
+    assert code == 0 and "https://calm.example/about" in out and "30 min" in out
+    # a canary on a page of its own: withdrawn with its page
+    code, out, _ = run("canary", "remove", "https://calm.example/about", "--db", db)
+    assert code == 0 and "withdrawn" in out
+    # a canary on a crawled page: the page stays, planned as before
+    code, out, _ = run("canary", "remove", "HTTPS://shop.example/p/1", "--db", db, "--json")
+    assert code == 0 and json.loads(out) == {"url": "https://shop.example/p/1", "removed": True}
+    assert json.loads(run("canary", "list", "--db", db, "--json")[1]) == []
+    urls = {r["url"] for r in json.loads(run("urls", "list", "--db", db, "--json")[1])}
+    assert "https://shop.example/p/1" in urls
+    code, out, _ = run("plan", "--db", db, "--budget", "5", "--json")
+    assert "https://calm.example/about" not in out and '"reason": "canary"' not in out
+    code, _, err = run("canary", "remove", "https://shop.example/p/1", "--db", db)
+    assert code == 2 and "no canary on https://shop.example/p/1" in err

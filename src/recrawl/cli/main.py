@@ -1482,16 +1482,17 @@ def canary_add(
             help="Fetch every this many minutes (outside the budget, also when the site is paused)."
         ),
     ] = 60.0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Declare a canary: a stable page whose right answer is known.
 
     A canary that parses but carries the wrong value lowers its site's health
     (canary_mismatch)."""
     from recrawl.health.canary import parse_expectations
-    from recrawl.observe.observation import host_of, normalize_url
+    from recrawl.observe.observation import normalize_url
 
     try:
-        norm = normalize_url(url)
+        normalize_url(url)
         expectations = parse_expectations(expect)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -1499,15 +1500,66 @@ def canary_add(
         raise typer.BadParameter(
             "must be between 1 minute and 30 days (43,200)", param_hint="--every"
         )
-    the_site = site or host_of(norm)
     with cli_store(db) as store:
-        store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
+        c = Engine(store).add_canary(url, expectations, site=site, every_s=every * 60.0)
+    if as_json:
+        print_json(c)
+        return
     out.print(
         escape(
-            f"canary {norm} on {the_site}: expects "
-            f"{', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+            f"canary {c['url']} on {c['site']}: expects "
+            f"{', '.join(f'{k}={v}' for k, v in c['expect'].items())}, every {every:g} min"
         )
     )
+
+
+@canary_app.command("list")
+def canary_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """The declared canaries: what each must carry, how often it is fetched, its last fetch."""
+    with cli_store(db, existing=True) as store:
+        rows = Engine(store).canaries()
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no canary declared (recrawl canary add URL --expect FIELD=VALUE)")
+        return
+    t = Table(title=f"Canaries: {len(rows):,}", title_justify="left")
+    for col in ("url", "site", "expects", "every", "last fetch"):
+        t.add_column(col, overflow="fold" if col == "url" else "ellipsis")
+    for c in rows:
+        t.add_row(
+            escape(c["url"]), escape(c["site"]),
+            escape(", ".join(f"{k}={v}" for k, v in c["expect"].items())),
+            f"{c['every_s'] / 60:g} min", "–" if c["last_fetch"] is None else iso(c["last_fetch"]),
+        )  # fmt: skip
+    out.print(t)
+
+
+@canary_app.command("remove")
+def canary_remove(
+    url: Annotated[str, typer.Argument(help="The canary page.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Withdraw a canary. A page made for it leaves the store with its log
+    (stats and health keep their counts); a page of another type stays and is
+    planned as before. A URL without a canary is an error naming it."""
+    from recrawl._exceptions import NotFound
+    from recrawl.observe.observation import normalize_url
+
+    try:
+        norm = normalize_url(url)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="URL") from None
+    with cli_store(db, existing=True) as store:
+        removed = Engine(store).remove_canary(norm)
+    if not removed:
+        raise NotFound(f"no canary on {norm} (recrawl canary list names them)")
+    if as_json:
+        print_json({"url": norm, "removed": True})
+        return
+    out.print(f"canary on {escape(norm)} withdrawn")
 
 
 @app.command()

@@ -418,6 +418,49 @@ class Engine:
         Returns how many were known. Raises ValueError naming a bad URL."""
         return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
 
+    # -- canaries
+
+    def canaries(self) -> list[dict[str, Any]]:
+        """Every declared canary, by site and URL: ``url``, ``site``, ``expect``
+        (field → value), ``every_s`` (seconds between fetches), ``added_at``
+        and ``last_fetch`` (unix seconds, None before its first fetch)."""
+        return self.store.canaries()
+
+    def add_canary(
+        self,
+        url: str,
+        expect: Mapping[str, str],
+        *,
+        site: str | None = None,
+        every_s: float = 3600.0,
+    ) -> dict[str, Any]:
+        """Declare (or replace) a canary: ``url`` (normalised) must carry
+        ``expect``, fetched every ``every_s`` seconds (1 minute to 30 days)
+        outside the budget; ``site`` defaults to its host. Returns the
+        declaration as :meth:`canaries` lists it. Raises ValueError for a bad
+        URL, expectation or cadence."""
+        norm = normalize_url(url)
+        if not expect:
+            raise ValueError("a canary needs at least one expected field")
+        if not (60.0 <= every_s <= 30 * DAY_S):
+            raise ValueError("every must be between 1 minute and 30 days")
+        the_site = site or host_of(norm)
+        self.store.add_canary(norm, the_site, dict(expect), every_s, self.clock())
+        return next(c for c in self.store.canaries() if c["url"] == norm)
+
+    def remove_canary(self, url: str) -> bool:
+        """Withdraw the canary on ``url``: a page made for it (page type
+        ``canary``) leaves the store with its log, as :meth:`remove_urls`; a
+        page of another type stays and is planned as before. Returns whether a
+        canary was declared there. Raises ValueError for a bad URL."""
+        norm = normalize_url(url)
+        if norm not in {c["url"] for c in self.store.canaries()}:
+            return False
+        page = self.store.page(norm)
+        if page is not None and page.page_type == "canary":
+            return self.store.remove_urls([norm]) > 0
+        return self.store.remove_canary(norm)
+
     def log_end(self) -> float | None:
         """The newest fetch the store knows of (unix seconds; a pruned page's
         included), None when it holds no fetch."""

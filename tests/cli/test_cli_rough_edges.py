@@ -207,3 +207,37 @@ def test_canaries_are_listed_and_withdrawn(db: str, run: Run) -> None:
     assert "https://calm.example/about" not in out and '"reason": "canary"' not in out
     code, _, err = run("canary", "remove", "https://shop.example/p/1", "--db", db)
     assert code == 2 and "no canary on https://shop.example/p/1" in err
+
+
+def test_json_on_ingest_site_controls_and_init(tmp_path: Path, run: Run) -> None:
+    path = str(tmp_path / "j.db")
+    log = _log(tmp_path)
+    with log.open("a") as f:
+        f.write('{"url": "https://shop.example/p/9", "fetched_at": "never", "status": 200}\n')
+    code, out, err = run("ingest", str(log), "--db", path, "--json")
+    assert code == 1  # a line rejected, named on stderr; the document on stdout
+    assert json.loads(out) == {
+        "read": 4, "stored": 3, "duplicates": 0, "rejected": 1,
+        "rejected_by_field": {"fetched_at": 1}, "reordered_pages": 0,
+    }  # fmt: skip
+    assert "line 4: field 'fetched_at'" in err
+    code, out, _ = run("site", "pause", "shop.example", "--db", path, "--by", "ana", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "site": "shop.example", "paused": True, "changed": True, "by": "ana", "reason": ""
+    }  # fmt: skip
+    code, out, _ = run("site", "resume", "shop.example", "--db", path, "--by", "ana", "--json")
+    assert json.loads(out) == {"site": "shop.example", "paused": False, "by": "ana"}
+    code, out, _ = run("site", "validators", "shop.example", "off", "--db", path, "--json")
+    assert code == 0 and json.loads(out)["validators"] is False
+    cfg = tmp_path / "recrawl.toml"
+    code, out, err = run("init", "--db", str(tmp_path / "i.db"), "--config", str(cfg), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["store"], doc["config"], doc["billing_unit"]) == (
+        str(tmp_path / "i.db"), str(cfg), "fetches"
+    )  # fmt: skip
+    import tomllib
+
+    token = tomllib.loads(cfg.read_text())["token"]
+    assert token not in out and doc["read_token"] is False  # the secret stays in the file

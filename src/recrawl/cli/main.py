@@ -186,6 +186,7 @@ def ingest(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     rejects: RejectsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Store fetch observations (JSONL or CSV, SPEC §5).
 
@@ -204,6 +205,19 @@ def ingest(
         stack.callback(store.close)
         _ingest_inputs(Engine(store, settings), inputs, fmt, quiet, total, named)
     named.summary()
+    if as_json:
+        print_json(
+            {"read": total.read, "stored": total.stored, "duplicates": total.duplicates,
+             "rejected": total.rejected, "rejected_by_field": named.by_field,
+             "reordered_pages": total.reordered_pages}
+        )  # fmt: skip
+    else:
+        _say_ingested(total)
+    if total.rejected:
+        raise typer.Exit(1)
+
+
+def _say_ingested(total: IngestReport) -> None:
     out.print(
         f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
         f"{total.rejected:,} rejected"
@@ -213,8 +227,6 @@ def ingest(
             else ""
         )
     )
-    if total.rejected:
-        raise typer.Exit(1)
 
 
 def _ingest_inputs(
@@ -1324,11 +1336,15 @@ def site_pause(
     db: DbOpt = None,
     reason: ReasonOpt = "",
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Pause a site by hand: none of its pages is planned or leased (its canaries
     still run) until a human resumes it."""
     with cli_store(db, existing=True) as store:
         done = Engine(store).pause(site, by=by, reason=reason)
+    if as_json:
+        print_json({"site": site, "paused": True, "changed": done, "by": by, "reason": reason})
+        return
     if done:
         out.print(
             f"{escape(site)} paused (recorded, by {escape(by)}); "
@@ -1343,10 +1359,14 @@ def site_resume(
     site: Annotated[str, typer.Argument(help="The site to resume.")],
     db: DbOpt = None,
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
     with cli_store(db, existing=True) as store:
         Engine(store).resume(site, by=by)
+    if as_json:
+        print_json({"site": site, "paused": False, "by": by})
+        return
     out.print(f"{escape(site)} resumed (recorded, by {escape(by)})")
 
 
@@ -1357,6 +1377,7 @@ def site_validators(
     db: DbOpt = None,
     reason: ReasonOpt = "",
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Send conditional requests (ETag / Last-Modified) to a site's pages, or not.
 
@@ -1367,6 +1388,9 @@ def site_validators(
         raise typer.BadParameter("must be 'on' or 'off'", param_hint="STATE")
     with cli_store(db, existing=True) as store:
         done = Engine(store).set_validators(site, state == "on", by=by, reason=reason)
+    if as_json:
+        print_json({"site": site, "validators": state == "on", "changed": done, "by": by})
+        return
     if done:
         out.print(f"{escape(site)}: validators {state} (recorded, by {escape(by)})")
     else:
@@ -1827,8 +1851,12 @@ def init(
         bool, typer.Option("--read-token", help="Also require a token for reads.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Create the store and a config with a fresh random write token."""
+    """Create the store and a config with a fresh random write token.
+
+    --json names the store and the config written, never the token (it is in
+    the config, mode 600)."""
     import secrets
 
     if unit not in ("fetches", "bytes", "credits"):
@@ -1855,6 +1883,12 @@ def init(
     load_settings(config, env={})  # what init writes must load
     path = db or default_db()
     cli_store(path, make_dirs=True).close()
+    if as_json:
+        print_json(
+            {"store": path, "config": str(config), "billing_unit": unit,
+             "budget_per_day": float(budget), "read_token": read_token}
+        )  # fmt: skip
+        return
     out.print(f"store {path} ready; config {config} written with a fresh token (mode 600)")
 
 

@@ -241,3 +241,31 @@ def test_json_on_ingest_site_controls_and_init(tmp_path: Path, run: Run) -> None
 
     token = tomllib.loads(cfg.read_text())["token"]
     assert token not in out and doc["read_token"] is False  # the secret stays in the file
+
+
+def test_health_knobs_are_set_in_recrawl_toml(tmp_path: Path, run: Run) -> None:
+    t0 = 1_700_000_000
+    log = tmp_path / "h.jsonl"
+    rows = [
+        {"url": f"https://a.example/p/{k % 50}", "fetched_at": t0 + k * 75, "status": 200}
+        for k in range(24 * 48)
+    ]  # a day at 48 requests an hour: under the 50 a window needs by default
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "h.db")
+    assert run("ingest", str(log), "--db", path, "-q")[0] == 0
+    at = str(t0 + 86400)
+    code, out, err = run("health", "--db", path, "--at", at, "--json")
+    assert code == 0, err
+    assert json.loads(out)["sites"][0]["band"] == "unknown"
+    cfg = tmp_path / "recrawl.toml"
+    cfg.write_text("[health]\nmin_requests = 10\n")
+    code, out, err = run("health", "--db", path, "--at", at, "--json", "--config", str(cfg))
+    assert code == 0, err
+    site = json.loads(out)["sites"][0]
+    assert (site["band"], site["score"]) == ("healthy", 100)
+    cfg.write_text("[health]\nhealthy_minimum = 90\n")
+    code, _, err = run("health", "--db", path, "--config", str(cfg))
+    assert code == 2 and "'healthy_minimum' is not a health knob" in err
+    cfg.write_text("[health]\nhealthy_min = 40\n")  # below critical_below (50)
+    code, _, err = run("health", "--db", path, "--config", str(cfg))
+    assert code == 2 and "critical_below ≤ healthy_min" in err

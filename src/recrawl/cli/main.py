@@ -1218,6 +1218,7 @@ def health_review(
         ),
     ],
     db: DbOpt = None,
+    config: ConfigOpt = None,
     step_minutes: Annotated[
         float, typer.Option("--step", help="Minutes between evaluations.")
     ] = 15.0,
@@ -1262,8 +1263,9 @@ def health_review(
     last = max(i.end for i in labelled) + margin_hours * 3600.0
     times = [float(t) for t in np.arange(first - first % step, last, step)]
     sites = sorted({i.site for i in labelled})
-    with cli_store(db, existing=True) as store:
-        evaluations = Engine(store).evaluate_health(times, sites=sites)
+    settings = load_settings(config)
+    with cli_store(db, settings, existing=True) as store:
+        evaluations = Engine(store, settings).evaluate_health(times, sites=sites)
     report = review(
         [h for per_time in evaluations for h in per_time], labelled, step_s=step
     ).to_dict()

@@ -1421,14 +1421,9 @@ class Engine:
         :class:`~recrawl.health.SiteHealth` per requested time.
         """
         from recrawl.health.buckets import BUCKET_SECONDS
-        from recrawl.health.score import (
-            HealthConfig,
-            HealthState,
-            compute_baselines,
-            evaluate_sites,
-        )
+        from recrawl.health.score import HealthState, compute_baselines, evaluate_sites
 
-        cfg = HealthConfig()
+        cfg = self.settings.health_config()  # the defaults, with recrawl.toml's [health]
         if not times:
             return []
         first, last = float(times[0]), float(times[-1])

@@ -114,3 +114,38 @@ def test_post_urls_takes_the_readmes_body_and_names_the_bad_url(
         },
     )
     assert r.json()["updated"] == 1 and r.json()["rejected"] == []
+
+
+def test_canaries_are_declared_listed_and_withdrawn_over_http(
+    client: tuple[httpx.Client, SQLiteStore],
+) -> None:
+    c, store = client
+    assert c.get("/v1/canaries").json() == {"canaries": []}
+    body = {"url": "HTTPS://Shop.example/p/1", "expect": {"price": 19.99, "in_stock": True}}
+    r = c.post("/v1/canaries", json={**body, "every_minutes": 30})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert (doc["url"], doc["site"], doc["every_s"]) == (
+        "https://shop.example/p/1",
+        "shop.example",
+        1800,
+    )
+    assert doc["expect"] == {"price": "19.99", "in_stock": "true"}
+    assert c.get("/v1/canaries").json()["canaries"] == [doc]
+    plan = c.get("/v1/plan").json()
+    assert [t["url"] for t in plan["tasks"] if t["reason"] == "canary"] == [doc["url"]]
+    # refusals: a bad URL, no expectation, no token
+    r = c.post("/v1/canaries", json={**body, "url": "ftp://x.example/"})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "url"
+    r = c.post("/v1/canaries", json={**body, "expect": {}})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "expect"
+    r = c.post("/v1/canaries", json=body, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401
+    r = c.post("/v1/canaries/remove", json={"url": "https://shop.example/p/1"})
+    assert r.json() == {"url": "https://shop.example/p/1", "removed": True}
+    assert c.get("/v1/canaries").json() == {"canaries": []}
+    assert store.page("https://shop.example/p/1") is None  # a page made for it goes too
+    plan = c.get("/v1/plan").json()
+    assert not [t for t in plan["tasks"] if t["reason"] == "canary"]
+    r = c.post("/v1/canaries/remove", json={"url": "https://shop.example/p/1"})
+    assert r.json()["removed"] is False

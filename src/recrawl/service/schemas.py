@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from recrawl.engine.engine import url_registration
+from recrawl.observe.observation import normalize_url
 from recrawl.service.leases import MAX_LEASE
 
 __all__ = [
@@ -25,6 +26,11 @@ __all__ = [
     "URLS_BODY",
     "BudgetDoc",
     "CalibrationDoc",
+    "CanariesDoc",
+    "CanaryDoc",
+    "CanaryRemoveRequest",
+    "CanaryRemoved",
+    "CanaryRequest",
     "ErrorBody",
     "Healthz",
     "HintReportDoc",
@@ -141,6 +147,74 @@ URLS_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+class CanaryRequest(BaseModel):
+    """A canary to declare (or replace): ``url`` must carry ``expect`` (field,
+    a dotted path for nested ones → value; numbers compare numerically),
+    fetched every ``every_minutes`` outside the budget, also when its site
+    is paused. As ``recrawl canary add``."""
+
+    url: str
+    expect: dict[str, str | int | float | bool] = Field(..., min_length=1, max_length=100)
+    site: str | None = Field(None, min_length=1, max_length=500)
+    every_minutes: float = Field(60.0, ge=1, le=30 * 24 * 60, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return normalize_url(url)
+
+    @field_validator("expect")
+    @classmethod
+    def _expect(cls, expect: dict[str, Any]) -> dict[str, Any]:
+        for field in expect:
+            if not field.strip():
+                raise ValueError("a field name is empty")
+        return expect
+
+    def expectations(self) -> dict[str, str]:
+        """``expect`` as the store keeps it: each value a string (``true``, ``19.99``)."""
+        return {
+            k.strip(): (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in self.expect.items()
+        }
+
+
+class CanaryRemoveRequest(BaseModel):
+    """The canary to withdraw."""
+
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return normalize_url(url)
+
+
+class CanaryDoc(Doc):
+    """One declared canary: ``every_s`` seconds between its fetches, ``added_at``
+    and ``last_fetch`` unix seconds (None before its first fetch)."""
+
+    url: str
+    site: str
+    expect: dict[str, str]
+    every_s: float
+    added_at: float
+    last_fetch: float | None
+
+
+class CanariesDoc(Doc):
+    """Every declared canary, by site and URL (as ``recrawl canary list --json``)."""
+
+    canaries: list[CanaryDoc]
+
+
+class CanaryRemoved(Doc):
+    """Whether a canary was withdrawn (false: none was declared on ``url``)."""
+
+    url: str
+    removed: bool
 
 
 class PauseRequest(BaseModel):

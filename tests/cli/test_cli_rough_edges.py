@@ -269,3 +269,71 @@ def test_health_knobs_are_set_in_recrawl_toml(tmp_path: Path, run: Run) -> None:
     cfg.write_text("[health]\nhealthy_min = 40\n")  # below critical_below (50)
     code, _, err = run("health", "--db", path, "--config", str(cfg))
     assert code == 2 and "critical_below ≤ healthy_min" in err
+
+
+def test_health_review_gives_a_false_alarm_rate_from_the_recorded_history(
+    tmp_path: Path, run: Run
+) -> None:
+    from recrawl.store import SQLiteStore
+
+    t0, hour = 1_700_000_000, 3600
+    log = tmp_path / "h.jsonl"
+    rows = [
+        {"url": f"https://a.example/p/{k % 50}", "fetched_at": t0 + k * 75, "status": 200}
+        for k in range(24 * 48)
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = str(tmp_path / "r.db")
+    assert run("ingest", str(log), "--db", path, "-q")[0] == 0
+
+    def report(band: str, reason: str | None) -> dict[str, object]:
+        return {
+            "site": "a.example", "score": 90, "band": band, "reasons": [reason] if reason else [],
+            "diagnosis": "none" if band == "healthy" else "site", "failing_routes": [],
+            "parser": {"score": 100, "band": "healthy", "reasons": []},
+        }  # fmt: skip
+
+    # what the operator saw, hourly: a false alarm at 05:00-06:00, the hard-block
+    # incident of 14:00-16:00 caught at 15:00; the buckets alone would say otherwise
+    with SQLiteStore(path) as store:
+        for k in range(1, 25):
+            band, reason = "healthy", None
+            if k in (5, 6):
+                band, reason = "degrading", "challenge"
+            elif k == 15:
+                band, reason = "critical", "hard_block"
+            store.record_health(t0 + k * hour, [report(band, reason)], {})
+    incidents = tmp_path / "inc.jsonl"
+    incidents.write_text(
+        json.dumps(
+            {"site": "a.example", "start": t0 + 14 * hour, "end": t0 + 16 * hour,
+             "cause": "hard_block"}
+        ) + "\n"
+    )  # fmt: skip
+    args = ["health", "review", "--incidents", str(incidents), "--db", path, "--margin", "10"]
+    code, out, err = run(*args, "--recorded", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["source"] == "recorded"
+    [inc] = doc["incidents"]
+    assert (inc["detected_after_s"], inc["cause_named"]) == (hour, True)
+    [alarm] = doc["false_alarms"]
+    assert (alarm["start"], alarm["end"], alarm["band"]) == (
+        t0 + 5 * hour,
+        t0 + 6 * hour,
+        "degrading",
+    )
+    # 21 hourly evaluations (04:00 to 24:00) reviewed: 0.875 site-days, one episode
+    assert doc["site_days"] == pytest.approx(21 / 24)
+    assert doc["false_alarms_per_site_day"] == pytest.approx(24 / 21)
+    code, out, _ = run(*args, "--recorded")
+    assert code == 0 and "1.14 per site-day over 0.875 site-days" in " ".join(out.split())
+    # scored again from the buckets (the default): no recorded alarm, its own rate
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["source"] == "recomputed" and again["false_alarms_per_site_day"] == 0
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"site": "b.example", "start": t0, "end": t0 + hour}) + "\n")
+    code, _, err = run("health", "review", "--incidents", str(other), "--db", path, "--recorded")
+    assert code == 2 and "no recorded health of b.example" in err

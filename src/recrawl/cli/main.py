@@ -1228,13 +1228,26 @@ def health_review(
             "--margin", help="Hours reviewed before the first and after the last incident."
         ),
     ] = 24.0,
+    from_history: Annotated[
+        bool,
+        typer.Option(
+            "--recorded",
+            help="Read the health the store recorded (what recrawl health and the service "
+            "showed) instead of scoring the buckets again every --step.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Review the score like an alert, against labelled incidents.
 
     Per incident, how long the band took to move and whether the top reason
-    named the cause; false alarms outside incidents."""
-    from recrawl.health.score import Incident, review
+    named the cause; false alarms outside incidents, and their rate per
+    site-day reviewed. Scores the stored buckets again every --step; with
+    --recorded, reads the health the store recorded over the incidents and
+    --margin instead (what the operator saw: recrawl health, the service), at
+    the cadence it was recorded."""
+    from recrawl._exceptions import NotFound
+    from recrawl.health.score import Incident, RecordedHealth, review
 
     if not (0 < step_minutes <= 24 * 60):
         raise typer.BadParameter("must be more than 0 and at most a day", param_hint="--step")
@@ -1264,16 +1277,36 @@ def health_review(
     times = [float(t) for t in np.arange(first - first % step, last, step)]
     sites = sorted({i.site for i in labelled})
     settings = load_settings(config)
+    recorded: list[RecordedHealth] = []
     with cli_store(db, settings, existing=True) as store:
-        evaluations = Engine(store, settings).evaluate_health(times, sites=sites)
-    report = review(
-        [h for per_time in evaluations for h in per_time], labelled, step_s=step
-    ).to_dict()
+        if from_history:
+            recorded = [
+                RecordedHealth.of(at, r)
+                for site in sites
+                for at, r in store.health_history(site, since=first, until=last)
+            ]
+            if not recorded:
+                raise NotFound(
+                    f"no recorded health of {', '.join(sites)} from {iso(first)} to {iso(last)}: "
+                    "review without --recorded to score the buckets again"
+                )
+        if recorded:
+            source = f"the recorded history ({len(recorded):,} evaluations)"
+            gaps = np.diff(sorted({h.at for h in recorded}))
+            step = float(np.median(gaps)) if len(gaps) else step
+            report = review(recorded, labelled, step_s=step).to_dict()
+        else:
+            source = f"scored again every {step_minutes:g} min ({len(times):,} times)"
+            evaluations = Engine(store, settings).evaluate_health(times, sites=sites)
+            report = review(
+                [h for per_time in evaluations for h in per_time], labelled, step_s=step
+            ).to_dict()
+    report["source"] = "recorded" if recorded else "recomputed"
     if as_json:
         print_json(report)
         return
     table = Table(
-        title=f"Health review: {len(labelled)} incidents, {len(times):,} evaluations",
+        title=f"Health review: {len(labelled)} incidents, from {source}",
         title_justify="left",
     )
     for col in (
@@ -1295,8 +1328,11 @@ def health_review(
         )  # fmt: skip
     out.print(table)
     fa = report["false_alarms"]
+    rate = report["false_alarms_per_site_day"]
     out.print(
-        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h)"
+        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h), "
+        + ("–" if rate is None else f"{rate:.3g}")
+        + f" per site-day over {report['site_days']:.3g} site-days reviewed"
     )
     for a in fa[:20]:
         out.print(f"  {escape(str(a))}")

@@ -1839,6 +1839,22 @@ class ReviewReport:
     incidents: list[IncidentReview]
     false_alarms: list[dict[str, Any]]
     false_alarm_seconds: float
+    site_days: float = 0.0
+    """Site-days reviewed: each evaluation counts ``step_s`` of its site's time."""
+
+    @property
+    def false_alarms_per_site_day(self) -> float | None:
+        """False-alarm episodes (target and parser) per site-day reviewed;
+        None when nothing was reviewed."""
+        return len(self.false_alarms) / self.site_days if self.site_days > 0 else None
+
+    @property
+    def false_alarm_share(self) -> float | None:
+        """Share of the reviewed site-time spent in a false alarm, target and
+        parser alarms counted apart (0–1 each, so at most 2)."""
+        if self.site_days <= 0:
+            return None
+        return self.false_alarm_seconds / (self.site_days * 86400.0)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -1846,20 +1862,59 @@ class ReviewReport:
             "incidents": [r.to_dict() for r in self.incidents],
             "false_alarms": self.false_alarms,
             "false_alarm_seconds": self.false_alarm_seconds,
+            "site_days": self.site_days,
+            "false_alarms_per_site_day": self.false_alarms_per_site_day,
+            "false_alarm_share": self.false_alarm_share,
         }
+
+
+@dataclass(frozen=True)
+class _RecordedParser:
+    band: str
+    reasons: list[str]
+
+
+@dataclass(frozen=True)
+class RecordedHealth:
+    """One site's health as the store recorded it (a report of
+    :meth:`SiteHealth.to_dict`, at ``at``): what :func:`review` reads of a
+    :class:`SiteHealth`, without scoring again."""
+
+    site: str
+    at: float
+    band: str
+    reasons: list[str]
+    diagnosis: str
+    failing_routes: list[str]
+    parser: _RecordedParser
+
+    @classmethod
+    def of(cls, at: float, report: Mapping[str, Any]) -> RecordedHealth:
+        """The recorded ``report`` of one site at ``at`` (unix seconds)."""
+        p = report.get("parser") or {}
+        return cls(
+            site=str(report["site"]), at=float(at), band=str(report.get("band", "unknown")),
+            reasons=list(report.get("reasons") or []), diagnosis=str(report.get("diagnosis", "none")),
+            failing_routes=list(report.get("failing_routes") or []),
+            parser=_RecordedParser(str(p.get("band", "unknown")), list(p.get("reasons") or [])),
+        )  # fmt: skip
 
 
 _PARSER_CAUSES = frozenset({"extract_failed", "parser"})
 
 
-def _view(h: SiteHealth, parser: bool) -> tuple[str, str | None]:
+Evaluation = SiteHealth | RecordedHealth
+"""What :func:`review` reads: an evaluation made now or one recorded."""
+
+
+def _view(h: Evaluation, parser: bool) -> tuple[str, str | None]:
     if parser:
         return h.parser.band, (h.parser.reasons[0] if h.parser.reasons else None)
     top = h.reasons[0] if h.reasons and h.reasons[0] != NOT_ENOUGH else None
     return h.band, top
 
 
-def _names(h: SiteHealth, inc: Incident) -> bool:
+def _names(h: Evaluation, inc: Incident) -> bool:
     if inc.cause == "route":
         return h.diagnosis == "route" and (inc.route is None or inc.route in h.failing_routes)
     _, top = _view(h, inc.cause in _PARSER_CAUSES)
@@ -1867,7 +1922,7 @@ def _names(h: SiteHealth, inc: Incident) -> bool:
 
 
 def review(
-    evaluations: Iterable[SiteHealth],
+    evaluations: Iterable[Evaluation],
     incidents: Sequence[Incident],
     *,
     grace_s: float = 2 * 3600.0,
@@ -1878,7 +1933,8 @@ def review(
     Parameters
     ----------
     evaluations
-        Evaluations of any sites at successive times (``SiteHealth.at``).
+        Evaluations of any sites at successive times (``SiteHealth.at``), made
+        now or read from the recorded history (:class:`RecordedHealth`).
     incidents
         Labelled incidents.
     grace_s
@@ -1891,7 +1947,7 @@ def review(
     -------
     ReviewReport
     """
-    by_site: dict[str, list[SiteHealth]] = {}
+    by_site: dict[str, list[Evaluation]] = {}
     for h in evaluations:
         by_site.setdefault(h.site, []).append(h)
     for hs in by_site.values():
@@ -1902,7 +1958,7 @@ def review(
         during = [h for h in by_site.get(inc.site, []) if inc.start <= h.at <= inc.end]
         moved = next((h for h in during if _RANK[_view(h, parser)[0]] >= 1), None)
 
-        def hit(h: SiteHealth, inc: Incident = inc, parser: bool = parser) -> bool:
+        def hit(h: Evaluation, inc: Incident = inc, parser: bool = parser) -> bool:
             band = _view(h, parser)[0]
             band_ok = band == inc.band if inc.band else _RANK[band] >= 1
             return band_ok and _names(h, inc)
@@ -1932,8 +1988,8 @@ def review(
     for site, hs in by_site.items():
         mine = [i for i in incidents if i.site == site]
         for parser in (False, True):
-            run: list[SiteHealth] = []
-            closing: list[SiteHealth | None] = [*hs, None]  # None closes the last run
+            run: list[Evaluation] = []
+            closing: list[Evaluation | None] = [*hs, None]  # None closes the last run
             for ev in closing:
                 bad = False
                 if ev is not None:
@@ -1962,4 +2018,5 @@ def review(
                     )
                     total += len(run) * step_s
                     run = []
-    return ReviewReport(reviews, alarms, total)
+    site_days = sum(len(hs) for hs in by_site.values()) * step_s / 86400.0
+    return ReviewReport(reviews, alarms, total, site_days)

@@ -337,3 +337,14 @@ def test_health_review_gives_a_false_alarm_rate_from_the_recorded_history(
     other.write_text(json.dumps({"site": "b.example", "start": t0, "end": t0 + hour}) + "\n")
     code, _, err = run("health", "review", "--incidents", str(other), "--db", path, "--recorded")
     assert code == 2 and "no recorded health of b.example" in err
+
+
+def test_an_unknown_policy_is_refused_in_one_line(db: str, tmp_path: Path, run: Run) -> None:
+    # already so before issue 31's fixes (the planner refuses it): pinned here
+    code, out, err = run("plan", "--db", db, "--budget", "3", "--policy", "foo")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "unknown policy 'foo'; choose from recrawl" in err
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"page": "a", "start": 0, "end": 864000, "changes": [86400]}\n')
+    code, _, err = run("simulate", "--trace", str(trace), "--budget", "0.1", "--policy", "foo")
+    assert code == 2 and "unknown policy 'foo'" in err

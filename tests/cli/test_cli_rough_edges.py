@@ -276,12 +276,14 @@ def test_health_review_gives_a_false_alarm_rate_from_the_recorded_history(
 ) -> None:
     from recrawl.store import SQLiteStore
 
-    t0, hour = 1_700_000_000, 3600
+    t0, hour = 1_699_999_200, 3600  # on the hour: buckets are 15 minutes of the clock
     log = tmp_path / "h.jsonl"
+    # every other request refused (403) from 14:00 until the pause at 15:00
     rows = [
-        {"url": f"https://a.example/p/{k % 50}", "fetched_at": t0 + k * 75, "status": 200}
+        {"url": f"https://a.example/p/{k % 50}", "fetched_at": t0 + k * 75,
+         "status": 403 if 14 * 48 <= k < 15 * 48 and k % 2 else 200}
         for k in range(24 * 48)
-    ]
+    ]  # fmt: skip
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = str(tmp_path / "r.db")
     assert run("ingest", str(log), "--db", path, "-q")[0] == 0
@@ -317,6 +319,11 @@ def test_health_review_gives_a_false_alarm_rate_from_the_recorded_history(
     assert doc["source"] == "recorded"
     [inc] = doc["incidents"]
     assert (inc["detected_after_s"], inc["cause_named"]) == (hour, True)
+    # the band's action (critical at 15:00) was followed by fewer refusals
+    action = inc["action"]
+    assert (action["action_at"], action["helped"]) == (t0 + 15 * hour, True)
+    assert (action["refusal_rate_before"], action["refusal_rate_after"]) == (0.5, 0.0)
+    assert action["requests_before"] == action["requests_after"] == 48
     [alarm] = doc["false_alarms"]
     assert (alarm["start"], alarm["end"], alarm["band"]) == (
         t0 + 5 * hour,
@@ -327,7 +334,9 @@ def test_health_review_gives_a_false_alarm_rate_from_the_recorded_history(
     assert doc["site_days"] == pytest.approx(21 / 24)
     assert doc["false_alarms_per_site_day"] == pytest.approx(24 / 21)
     code, out, _ = run(*args, "--recorded")
-    assert code == 0 and "1.14 per site-day over 0.875 site-days" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert code == 0 and "1.14 per site-day over 0.875 site-days" in text
+    assert "yes (refusals 50% → 0%)" in text
     # scored again from the buckets (the default): no recorded alarm, its own rate
     code, out, err = run(*args, "--json")
     assert code == 0, err

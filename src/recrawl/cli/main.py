@@ -1247,7 +1247,7 @@ def health_review(
     --margin instead (what the operator saw: recrawl health, the service), at
     the cadence it was recorded."""
     from recrawl._exceptions import NotFound
-    from recrawl.health.score import Incident, RecordedHealth, review
+    from recrawl.health.score import Incident, RecordedHealth, action_effects, review
 
     if not (0 < step_minutes <= 24 * 60):
         raise typer.BadParameter("must be more than 0 and at most a day", param_hint="--step")
@@ -1294,13 +1294,17 @@ def health_review(
             source = f"the recorded history ({len(recorded):,} evaluations)"
             gaps = np.diff(sorted({h.at for h in recorded}))
             step = float(np.median(gaps)) if len(gaps) else step
-            report = review(recorded, labelled, step_s=step).to_dict()
+            reviewed = review(recorded, labelled, step_s=step)
         else:
             source = f"scored again every {step_minutes:g} min ({len(times):,} times)"
             evaluations = Engine(store, settings).evaluate_health(times, sites=sites)
-            report = review(
+            reviewed = review(
                 [h for per_time in evaluations for h in per_time], labelled, step_s=step
-            ).to_dict()
+            )
+        effects = action_effects(reviewed, store.buckets(first - 3600.0, last + 3600.0, sites))
+    report = reviewed.to_dict()
+    for row, effect in zip(report["incidents"], effects, strict=True):
+        row["action"] = effect
     report["source"] = "recorded" if recorded else "recomputed"
     if as_json:
         print_json(report)
@@ -1318,6 +1322,7 @@ def health_review(
         "band reached",
         "top reason",
         "named",
+        "action helped",
     ):
         table.add_column(col)
     for r in report["incidents"]:
@@ -1325,6 +1330,7 @@ def health_review(
             escape(r["site"]), escape(str(r["cause"])), iso(r["start"]),
             _minutes(r["moved_after_s"]), _minutes(r["detected_after_s"]),
             r["band_reached"], escape(str(r["top_reason"])), "yes" if r["cause_named"] else "[red]no[/]",
+            _helped(r["action"]),
         )  # fmt: skip
     out.print(table)
     fa = report["false_alarms"]
@@ -1336,6 +1342,17 @@ def health_review(
     )
     for a in fa[:20]:
         out.print(f"  {escape(str(a))}")
+
+
+def _helped(effect: dict[str, Any]) -> str:
+    """One cell: did the band's action lower the refusal rate (before → after, the hour each side)."""
+    if effect.get("action_at") is None:
+        return "no action"
+    before, after = effect["refusal_rate_before"], effect["refusal_rate_after"]
+    if before is None or after is None:
+        return f"cannot tell ({effect['requests_after']:,} requests after)"
+    word = "yes" if effect["helped"] else "[red]no[/]"
+    return f"{word} (refusals {_pct(before)} → {_pct(after)})"
 
 
 def _minutes(s: float | None) -> str:

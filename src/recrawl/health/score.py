@@ -127,10 +127,12 @@ __all__ = [
     "Incident",
     "IncidentReview",
     "ParserHealth",
+    "RecordedHealth",
     "ReviewReport",
     "SiteHealth",
     "Throttle",
     "Window",
+    "action_effects",
     "action_for",
     "aggregate_buckets",
     "band_for",
@@ -1901,6 +1903,59 @@ class RecordedHealth:
 
 
 _PARSER_CAUSES = frozenset({"extract_failed", "parser"})
+
+
+_REFUSALS: Final = ("hard_block", "challenge", "soft_block")
+
+
+def action_effects(
+    report: ReviewReport,
+    buckets: BucketArrays,
+    *,
+    window_s: float = 3600.0,
+) -> list[dict[str, Any]]:
+    """Did the band's action help? For each reviewed incident whose band moved
+    (the slow-down of ``degrading``, the pause of ``critical`` applies from
+    that evaluation on), the site's requests and refusal rate (hard blocks,
+    challenges and soft blocks per request) in the ``window_s`` seconds
+    before the move and in those after it, read from ``buckets`` (15-minute,
+    of that site: a bucket belongs to the side its start falls on). ``helped``: the refusal rate fell (True), did not (False),
+    or cannot be told (None: no request on one side, as when a pause stopped
+    them all). One dict per incident, in :attr:`ReviewReport.incidents`
+    order (``action_at`` None for an incident whose band never moved).
+    """
+    from recrawl.records.buckets import OUTCOMES
+
+    cols = [OUTCOMES.index(o) for o in _REFUSALS]
+    start = np.asarray(buckets.bucket_start, dtype=np.float64)
+    n = np.asarray(buckets.n, dtype=np.float64)
+    refused = (
+        np.asarray(buckets.outcomes, dtype=np.float64).reshape(len(n), -1)[:, cols].sum(axis=1)
+    )
+    site_of = np.asarray(buckets.site)
+    out: list[dict[str, Any]] = []
+    for r in report.incidents:
+        if r.moved_after_s is None:
+            out.append({"site": r.incident.site, "action_at": None, "helped": None})
+            continue
+        at = r.incident.start + r.moved_after_s
+        code = buckets.sites.index(r.incident.site) if r.incident.site in buckets.sites else -1
+        mine = site_of == code
+
+        def rate(lo: float, hi: float, mine: Any = mine) -> tuple[int, float | None]:
+            sel = mine & (start >= lo) & (start < hi)
+            req = float(n[sel].sum())
+            return int(req), (float(refused[sel].sum()) / req if req else None)
+
+        n_before, before = rate(at - window_s, at)
+        n_after, after = rate(at, at + window_s)
+        helped = None if before is None or after is None else after < before
+        out.append(
+            {"site": r.incident.site, "action_at": at, "requests_before": n_before,
+             "refusal_rate_before": before, "requests_after": n_after,
+             "refusal_rate_after": after, "helped": helped}
+        )  # fmt: skip
+    return out
 
 
 Evaluation = SiteHealth | RecordedHealth

@@ -177,6 +177,9 @@ def test_observations_dated_in_the_future_are_rejected_and_named(tmp_path: Path,
     assert "more than 1 h after now" in err and "https://f.example/c" in err
     listed = json.loads(run("urls", "list", "--db", path, "--json")[1])
     assert [r["url"] for r in listed] == ["https://f.example/a", "https://f.example/b"]
+    # a log of a crawl run on a simulated clock: ingested as of its own time
+    code, out, err = run("ingest", str(log), "--db", path, "--at", "2099-01-01T00:30:00Z")
+    assert code == 0 and "1 observations stored, 2 already known, 0 rejected" in out, err
 
 
 def test_canaries_are_listed_and_withdrawn(db: str, run: Run) -> None:

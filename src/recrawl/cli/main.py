@@ -186,6 +186,15 @@ def ingest(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     rejects: RejectsOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Now, for the check of future dates (RFC 3339 or unix seconds; default "
+            "the clock): a line fetched more than an hour after it is rejected. For a log "
+            "of a crawl run on a simulated clock.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Store fetch observations (JSONL or CSV, SPEC §5).
@@ -198,12 +207,16 @@ def ingest(
     if fmt is not None and fmt not in ("jsonl", "csv"):
         raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
     total = IngestReport()
+    now = at_time(at)
     with ExitStack() as stack:
         inputs = stack.enter_context(_open_inputs(files, fmt))  # each there, before writing
         named = Rejections.open(rejects, stack)
         store = cli_store(db, settings)
         stack.callback(store.close)
-        _ingest_inputs(Engine(store, settings), inputs, fmt, quiet, total, named)
+        engine = Engine(store, settings)
+        _ingest_inputs(
+            engine, inputs, fmt, quiet, total, named, engine.clock() if now is None else now
+        )
     named.summary()
     if as_json:
         print_json(
@@ -236,9 +249,10 @@ def _ingest_inputs(
     quiet: bool,
     total: IngestReport,
     named: Rejections,
+    now: float,
 ) -> None:
     """``recrawl ingest``'s reading: each input into ``total``, each rejection
-    named by ``named``."""
+    named by ``named``; a line dated more than an hour after ``now`` is one."""
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.fields[stored]:,} stored"), TimeRemainingColumn(),
@@ -257,7 +271,7 @@ def _ingest_inputs(
                 named.error(name, exc)
 
             kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
-            rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show)
+            rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show, now=now)
             total.read += rep.read + rep.rejected
             total.stored += rep.stored
             total.duplicates += rep.duplicates

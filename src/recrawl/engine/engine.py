@@ -372,15 +372,16 @@ class Engine:
         fmt: Literal["jsonl", "csv"] = "jsonl",
         on_batch: Callable[[IngestReport], None] | None = None,
         on_error: Callable[[InvalidObservation], None] | None = None,
+        now: float | None = None,
     ) -> IngestReport:
         """Parse and store JSONL (or CSV) lines as ``recrawl ingest`` does: the
         configured page types' field rules, the content checks of
         :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`),
-        among them lines dated more than an hour after the engine's clock."""
+        among them, given ``now`` (unix seconds; ``recrawl ingest`` passes the
+        time), lines dated more than an hour after it."""
         return ingest_lines(
             self.store, lines, fmt=fmt, rules=self.settings.page_types,
-            classifier=self.classifier, on_batch=on_batch, on_error=on_error,
-            now=self.clock(),
+            classifier=self.classifier, on_batch=on_batch, on_error=on_error, now=now,
         )  # fmt: skip
 
     def stats(self, unit: str | None = None) -> dict[str, Any]:

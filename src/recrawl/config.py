@@ -46,7 +46,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import (
@@ -61,6 +61,9 @@ from pydantic import (
 from recrawl._exceptions import ConfigError
 from recrawl.observe.fingerprint import FieldRule
 from recrawl.observe.observation import TRACKING_PARAMS
+
+if TYPE_CHECKING:
+    from recrawl.health.score import HealthConfig
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -382,6 +385,56 @@ class Settings(BaseModel):
     None: ``<store>.parquet`` beside a SQLite store, ``./recrawl.parquet``
     for PostgreSQL."""
     crawl: CrawlSettings = CrawlSettings()
+    health: dict[str, float] = {}
+    """Knobs of the health scorer (``[health]``): any field of
+    :class:`~recrawl.health.score.HealthConfig` by name, e.g. ``healthy_min =
+    85``; the others keep their defaults (:meth:`health_config`)."""
+
+    @field_validator("health")
+    @classmethod
+    def _health(cls, value: dict[str, float]) -> dict[str, float]:
+        cls._health_config(value)
+        return value
+
+    @staticmethod
+    def _health_config(knobs: Mapping[str, float]) -> HealthConfig:
+        """The :class:`~recrawl.health.score.HealthConfig` of ``knobs``; a
+        ValueError names an unknown knob or a value it cannot take."""
+        import dataclasses
+        import math
+
+        from recrawl.health.score import HealthConfig
+
+        default = HealthConfig()
+        known = {f.name for f in dataclasses.fields(HealthConfig)}
+        given: dict[str, Any] = {}
+        for name, v in knobs.items():
+            if name not in known:
+                raise ValueError(
+                    f"{name!r} is not a health knob; they are {', '.join(sorted(known))}"
+                )
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a number ≥ 0, got {v}")
+            if isinstance(getattr(default, name), int):
+                if v != int(v):
+                    raise ValueError(f"{name} must be a whole number, got {v}")
+                given[name] = int(v)
+            else:
+                given[name] = float(v)
+        cfg = HealthConfig(**given)
+        if not (0 < cfg.critical_below <= cfg.healthy_min <= 100):
+            raise ValueError(
+                "the bands need 0 < critical_below ≤ healthy_min ≤ 100, got "
+                f"critical_below = {cfg.critical_below:g}, healthy_min = {cfg.healthy_min:g}"
+            )
+        if cfg.current_min_s > cfg.current_max_s:
+            raise ValueError("current_min_s must be at most current_max_s")
+        return cfg
+
+    def health_config(self) -> HealthConfig:
+        """The health scorer's :class:`~recrawl.health.score.HealthConfig`:
+        the defaults with the ``[health]`` knobs set."""
+        return self._health_config(self.health)
 
     @field_validator("page_types", mode="before")
     @classmethod

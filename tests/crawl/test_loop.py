@@ -284,7 +284,8 @@ def test_observations_the_store_refuses_are_kept_for_ingest(tmp_path: Path) -> N
     assert stats.stored == 0 and stats.spooled == stats.requests
     assert stats.requests + stats.signal_requests == len(pages) >= 10
     assert len(spool.read_text().splitlines()) == len(pages)
-    res = CliRunner().invoke(app, ["ingest", str(spool), "--db", db])
+    # the crawl ran on a simulated clock, in 2027: ingest as of its time, not the wall's
+    res = CliRunner().invoke(app, ["ingest", str(spool), "--db", db, "--at", str(clock())])
     assert res.exit_code == 0, res.output
     with open_store(db) as store:
         assert Engine(store, settings).stats()["total"]["fetches"] == len(pages)

@@ -198,11 +198,14 @@ def test_observations_take_the_good_items_and_name_the_bad_ones(serve: Serve) ->
 def test_urls_are_validated(serve: Serve) -> None:
     with serve() as (client, _):
         r = client.post("/v1/urls", json={"urls": [{"url": "https://a.example/x", "value": 3}]})
-        assert r.json() == {"received": 1, "added": 1, "updated": 0}
-        assert client.post("/v1/urls", json=[{"url": "mailto:x@y"}]).status_code == 422
+        assert r.json() == {"received": 1, "added": 1, "updated": 0, "rejected": []}
+        # a bad item is named by its index; the others are registered (issue 31)
+        r = client.post("/v1/urls", json=[{"url": "mailto:x@y"}])
+        assert r.status_code == 200 and r.json()["added"] == 0
+        assert r.json()["rejected"][0]["field"] == "url"
         r = client.post("/v1/urls", json=[{"url": "https://a.example/y", "value": -1}])
-        assert r.status_code == 422
-        assert r.json()["detail"][0]["field"].endswith("value")
+        assert r.status_code == 200 and r.json()["added"] == 0
+        assert r.json()["rejected"][0]["field"] == "value"
 
 
 # -- leases ------------------------------------------------------------------------------------
@@ -729,9 +732,12 @@ def test_gzip_and_deflate_bodies_are_read_like_plain_ones(serve: Serve) -> None:
     with serve() as (client, engine):
         now = time.time()
         r = client.post("/v1/urls", content=gzip.compress(b'[{"url": "https://a.example/x"}]'), headers=GZ)  # fmt: skip
-        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1, "updated": 0}, (
-            r.text
-        )
+        assert r.status_code == 200 and r.json() == {
+            "received": 1,
+            "added": 1,
+            "updated": 0,
+            "rejected": [],
+        }, r.text
         r = client.post(
             "/v1/leases",
             content=zlib.compress(b'{"worker": "w1", "max": 5}'),
@@ -1295,9 +1301,12 @@ def test_json_bodies_are_read_whatever_the_content_type(
     headers = {"Content-Type": content_type} if content_type else {}
     with serve() as (client, engine):
         r = client.post("/v1/urls", content=b'[{"url": "https://a.example/x"}]', headers=headers)
-        assert r.status_code == 200 and r.json() == {"received": 1, "added": 1, "updated": 0}, (
-            r.text
-        )
+        assert r.status_code == 200 and r.json() == {
+            "received": 1,
+            "added": 1,
+            "updated": 0,
+            "rejected": [],
+        }, r.text
         r = client.post("/v1/urls", content=b'{"urls": [{"url": "https://a.example/y"}]}', headers=headers)  # fmt: skip
         assert r.status_code == 200 and r.json()["added"] == 1, r.text
         r = client.post("/v1/leases", content=b'{"worker": "w1", "max": 50}', headers=headers)
@@ -1424,7 +1433,12 @@ def test_an_operator_re_tiers_and_removes_urls_over_the_api(serve: Serve) -> Non
             "/v1/urls",
             json={"urls": [{"url": keep[0], "value": 8}, {"url": keep[1]}], "update": True},
         )
-        assert r.status_code == 200 and r.json() == {"received": 2, "added": 0, "updated": 1}
+        assert r.status_code == 200 and r.json() == {
+            "received": 2,
+            "added": 0,
+            "updated": 1,
+            "rejected": [],
+        }
         assert engine.store.page(keep[0]).value == 8.0  # type: ignore[union-attr]
         assert engine.store.page(keep[1]).value == 2.0  # type: ignore[union-attr]
         assert client.post("/v1/urls/remove", json={"urls": ["not a url"]}).status_code == 422

@@ -23,6 +23,8 @@ from recrawl.store import SQLStore, default_db, open_store
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False)
+# a log (stderr not a terminal) gets each error and note on one line, never wrapped
+err.soft_wrap = not err.is_terminal
 
 DbOpt = Annotated[
     str | None,
@@ -177,14 +179,27 @@ def at_time(at: str | None) -> float | None:
 
 
 def cli_store(
-    db: str | None, settings: Settings | None = None, *, existing: bool = False
+    db: str | None,
+    settings: Settings | None = None,
+    *,
+    existing: bool = False,
+    make_dirs: bool = False,
 ) -> SQLStore:
     """Open the store; with ``existing``, a SQLite file that is not there is an
-    error (a mistyped ``--db`` would otherwise read as an empty crawl)."""
+    error (a mistyped ``--db`` would otherwise read as an empty crawl). A new
+    SQLite file goes only into a directory that is there (a mistyped directory
+    is an error, not a new store in a new directory) unless ``make_dirs``
+    (``recrawl init`` and ``recrawl demo``, which say they create the store)."""
     where = db or default_db()
     sqlite = not where.startswith(("postgresql://", "postgres://"))
     if existing and sqlite and not Path(where).is_file():
         raise StoreError(f"no store at {where}: create it with `recrawl init` or `recrawl ingest`")
+    parent = Path(where).parent
+    if sqlite and not make_dirs and not parent.is_dir() and where != ":memory:":
+        raise StoreError(
+            f"no directory {parent} for the store {where}: create it first "
+            "(or `recrawl init --db` creates it)"
+        )
     return open_store(db, half_life_days=settings.half_life_days if settings else None)
 
 
@@ -202,6 +217,13 @@ def finite(x: Any) -> Any:
 def print_json(obj: Any) -> None:
     """Valid JSON on stdout: non-finite numbers become null, as the service writes them."""
     out.print_json(json.dumps(finite(obj), default=json_default, allow_nan=False))
+
+
+def write_json(obj: Any) -> None:
+    """:func:`print_json` written directly: rich's takes minutes over 100,000 rows."""
+    sys.stdout.write(
+        json.dumps(finite(obj), default=json_default, allow_nan=False, indent=2) + "\n"
+    )
 
 
 def json_default(x: Any) -> Any:

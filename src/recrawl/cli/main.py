@@ -45,6 +45,7 @@ from recrawl.cli.common import (
     out,
     print_json,
     require_extra,
+    write_json,
 )
 from recrawl.cli.crawl import crawl
 from recrawl.cli.hints import hints_app
@@ -185,6 +186,16 @@ def ingest(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     rejects: RejectsOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Now, for the check of future dates (RFC 3339 or unix seconds; default "
+            "the clock): a line fetched more than an hour after it is rejected. For a log "
+            "of a crawl run on a simulated clock.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Store fetch observations (JSONL or CSV, SPEC §5).
 
@@ -196,13 +207,30 @@ def ingest(
     if fmt is not None and fmt not in ("jsonl", "csv"):
         raise typer.BadParameter("must be jsonl or csv", param_hint="--format")
     total = IngestReport()
+    now = at_time(at)
     with ExitStack() as stack:
         inputs = stack.enter_context(_open_inputs(files, fmt))  # each there, before writing
         named = Rejections.open(rejects, stack)
         store = cli_store(db, settings)
         stack.callback(store.close)
-        _ingest_inputs(Engine(store, settings), inputs, fmt, quiet, total, named)
+        engine = Engine(store, settings)
+        _ingest_inputs(
+            engine, inputs, fmt, quiet, total, named, engine.clock() if now is None else now
+        )
     named.summary()
+    if as_json:
+        print_json(
+            {"read": total.read, "stored": total.stored, "duplicates": total.duplicates,
+             "rejected": total.rejected, "rejected_by_field": named.by_field,
+             "reordered_pages": total.reordered_pages}
+        )  # fmt: skip
+    else:
+        _say_ingested(total)
+    if total.rejected:
+        raise typer.Exit(1)
+
+
+def _say_ingested(total: IngestReport) -> None:
     out.print(
         f"{total.stored:,} observations stored, {total.duplicates:,} already known, "
         f"{total.rejected:,} rejected"
@@ -212,8 +240,6 @@ def ingest(
             else ""
         )
     )
-    if total.rejected:
-        raise typer.Exit(1)
 
 
 def _ingest_inputs(
@@ -223,9 +249,10 @@ def _ingest_inputs(
     quiet: bool,
     total: IngestReport,
     named: Rejections,
+    now: float,
 ) -> None:
     """``recrawl ingest``'s reading: each input into ``total``, each rejection
-    named by ``named``."""
+    named by ``named``; a line dated more than an hour after ``now`` is one."""
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.fields[stored]:,} stored"), TimeRemainingColumn(),
@@ -244,7 +271,7 @@ def _ingest_inputs(
                 named.error(name, exc)
 
             kind_lit: Literal["jsonl", "csv"] = "csv" if kind == "csv" else "jsonl"
-            rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show)
+            rep = engine.ingest_lines(counting, fmt=kind_lit, on_batch=tick, on_error=show, now=now)
             total.read += rep.read + rep.rejected
             total.stored += rep.stored
             total.duplicates += rep.duplicates
@@ -317,6 +344,17 @@ app.command("crawl")(crawl)
 app.command("simweb")(simweb)
 
 
+_HEADER_CELL = re.compile(r"[a-z_][a-z0-9_ ]*")
+
+
+def _is_header(names: list[str]) -> bool:
+    """A URL file's first line names columns: ``url``, or two or more cells that
+    are all names (letters, digits, _ and spaces), none of them a URL."""
+    if names == ["url"]:
+        return True
+    return len(names) > 1 and all(_HEADER_CELL.fullmatch(n) for n in names)
+
+
 _FIELD_BLAMED = re.compile(r"field '([^']+)': (.*)", re.DOTALL)
 """A reason that names its field (as :func:`url_registration` words them)."""
 
@@ -381,7 +419,19 @@ def _read_url_rows(
         else:
             cells = next(csv.reader([text]))
             names = [c.strip().lower() for c in cells]
-            if header is None and not rows and "url" in names and set(names) <= _URL_COLUMNS:
+            if header is None and not rows and not bad and _is_header(names):
+                if "url" not in names or not set(names) <= _URL_COLUMNS:
+                    raise typer.BadParameter(
+                        f"{name}: its header ({', '.join(names)}) "
+                        + (
+                            "names no url column"
+                            if "url" not in names
+                            else f"names columns recrawl does not know "
+                            f"({', '.join(n for n in names if n not in _URL_COLUMNS)})"
+                        )
+                        + "; name them url and any of site, page_type, value (nothing registered)",
+                        param_hint="FILE",
+                    )
                 header = names
                 continue
             if header is None and not csv_default:
@@ -442,12 +492,14 @@ def urls_add(
         ),
     ] = False,
     rejects: RejectsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Register new URLs: they have no history, so the planner's discovery reserve fetches them.
 
     A plain file holds one URL per line (commas and all). A CSV needs a header
     naming its columns (url and any of site, page_type, value), or a name
-    ending in .csv for the columns in that order; lines starting with { are
+    ending in .csv for the columns in that order (a header naming no url, or
+    another column, refuses the file); lines starting with { are
     JSON objects with those keys. Blank lines and # comments are skipped.
     Every rejected line is named (on stderr, or in the --rejects file) and
     the rest registered; exits 1 when any was rejected.
@@ -471,6 +523,14 @@ def urls_add(
         added = engine.add_urls(rows)
         if update:
             retiered = engine.update_values([r for r in rows if "value" in r])
+    if as_json:
+        print_json(
+            {"received": len(rows), "added": added, "known": len(rows) - added,
+             "updated": retiered, "repeated": got.repeated, "rejected": got.bad}
+        )  # fmt: skip
+        if got.bad:
+            raise typer.Exit(1)
+        return
     out.print(
         f"{added:,} new URLs registered, {len(rows) - added:,} already known"
         + (f" ({retiered:,} re-tiered)" if update else "")
@@ -490,6 +550,7 @@ def urls_remove(
     ],
     db: DbOpt = None,
     rejects: RejectsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Forget URLs: their pages, fetch logs, leases and canaries leave the store.
 
@@ -502,6 +563,14 @@ def urls_remove(
     named.summary()
     with cli_store(db, existing=True) as store:
         removed = Engine(store).remove_urls([r["url"] for r in got.rows])
+    if as_json:
+        print_json(
+            {"received": len(got.rows), "removed": removed, "unknown": len(got.rows) - removed,
+             "repeated": got.repeated, "rejected": got.bad}
+        )  # fmt: skip
+        if got.bad:
+            raise typer.Exit(1)
+        return
     out.print(
         f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, "
         + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
@@ -509,6 +578,47 @@ def urls_remove(
     )
     if got.bad:
         raise typer.Exit(1)
+
+
+@urls_app.command("list")
+def urls_list(
+    db: DbOpt = None,
+    site: Annotated[str | None, typer.Option("--site", help="Only this site's URLs.")] = None,
+    page_type: Annotated[
+        str | None, typer.Option("--page-type", help="Only URLs of this page type.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Rows shown (default: 50 in the table, every URL with --json).",
+            min=0,
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The URLs the store knows, by URL: site, page type, value, state (new: never
+    fetched, known, gone, moved) and last fetch. Canaries are listed by
+    `recrawl canary list`."""
+    with cli_store(db, existing=True) as store:
+        rows = Engine(store).urls(site=site, page_type=page_type)
+    shown = rows if (limit is None and as_json) else rows[: 50 if limit is None else limit]
+    if as_json:
+        write_json(shown)
+        return
+    t = Table(title=f"URLs: {len(rows):,}", title_justify="left")
+    for col in ("url", "site", "type", "value", "state", "last fetch"):
+        t.add_column(
+            col, justify="right" if col == "value" else "left", overflow="fold" if col == "url" else "ellipsis"
+        )  # fmt: skip
+    for r in shown:
+        t.add_row(
+            escape(r["url"]), escape(r["site"]), escape(r["page_type"]), _fmt_num(r["value"]),
+            r["state"], "–" if r["last_fetch"] is None else iso(r["last_fetch"]),
+        )  # fmt: skip
+    out.print(t)
+    if len(rows) > len(shown):
+        out.print(f"{len(rows) - len(shown):,} more (--limit, or --json for every one)")
 
 
 @app.command()
@@ -1151,6 +1261,7 @@ def health_review(
         ),
     ],
     db: DbOpt = None,
+    config: ConfigOpt = None,
     step_minutes: Annotated[
         float, typer.Option("--step", help="Minutes between evaluations.")
     ] = 15.0,
@@ -1160,13 +1271,26 @@ def health_review(
             "--margin", help="Hours reviewed before the first and after the last incident."
         ),
     ] = 24.0,
+    from_history: Annotated[
+        bool,
+        typer.Option(
+            "--recorded",
+            help="Read the health the store recorded (what recrawl health and the service "
+            "showed) instead of scoring the buckets again every --step.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Review the score like an alert, against labelled incidents.
 
     Per incident, how long the band took to move and whether the top reason
-    named the cause; false alarms outside incidents."""
-    from recrawl.health.score import Incident, review
+    named the cause; false alarms outside incidents, and their rate per
+    site-day reviewed. Scores the stored buckets again every --step; with
+    --recorded, reads the health the store recorded over the incidents and
+    --margin instead (what the operator saw: recrawl health, the service), at
+    the cadence it was recorded."""
+    from recrawl._exceptions import NotFound
+    from recrawl.health.score import Incident, RecordedHealth, action_effects, review
 
     if not (0 < step_minutes <= 24 * 60):
         raise typer.BadParameter("must be more than 0 and at most a day", param_hint="--step")
@@ -1195,16 +1319,41 @@ def health_review(
     last = max(i.end for i in labelled) + margin_hours * 3600.0
     times = [float(t) for t in np.arange(first - first % step, last, step)]
     sites = sorted({i.site for i in labelled})
-    with cli_store(db, existing=True) as store:
-        evaluations = Engine(store).evaluate_health(times, sites=sites)
-    report = review(
-        [h for per_time in evaluations for h in per_time], labelled, step_s=step
-    ).to_dict()
+    settings = load_settings(config)
+    recorded: list[RecordedHealth] = []
+    with cli_store(db, settings, existing=True) as store:
+        if from_history:
+            recorded = [
+                RecordedHealth.of(at, r)
+                for site in sites
+                for at, r in store.health_history(site, since=first, until=last)
+            ]
+            if not recorded:
+                raise NotFound(
+                    f"no recorded health of {', '.join(sites)} from {iso(first)} to {iso(last)}: "
+                    "review without --recorded to score the buckets again"
+                )
+        if recorded:
+            source = f"the recorded history ({len(recorded):,} evaluations)"
+            gaps = np.diff(sorted({h.at for h in recorded}))
+            step = float(np.median(gaps)) if len(gaps) else step
+            reviewed = review(recorded, labelled, step_s=step)
+        else:
+            source = f"scored again every {step_minutes:g} min ({len(times):,} times)"
+            evaluations = Engine(store, settings).evaluate_health(times, sites=sites)
+            reviewed = review(
+                [h for per_time in evaluations for h in per_time], labelled, step_s=step
+            )
+        effects = action_effects(reviewed, store.buckets(first - 3600.0, last + 3600.0, sites))
+    report = reviewed.to_dict()
+    for row, effect in zip(report["incidents"], effects, strict=True):
+        row["action"] = effect
+    report["source"] = "recorded" if recorded else "recomputed"
     if as_json:
         print_json(report)
         return
     table = Table(
-        title=f"Health review: {len(labelled)} incidents, {len(times):,} evaluations",
+        title=f"Health review: {len(labelled)} incidents, from {source}",
         title_justify="left",
     )
     for col in (
@@ -1216,6 +1365,7 @@ def health_review(
         "band reached",
         "top reason",
         "named",
+        "action helped",
     ):
         table.add_column(col)
     for r in report["incidents"]:
@@ -1223,14 +1373,29 @@ def health_review(
             escape(r["site"]), escape(str(r["cause"])), iso(r["start"]),
             _minutes(r["moved_after_s"]), _minutes(r["detected_after_s"]),
             r["band_reached"], escape(str(r["top_reason"])), "yes" if r["cause_named"] else "[red]no[/]",
+            _helped(r["action"]),
         )  # fmt: skip
     out.print(table)
     fa = report["false_alarms"]
+    rate = report["false_alarms_per_site_day"]
     out.print(
-        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h)"
+        f"false alarms outside incidents: {len(fa)} ({report['false_alarm_seconds'] / 3600:.2f} h), "
+        + ("–" if rate is None else f"{rate:.3g}")
+        + f" per site-day over {report['site_days']:.3g} site-days reviewed"
     )
     for a in fa[:20]:
         out.print(f"  {escape(str(a))}")
+
+
+def _helped(effect: dict[str, Any]) -> str:
+    """One cell: did the band's action lower the refusal rate (before → after, the hour each side)."""
+    if effect.get("action_at") is None:
+        return "no action"
+    before, after = effect["refusal_rate_before"], effect["refusal_rate_after"]
+    if before is None or after is None:
+        return f"cannot tell ({effect['requests_after']:,} requests after)"
+    word = "yes" if effect["helped"] else "[red]no[/]"
+    return f"{word} (refusals {_pct(before)} → {_pct(after)})"
 
 
 def _minutes(s: float | None) -> str:
@@ -1269,11 +1434,15 @@ def site_pause(
     db: DbOpt = None,
     reason: ReasonOpt = "",
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Pause a site by hand: none of its pages is planned or leased (its canaries
     still run) until a human resumes it."""
     with cli_store(db, existing=True) as store:
         done = Engine(store).pause(site, by=by, reason=reason)
+    if as_json:
+        print_json({"site": site, "paused": True, "changed": done, "by": by, "reason": reason})
+        return
     if done:
         out.print(
             f"{escape(site)} paused (recorded, by {escape(by)}); "
@@ -1288,10 +1457,14 @@ def site_resume(
     site: Annotated[str, typer.Argument(help="The site to resume.")],
     db: DbOpt = None,
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Resume a paused site. Recorded; recrawl never resumes a site by itself."""
     with cli_store(db, existing=True) as store:
         Engine(store).resume(site, by=by)
+    if as_json:
+        print_json({"site": site, "paused": False, "by": by})
+        return
     out.print(f"{escape(site)} resumed (recorded, by {escape(by)})")
 
 
@@ -1302,6 +1475,7 @@ def site_validators(
     db: DbOpt = None,
     reason: ReasonOpt = "",
     by: ByOpt = os.environ.get("USER", "operator"),
+    as_json: JsonOpt = False,
 ) -> None:
     """Send conditional requests (ETag / Last-Modified) to a site's pages, or not.
 
@@ -1312,6 +1486,9 @@ def site_validators(
         raise typer.BadParameter("must be 'on' or 'off'", param_hint="STATE")
     with cli_store(db, existing=True) as store:
         done = Engine(store).set_validators(site, state == "on", by=by, reason=reason)
+    if as_json:
+        print_json({"site": site, "validators": state == "on", "changed": done, "by": by})
+        return
     if done:
         out.print(f"{escape(site)}: validators {state} (recorded, by {escape(by)})")
     else:
@@ -1324,9 +1501,17 @@ def site_history(
     db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Pauses, resumes and band changes of a site, oldest first."""
+    """Pauses, resumes and band changes of a site, oldest first.
+
+    A site the store does not know (no page, no control, no event) is an
+    error naming it (exit 2), not an empty history."""
+    from recrawl._exceptions import NotFound
+
     with cli_store(db, existing=True) as store:
         events = store.site_events(site)
+        known = bool(events) or site in store.site_controls() or site in store.sites()
+    if not known:
+        raise NotFound(f"no site {site!r} in the store")
     if as_json:
         print_json(events)
         return
@@ -1419,16 +1604,17 @@ def canary_add(
             help="Fetch every this many minutes (outside the budget, also when the site is paused)."
         ),
     ] = 60.0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Declare a canary: a stable page whose right answer is known.
 
     A canary that parses but carries the wrong value lowers its site's health
     (canary_mismatch)."""
     from recrawl.health.canary import parse_expectations
-    from recrawl.observe.observation import host_of, normalize_url
+    from recrawl.observe.observation import normalize_url
 
     try:
-        norm = normalize_url(url)
+        normalize_url(url)
         expectations = parse_expectations(expect)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -1436,15 +1622,66 @@ def canary_add(
         raise typer.BadParameter(
             "must be between 1 minute and 30 days (43,200)", param_hint="--every"
         )
-    the_site = site or host_of(norm)
     with cli_store(db) as store:
-        store.add_canary(norm, the_site, expectations, every * 60.0, Engine(store).clock())
+        c = Engine(store).add_canary(url, expectations, site=site, every_s=every * 60.0)
+    if as_json:
+        print_json(c)
+        return
     out.print(
         escape(
-            f"canary {norm} on {the_site}: expects "
-            f"{', '.join(f'{k}={v}' for k, v in expectations.items())}, every {every:g} min"
+            f"canary {c['url']} on {c['site']}: expects "
+            f"{', '.join(f'{k}={v}' for k, v in c['expect'].items())}, every {every:g} min"
         )
     )
+
+
+@canary_app.command("list")
+def canary_list(db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """The declared canaries: what each must carry, how often it is fetched, its last fetch."""
+    with cli_store(db, existing=True) as store:
+        rows = Engine(store).canaries()
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no canary declared (recrawl canary add URL --expect FIELD=VALUE)")
+        return
+    t = Table(title=f"Canaries: {len(rows):,}", title_justify="left")
+    for col in ("url", "site", "expects", "every", "last fetch"):
+        t.add_column(col, overflow="fold" if col == "url" else "ellipsis")
+    for c in rows:
+        t.add_row(
+            escape(c["url"]), escape(c["site"]),
+            escape(", ".join(f"{k}={v}" for k, v in c["expect"].items())),
+            f"{c['every_s'] / 60:g} min", "–" if c["last_fetch"] is None else iso(c["last_fetch"]),
+        )  # fmt: skip
+    out.print(t)
+
+
+@canary_app.command("remove")
+def canary_remove(
+    url: Annotated[str, typer.Argument(help="The canary page.")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Withdraw a canary. A page made for it leaves the store with its log
+    (stats and health keep their counts); a page of another type stays and is
+    planned as before. A URL without a canary is an error naming it."""
+    from recrawl._exceptions import NotFound
+    from recrawl.observe.observation import normalize_url
+
+    try:
+        norm = normalize_url(url)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="URL") from None
+    with cli_store(db, existing=True) as store:
+        removed = Engine(store).remove_canary(norm)
+    if not removed:
+        raise NotFound(f"no canary on {norm} (recrawl canary list names them)")
+    if as_json:
+        print_json({"url": norm, "removed": True})
+        return
+    out.print(f"canary on {escape(norm)} withdrawn")
 
 
 @app.command()
@@ -1471,7 +1708,7 @@ def demo(
     settings = load_settings(data_file("demo.toml"))
     out.rule("[b]recrawl demo[/]: ingest a fetch log into the embedded SQLite store")
     with (
-        cli_store(db, settings) as store,
+        cli_store(db, settings, make_dirs=True) as store,
         data_file("sample-fetches.jsonl").open(encoding="utf-8") as f,
     ):
         rep = Engine(store, settings).ingest_lines(f)
@@ -1712,8 +1949,12 @@ def init(
         bool, typer.Option("--read-token", help="Also require a token for reads.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Create the store and a config with a fresh random write token."""
+    """Create the store and a config with a fresh random write token.
+
+    --json names the store and the config written, never the token (it is in
+    the config, mode 600)."""
     import secrets
 
     if unit not in ("fetches", "bytes", "credits"):
@@ -1739,7 +1980,13 @@ def init(
         f.write(text)
     load_settings(config, env={})  # what init writes must load
     path = db or default_db()
-    cli_store(path).close()
+    cli_store(path, make_dirs=True).close()
+    if as_json:
+        print_json(
+            {"store": path, "config": str(config), "billing_unit": unit,
+             "budget_per_day": float(budget), "read_token": read_token}
+        )  # fmt: skip
+        return
     out.print(f"store {path} ready; config {config} written with a fresh token (mode 600)")
 
 
@@ -1771,7 +2018,14 @@ def serve(
 
 @app.command()
 def report(
-    out_path: Annotated[Path, typer.Option("--out", help="HTML file to write.")],
+    out_path: Annotated[
+        str,
+        typer.Option(
+            "--out",
+            help="HTML file to write; a directory (ending in /, or one that exists) gets "
+            "report.html, and is created when it is not there.",
+        ),
+    ],
     db: DbOpt = None,
     config: ConfigOpt = None,
     days: Annotated[
@@ -1788,17 +2042,22 @@ def report(
 ) -> None:
     """Write the dashboard as an HTML file with plotly.min.js beside it (works offline).
 
-    Needs the service extra (plotly)."""
+    --out DIR/ writes DIR/report.html, creating DIR; a file's directory must be
+    there. Needs the service extra (plotly)."""
     require_extra("recrawl report", "service", "plotly")
     from recrawl.report.dashboard import write_report
     from recrawl.report.window import parse_time
 
     settings = load_settings(config)
+    target = Path(out_path)
     with cli_store(db, settings, existing=True) as store:
         try:
             start = None if since is None else parse_time(since)
+            if out_path.endswith(("/", os.sep)) or target.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                target = target / "report.html"
             said = write_report(
-                Engine(store, settings), out_path, days=days, since=start, inline=inline
+                Engine(store, settings), target, days=days, since=start, inline=inline
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
@@ -1816,7 +2075,11 @@ def prune(
     ] = None,
     keep_days: Annotated[
         float | None,
-        typer.Option("--keep-days", help="... or keep only the last N days of the log.", min=0),
+        typer.Option(
+            "--keep-days",
+            help="... or keep only the last N days of the log, counted back from its newest fetch.",
+            min=0,
+        ),
     ] = None,
     vacuum: Annotated[
         bool,
@@ -1830,11 +2093,15 @@ def prune(
     config: ConfigOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Allow a --before in the future (the whole log).")
+        bool,
+        typer.Option(
+            "--force", help="Allow a --before after the log's newest fetch (the whole log)."
+        ),
     ] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only say what would be removed.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Delete old fetch observations from the log, keeping what they taught.
 
@@ -1842,7 +2109,11 @@ def prune(
     still ends as if the whole log were there; stats and health do not change;
     a report fetched before its page's last pruned fetch is refused. Safe to
     interrupt and run again. --vacuum holds the store's write lock while it
-    rewrites the file: writers (a running service) wait meanwhile."""
+    rewrites the file: writers (a running service) wait meanwhile.
+
+    --keep-days counts back from the log's newest fetch, not from now: a log
+    that ended a year ago keeps its last N days. A --before after the newest
+    fetch would delete the whole log: refused without --force."""
     import time
 
     from recrawl.store.sqlite import SQLiteStore
@@ -1850,18 +2121,31 @@ def prune(
     if (before is None) == (keep_days is None):
         raise typer.BadParameter("give one of --before or --keep-days", param_hint="--before")
     now = time.time()
-    until = (
-        at_required(before, "--before") if before is not None else now - (keep_days or 0) * 86400
-    )
-    if until > now and not force:
-        raise typer.BadParameter(
-            f"{iso(until)} is in the future: the whole log would go (--force if that is meant)",
-            param_hint="--before",
-        )
+    cut = at_required(before, "--before") if before is not None else None
     settings = load_settings(config)
     with cli_store(db, settings, existing=True) as store:
+        end = Engine(store, settings).log_end()
+        if cut is None and end is None:  # nothing fetched: nothing to keep or delete
+            if as_json:
+                print_json({"dry_run": dry_run, "before": None, "removed": 0})
+            else:
+                out.print("the log holds no fetch: nothing removed")
+            return
+        until = cut if cut is not None else (end or 0.0) - (keep_days or 0) * 86400
+        if not force and end is not None and until > end:
+            when = "in the future" if until > now else f"after the log's newest fetch ({iso(end)})"
+            raise typer.BadParameter(
+                f"{iso(until)} is {when}: the whole log would go (--force if that is meant)",
+                param_hint="--before",
+            )
         if dry_run:
             rep = prune_log(store, until, dry_run=True)
+            if as_json:
+                print_json(
+                    {"dry_run": True, "before": until, "to_remove": rep.to_remove,
+                     "pages_to_checkpoint": rep.pages_to_checkpoint}
+                )  # fmt: skip
+                return
             out.print(
                 f"would remove {rep.to_remove:,} observations fetched before {iso(until)}, "
                 f"checkpointing {rep.pages_to_checkpoint:,} pages; nothing removed (--dry-run)"
@@ -1883,6 +2167,14 @@ def prune(
             )
         if vacuum:
             store.vacuum()
+        if as_json:
+            size1 = store.size_bytes() if isinstance(store, SQLiteStore) else None
+            print_json(
+                {"dry_run": False, "before": until, "removed": rep.observations_removed,
+                 "pages_checkpointed": rep.pages_checkpointed, "vacuumed": vacuum,
+                 "file_bytes_before": size0, "file_bytes_after": size1}
+            )  # fmt: skip
+            return
         size = ""
         if isinstance(store, SQLiteStore) and size0 is not None:
             size = f"; file {size0 / 1e6:,.2f} MB before, {store.size_bytes() / 1e6:,.2f} MB after"

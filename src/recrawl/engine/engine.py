@@ -252,6 +252,38 @@ def url_registration(row: dict[str, Any]) -> tuple[str, str, str, float]:
     return url, str(row.get("site") or host_of(url)), page_type, value
 
 
+def url_items(
+    items: Iterable[Any],
+) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, Any, str | None, str]]]:
+    """Registration items as a client posts them (a URL string, or an object
+    with ``url`` and any of ``site``, ``page_type``, ``value``), each checked
+    with :func:`url_registration`: ``(good, bad)``, ``good`` as ``(index,
+    row)`` with the URL normalised and only the keys given, ``bad`` as
+    ``(index, url as given or None, field or None, reason)``; one bad item
+    never hides another or the good ones."""
+    good: list[tuple[int, dict[str, Any]]] = []
+    bad: list[tuple[int, Any, str | None, str]] = []
+    for i, item in enumerate(items):
+        row = {"url": item} if isinstance(item, str) else item
+        if not isinstance(row, dict):
+            bad.append((i, None, None, "not a URL string nor an object with a url"))
+            continue
+        given = row.get("url")
+        if given is None:
+            bad.append((i, None, "url", "is missing"))
+            continue
+        try:
+            url = url_registration(row)[0]
+        except (ValueError, TypeError) as exc:
+            field, _, reason = str(exc).partition(": ")
+            named = field.startswith("field '")
+            bad.append((i, given, field[7:-1] if named else None, reason if named else str(exc)))
+            continue
+        keys = ("site", "page_type", "value")
+        good.append((i, {"url": url, **{k: row[k] for k in keys if row.get(k) is not None}}))
+    return good, bad
+
+
 @dataclass
 class BudgetOutlook:
     """What freshness costs at the current rate estimates (see :meth:`Engine.budget_outlook`)."""
@@ -336,11 +368,15 @@ class Engine:
         observations: Iterable[Observation],
         *,
         on_batch: Callable[[IngestReport], None] | None = None,
+        now: float | None = None,
     ) -> IngestReport:
         """Store observations (idempotent; durable when this returns), with the
-        content checks of :attr:`classifier`."""
+        content checks of :attr:`classifier`. Given ``now`` (unix seconds), one
+        fetched more than :data:`~recrawl.engine.pipeline.FUTURE_TOLERANCE_S`
+        (an hour) after it is rejected: a wrong clock or date. Not checked by
+        default: a simulation may report ahead of a clock it does not move."""
         return ingest_observations(
-            self.store, observations, classifier=self.classifier, on_batch=on_batch
+            self.store, observations, classifier=self.classifier, on_batch=on_batch, now=now
         )
 
     def ingest_lines(
@@ -350,13 +386,16 @@ class Engine:
         fmt: Literal["jsonl", "csv"] = "jsonl",
         on_batch: Callable[[IngestReport], None] | None = None,
         on_error: Callable[[InvalidObservation], None] | None = None,
+        now: float | None = None,
     ) -> IngestReport:
         """Parse and store JSONL (or CSV) lines as ``recrawl ingest`` does: the
         configured page types' field rules, the content checks of
-        :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`)."""
+        :attr:`classifier`; bad lines reported (:func:`recrawl.engine.ingest.ingest_lines`),
+        among them, given ``now`` (unix seconds; ``recrawl ingest`` passes the
+        time), lines dated more than an hour after it."""
         return ingest_lines(
             self.store, lines, fmt=fmt, rules=self.settings.page_types,
-            classifier=self.classifier, on_batch=on_batch, on_error=on_error,
+            classifier=self.classifier, on_batch=on_batch, on_error=on_error, now=now,
         )  # fmt: skip
 
     def stats(self, unit: str | None = None) -> dict[str, Any]:
@@ -393,6 +432,90 @@ class Engine:
         URL reported or registered again later starts over as a new page.
         Returns how many were known. Raises ValueError naming a bad URL."""
         return self.store.remove_urls([url_registration({"url": u})[0] for u in urls])
+
+    # -- canaries
+
+    def canaries(self) -> list[dict[str, Any]]:
+        """Every declared canary, by site and URL: ``url``, ``site``, ``expect``
+        (field → value), ``every_s`` (seconds between fetches), ``added_at``
+        and ``last_fetch`` (unix seconds, None before its first fetch)."""
+        return self.store.canaries()
+
+    def add_canary(
+        self,
+        url: str,
+        expect: Mapping[str, str],
+        *,
+        site: str | None = None,
+        every_s: float = 3600.0,
+    ) -> dict[str, Any]:
+        """Declare (or replace) a canary: ``url`` (normalised) must carry
+        ``expect``, fetched every ``every_s`` seconds (1 minute to 30 days)
+        outside the budget; ``site`` defaults to its host. Returns the
+        declaration as :meth:`canaries` lists it. Raises ValueError for a bad
+        URL, expectation or cadence."""
+        norm = normalize_url(url)
+        if not expect:
+            raise ValueError("a canary needs at least one expected field")
+        if not (60.0 <= every_s <= 30 * DAY_S):
+            raise ValueError("every must be between 1 minute and 30 days")
+        the_site = site or host_of(norm)
+        self.store.add_canary(norm, the_site, dict(expect), every_s, self.clock())
+        return next(c for c in self.store.canaries() if c["url"] == norm)
+
+    def remove_canary(self, url: str) -> bool:
+        """Withdraw the canary on ``url``: a page made for it (page type
+        ``canary``) leaves the store with its log, as :meth:`remove_urls`; a
+        page of another type stays and is planned as before. Returns whether a
+        canary was declared there. Raises ValueError for a bad URL."""
+        norm = normalize_url(url)
+        if norm not in {c["url"] for c in self.store.canaries()}:
+            return False
+        page = self.store.page(norm)
+        if page is not None and page.page_type == "canary":
+            return self.store.remove_urls([norm]) > 0
+        return self.store.remove_canary(norm)
+
+    def log_end(self) -> float | None:
+        """The newest fetch the store knows of (unix seconds; a pruned page's
+        included), None when it holds no fetch."""
+        last = np.asarray(self.store.page_columns()["last_fetch"], dtype=np.float64)
+        last = last[np.isfinite(last)]
+        return float(last.max()) if len(last) else None
+
+    def urls(
+        self, *, site: str | None = None, page_type: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The registered and reported URLs (canaries' own pages left out; see
+        :meth:`~recrawl.store.EngineStore.canaries`), by URL: each with its
+        ``site``, ``page_type``, ``value``, ``first_seen`` and ``last_fetch``
+        (unix seconds, None when never fetched) and ``state``: ``new`` (never
+        fetched), ``known``, ``gone`` or ``moved`` (retired by a redirect).
+        ``site`` and ``page_type`` keep only theirs."""
+        cols = self.store.page_columns()
+        rows: list[dict[str, Any]] = []
+        for i, url in enumerate(cols["url"]):
+            s, t = cols["site"][i], cols["page_type"][i]
+            if t == "canary" or (site is not None and s != site):
+                continue
+            if page_type is not None and t != page_type:
+                continue
+            last = float(cols["last_fetch"][i])
+            fetched = math.isfinite(last)
+            if bool(cols["moved"][i]):
+                state = "moved"
+            elif bool(cols["gone"][i]):
+                state = "gone"
+            else:
+                state = "known" if fetched else "new"
+            rows.append(
+                {
+                    "url": url, "site": s, "page_type": t, "value": float(cols["value"][i]),
+                    "first_seen": float(cols["first_seen"][i]),
+                    "last_fetch": last if fetched else None, "state": state,
+                }
+            )  # fmt: skip
+        return rows
 
     # -- planning --------------------------------------------------------------------------
 
@@ -1355,14 +1478,9 @@ class Engine:
         :class:`~recrawl.health.SiteHealth` per requested time.
         """
         from recrawl.health.buckets import BUCKET_SECONDS
-        from recrawl.health.score import (
-            HealthConfig,
-            HealthState,
-            compute_baselines,
-            evaluate_sites,
-        )
+        from recrawl.health.score import HealthState, compute_baselines, evaluate_sites
 
-        cfg = HealthConfig()
+        cfg = self.settings.health_config()  # the defaults, with recrawl.toml's [health]
         if not times:
             return []
         first, last = float(times[0]), float(times[-1])

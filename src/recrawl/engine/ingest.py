@@ -174,8 +174,10 @@ def ingest_observations(
     classifier: Classifier | None = None,
     report: IngestReport | None = None,
     on_batch: Callable[[IngestReport], None] | None = None,
+    now: float | None = None,
 ) -> IngestReport:
-    """Store already-parsed observations in batches of ``batch_size``."""
+    """Store already-parsed observations in batches of ``batch_size``; given
+    ``now``, one dated well after it is rejected (:func:`~recrawl.engine.pipeline.store_batch`)."""
     it = iter(observations)
     return _store_lists(
         store,
@@ -184,6 +186,7 @@ def ingest_observations(
         classifier=classifier,
         report=report,
         on_batch=on_batch,
+        now=now,
     )
 
 
@@ -196,6 +199,7 @@ def _store_lists(
     report: IngestReport | None,
     on_batch: Callable[[IngestReport], None] | None,
     on_error: Callable[[InvalidObservation], None] | None = None,
+    now: float | None = None,
 ) -> IngestReport:
     """Store observations that arrive in lists (with their columns, when the
     parser computed them, and their input line numbers, when they come from
@@ -217,7 +221,7 @@ def _store_lists(
     def flush() -> None:
         given = [p for p in parts if p is not None]
         cols = ObservationColumns.concat(given) if len(given) == len(parts) else None
-        res = store_batch(store, batch, classifier=classifier, columns=cols)
+        res = store_batch(store, batch, classifier=classifier, columns=cols, now=now)
         rep._add(res.stored, res.duplicates, res.reordered_pages, res.outcomes)
         for i, why in res.refused:
             bad = InvalidObservation(f"{why} ({batch[i].url})", field="fetched_at", line=line_of(i))
@@ -373,6 +377,7 @@ def ingest_lines(
     on_batch: Callable[[IngestReport], None] | None = None,
     on_error: Callable[[InvalidObservation], None] | None = None,
     parallel: bool | None = None,
+    now: float | None = None,
 ) -> IngestReport:
     """Parse and store JSONL (or CSV) lines; bad lines are reported, good ones stored.
 
@@ -380,7 +385,9 @@ def ingest_lines(
     other processes while this one stores (``parallel=False`` to never do so).
 
     ``on_batch`` is called after each stored batch (for progress); ``on_error``
-    for each rejected line, with the error naming its line and field.
+    for each rejected line, with the error naming its line and field. Given
+    ``now``, a line dated well after it is rejected
+    (:func:`~recrawl.engine.pipeline.store_batch`).
     """
     rep = IngestReport()
     chunks: Iterable[_Chunk]
@@ -411,5 +418,5 @@ def ingest_lines(
 
     return _store_lists(
         store, good(), batch_size=batch_size, classifier=classifier, report=rep,
-        on_batch=on_batch, on_error=on_error,
+        on_batch=on_batch, on_error=on_error, now=now,
     )  # fmt: skip

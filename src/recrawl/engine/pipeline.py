@@ -107,11 +107,15 @@ def store_batch(
     *,
     classifier: Classifier | None = None,
     columns: ObservationColumns | None = None,
+    now: float | None = None,
 ) -> BatchResult:
     """Store ``observations`` in one transaction of ``store``: each new report
     goes to the log, its page's state and its bucket; a report already stored
     (same idempotency key) is counted as a duplicate; one older than its page's
-    pruned log is refused (:attr:`~recrawl.store.BatchResult.refused`).
+    pruned log is refused (:attr:`~recrawl.store.BatchResult.refused`), and so,
+    given ``now`` (unix seconds), is one fetched more than
+    :data:`FUTURE_TOLERANCE_S` after it (a wrong clock or date: it would stand
+    as its page's latest fetch until then).
     ``classifier`` tells block pages and soft blocks from content; ``columns``,
     when given, are the observations' columns as the parser computed them."""
     result = BatchResult()
@@ -120,8 +124,37 @@ def store_batch(
     if columns is None:  # given columns come from parsed, keyed observations
         with_keys(observations)
     with store.writing() as tx:
-        _store(tx, observations, columns, classifier, result)
+        _store(tx, observations, columns, classifier, result, now)
     return result
+
+
+FUTURE_TOLERANCE_S = 3600.0
+"""How far after the ingesting clock's now (seconds) a report may be dated:
+clock skew between fetchers and the store. Later, it is refused."""
+
+
+def _refuse_future(
+    tx: WriteTx,
+    columns: ObservationColumns,
+    sel: NDArray[np.intp],
+    now: float,
+    result: BatchResult,
+) -> NDArray[np.intp]:
+    """``sel`` (indexes of new reports) without those fetched more than
+    :data:`FUTURE_TOLERANCE_S` after ``now``: they go to ``result.refused``,
+    their keys given back (sent again later, one is judged again)."""
+    t = columns.fetched_at
+    late = sel[t[sel] > now + FUTURE_TOLERANCE_S]
+    for i in late.tolist():
+        result.refused.append(
+            (
+                i,
+                f"fetched at {_iso(float(t[i]))}, more than {FUTURE_TOLERANCE_S / 3600:g} h "
+                f"after now ({_iso(now)}): a fetcher's clock or the date is wrong",
+            )
+        )
+    tx.forget_keys(columns.key[late].tolist())
+    return sel[~np.isin(sel, late)]
 
 
 def _refuse_pruned(
@@ -169,6 +202,7 @@ def _store(
     columns: ObservationColumns | None,
     classifier: Classifier | None,
     result: BatchResult,
+    now: float | None = None,
 ) -> None:
     if columns is None:
         columns = observation_columns(observations)
@@ -187,6 +221,10 @@ def _store(
         result.known.update(_bkey(k) for k in ukeys[~is_fresh].tolist())
         first_at = first_at[is_fresh]
     sel = np.sort(first_at)  # the new reports, in arrival order
+    if now is not None and float(columns.fetched_at[sel].max()) > now + FUTURE_TOLERANCE_S:
+        sel = _refuse_future(tx, columns, sel, now, result)
+        if not len(sel):
+            return
     horizon = tx.pruned_until()
     if horizon is not None and float(columns.fetched_at[sel].min()) < horizon:
         sel = _refuse_pruned(tx, observations, columns, sel, horizon, result)

@@ -127,10 +127,12 @@ __all__ = [
     "Incident",
     "IncidentReview",
     "ParserHealth",
+    "RecordedHealth",
     "ReviewReport",
     "SiteHealth",
     "Throttle",
     "Window",
+    "action_effects",
     "action_for",
     "aggregate_buckets",
     "band_for",
@@ -1839,6 +1841,22 @@ class ReviewReport:
     incidents: list[IncidentReview]
     false_alarms: list[dict[str, Any]]
     false_alarm_seconds: float
+    site_days: float = 0.0
+    """Site-days reviewed: each evaluation counts ``step_s`` of its site's time."""
+
+    @property
+    def false_alarms_per_site_day(self) -> float | None:
+        """False-alarm episodes (target and parser) per site-day reviewed;
+        None when nothing was reviewed."""
+        return len(self.false_alarms) / self.site_days if self.site_days > 0 else None
+
+    @property
+    def false_alarm_share(self) -> float | None:
+        """Share of the reviewed site-time spent in a false alarm, target and
+        parser alarms counted apart (0–1 each, so at most 2)."""
+        if self.site_days <= 0:
+            return None
+        return self.false_alarm_seconds / (self.site_days * 86400.0)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -1846,20 +1864,112 @@ class ReviewReport:
             "incidents": [r.to_dict() for r in self.incidents],
             "false_alarms": self.false_alarms,
             "false_alarm_seconds": self.false_alarm_seconds,
+            "site_days": self.site_days,
+            "false_alarms_per_site_day": self.false_alarms_per_site_day,
+            "false_alarm_share": self.false_alarm_share,
         }
+
+
+@dataclass(frozen=True)
+class _RecordedParser:
+    band: str
+    reasons: list[str]
+
+
+@dataclass(frozen=True)
+class RecordedHealth:
+    """One site's health as the store recorded it (a report of
+    :meth:`SiteHealth.to_dict`, at ``at``): what :func:`review` reads of a
+    :class:`SiteHealth`, without scoring again."""
+
+    site: str
+    at: float
+    band: str
+    reasons: list[str]
+    diagnosis: str
+    failing_routes: list[str]
+    parser: _RecordedParser
+
+    @classmethod
+    def of(cls, at: float, report: Mapping[str, Any]) -> RecordedHealth:
+        """The recorded ``report`` of one site at ``at`` (unix seconds)."""
+        p = report.get("parser") or {}
+        return cls(
+            site=str(report["site"]), at=float(at), band=str(report.get("band", "unknown")),
+            reasons=list(report.get("reasons") or []), diagnosis=str(report.get("diagnosis", "none")),
+            failing_routes=list(report.get("failing_routes") or []),
+            parser=_RecordedParser(str(p.get("band", "unknown")), list(p.get("reasons") or [])),
+        )  # fmt: skip
 
 
 _PARSER_CAUSES = frozenset({"extract_failed", "parser"})
 
 
-def _view(h: SiteHealth, parser: bool) -> tuple[str, str | None]:
+_REFUSALS: Final = ("hard_block", "challenge", "soft_block")
+
+
+def action_effects(
+    report: ReviewReport,
+    buckets: BucketArrays,
+    *,
+    window_s: float = 3600.0,
+) -> list[dict[str, Any]]:
+    """Did the band's action help? For each reviewed incident whose band moved
+    (the slow-down of ``degrading``, the pause of ``critical`` applies from
+    that evaluation on), the site's requests and refusal rate (hard blocks,
+    challenges and soft blocks per request) in the ``window_s`` seconds
+    before the move and in those after it, read from ``buckets`` (15-minute,
+    of that site: a bucket belongs to the side its start falls on). ``helped``: the refusal rate fell (True), did not (False),
+    or cannot be told (None: no request on one side, as when a pause stopped
+    them all). One dict per incident, in :attr:`ReviewReport.incidents`
+    order (``action_at`` None for an incident whose band never moved).
+    """
+    from recrawl.records.buckets import OUTCOMES
+
+    cols = [OUTCOMES.index(o) for o in _REFUSALS]
+    start = np.asarray(buckets.bucket_start, dtype=np.float64)
+    n = np.asarray(buckets.n, dtype=np.float64)
+    refused = (
+        np.asarray(buckets.outcomes, dtype=np.float64).reshape(len(n), -1)[:, cols].sum(axis=1)
+    )
+    site_of = np.asarray(buckets.site)
+    out: list[dict[str, Any]] = []
+    for r in report.incidents:
+        if r.moved_after_s is None:
+            out.append({"site": r.incident.site, "action_at": None, "helped": None})
+            continue
+        at = r.incident.start + r.moved_after_s
+        code = buckets.sites.index(r.incident.site) if r.incident.site in buckets.sites else -1
+        mine = site_of == code
+
+        def rate(lo: float, hi: float, mine: Any = mine) -> tuple[int, float | None]:
+            sel = mine & (start >= lo) & (start < hi)
+            req = float(n[sel].sum())
+            return int(req), (float(refused[sel].sum()) / req if req else None)
+
+        n_before, before = rate(at - window_s, at)
+        n_after, after = rate(at, at + window_s)
+        helped = None if before is None or after is None else after < before
+        out.append(
+            {"site": r.incident.site, "action_at": at, "requests_before": n_before,
+             "refusal_rate_before": before, "requests_after": n_after,
+             "refusal_rate_after": after, "helped": helped}
+        )  # fmt: skip
+    return out
+
+
+Evaluation = SiteHealth | RecordedHealth
+"""What :func:`review` reads: an evaluation made now or one recorded."""
+
+
+def _view(h: Evaluation, parser: bool) -> tuple[str, str | None]:
     if parser:
         return h.parser.band, (h.parser.reasons[0] if h.parser.reasons else None)
     top = h.reasons[0] if h.reasons and h.reasons[0] != NOT_ENOUGH else None
     return h.band, top
 
 
-def _names(h: SiteHealth, inc: Incident) -> bool:
+def _names(h: Evaluation, inc: Incident) -> bool:
     if inc.cause == "route":
         return h.diagnosis == "route" and (inc.route is None or inc.route in h.failing_routes)
     _, top = _view(h, inc.cause in _PARSER_CAUSES)
@@ -1867,7 +1977,7 @@ def _names(h: SiteHealth, inc: Incident) -> bool:
 
 
 def review(
-    evaluations: Iterable[SiteHealth],
+    evaluations: Iterable[Evaluation],
     incidents: Sequence[Incident],
     *,
     grace_s: float = 2 * 3600.0,
@@ -1878,7 +1988,8 @@ def review(
     Parameters
     ----------
     evaluations
-        Evaluations of any sites at successive times (``SiteHealth.at``).
+        Evaluations of any sites at successive times (``SiteHealth.at``), made
+        now or read from the recorded history (:class:`RecordedHealth`).
     incidents
         Labelled incidents.
     grace_s
@@ -1891,7 +2002,7 @@ def review(
     -------
     ReviewReport
     """
-    by_site: dict[str, list[SiteHealth]] = {}
+    by_site: dict[str, list[Evaluation]] = {}
     for h in evaluations:
         by_site.setdefault(h.site, []).append(h)
     for hs in by_site.values():
@@ -1902,7 +2013,7 @@ def review(
         during = [h for h in by_site.get(inc.site, []) if inc.start <= h.at <= inc.end]
         moved = next((h for h in during if _RANK[_view(h, parser)[0]] >= 1), None)
 
-        def hit(h: SiteHealth, inc: Incident = inc, parser: bool = parser) -> bool:
+        def hit(h: Evaluation, inc: Incident = inc, parser: bool = parser) -> bool:
             band = _view(h, parser)[0]
             band_ok = band == inc.band if inc.band else _RANK[band] >= 1
             return band_ok and _names(h, inc)
@@ -1932,8 +2043,8 @@ def review(
     for site, hs in by_site.items():
         mine = [i for i in incidents if i.site == site]
         for parser in (False, True):
-            run: list[SiteHealth] = []
-            closing: list[SiteHealth | None] = [*hs, None]  # None closes the last run
+            run: list[Evaluation] = []
+            closing: list[Evaluation | None] = [*hs, None]  # None closes the last run
             for ev in closing:
                 bad = False
                 if ev is not None:
@@ -1962,4 +2073,5 @@ def review(
                     )
                     total += len(run) * step_s
                     run = []
-    return ReviewReport(reviews, alarms, total)
+    site_days = sum(len(hs) for hs in by_site.values()) * step_s / 86400.0
+    return ReviewReport(reviews, alarms, total, site_days)

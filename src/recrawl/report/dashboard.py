@@ -60,7 +60,6 @@ from recrawl.engine.engine import Engine, PlanResult
 from recrawl.engine.stats import BillingUnit
 from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.pagestate import CONTENT_OUTCOMES
-from recrawl.health.score import HealthConfig
 from recrawl.plan.planner import reallocate
 from recrawl.report.assets import PLOTLY_FILE, PLOTLY_PATH, plotly_js, write_plotly
 from recrawl.report.timeline import (
@@ -275,7 +274,7 @@ def read_dashboard(
     w = window
     unit: BillingUnit = engine.settings.billing_unit
     daily_only = w.step_s >= _DAY_S
-    cfg = HealthConfig()
+    cfg = engine.settings.health_config()
     only = None if site is None else [site]
     buckets = engine.store.buckets(w.start - w.step_s, w.end, only, daily=daily_only)
     daily = engine.store.buckets(

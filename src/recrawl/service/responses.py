@@ -69,7 +69,10 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = [
             {"field": None, "error": f"body is not valid JSON ({e.get('ctx', {}).get('error')})"}
             if e["type"] == "json_invalid"
-            else {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
+            else {
+                "field": ".".join(str(p) for p in e["loc"] if p != "body") or None,
+                "error": e["msg"],
+            }
             for e in exc.errors()
         ]
         return JSONResponse({"detail": errors}, status_code=422)

@@ -13,16 +13,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from recrawl.engine.engine import url_registration
+from recrawl.observe.observation import normalize_url
 from recrawl.service.leases import MAX_LEASE
 
 __all__ = [
     "ERROR_RESPONSES",
+    "MAX_URLS",
     "OBSERVATIONS_BODY",
+    "URLS_BODY",
     "BudgetDoc",
     "CalibrationDoc",
+    "CanariesDoc",
+    "CanaryDoc",
+    "CanaryRemoveRequest",
+    "CanaryRemoved",
+    "CanaryRequest",
     "ErrorBody",
     "Healthz",
     "HintReportDoc",
@@ -42,6 +50,7 @@ __all__ = [
     "UrlBatch",
     "UrlIn",
     "UrlList",
+    "UrlRejected",
     "UrlsAdded",
     "UrlsRemoved",
     "ValidationErrorBody",
@@ -65,6 +74,10 @@ def _registrable(url: str) -> str:
 # -- request and response bodies (for validation and the OpenAPI description) ---------------
 
 
+MAX_URLS = 100_000
+"""URLs one ``POST /v1/urls`` or ``/v1/urls/remove`` may carry."""
+
+
 class UrlIn(BaseModel):
     """A URL to discover: ``value`` is its business weight (≥ 0, default 1).
     Validated as ``recrawl urls add`` validates a row (an absolute http(s) URL;
@@ -83,10 +96,125 @@ class UrlIn(BaseModel):
 
 class UrlBatch(BaseModel):
     """URLs to register, as an object; with ``update``, the known ones among
-    them that carry a ``value`` take it (a re-tiering)."""
+    them that carry a ``value`` take it (a re-tiering). Each item is a URL
+    string or a :class:`UrlIn` object."""
 
-    urls: list[UrlIn]
+    urls: list[UrlIn | str] = Field(..., max_length=MAX_URLS)
     update: bool = False
+
+
+_URL_ITEM: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": "An absolute http(s) URL."},
+        {
+            "type": "object",
+            "title": "UrlIn",
+            "required": ["url"],
+            "properties": {
+                "url": {"type": "string"},
+                "site": {"type": "string"},
+                "page_type": {"type": "string"},
+                "value": {"type": "number", "minimum": 0, "default": 1},
+            },
+        },
+    ]
+}
+
+URLS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "URLs to register: a JSON array, or a UrlBatch object "
+        '``{"urls": [...], "update": false}``; each item a URL string or an object '
+        "``{url, site, page_type, value}``. Good items are registered even when "
+        "others are rejected; the answer names each rejected one by its index.",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"type": "array", "items": _URL_ITEM, "maxItems": MAX_URLS},
+                        {
+                            "type": "object",
+                            "title": "UrlBatch",
+                            "required": ["urls"],
+                            "properties": {
+                                "urls": {"type": "array", "items": _URL_ITEM, "maxItems": MAX_URLS},
+                                "update": {"type": "boolean", "default": False},
+                            },
+                        },
+                    ]
+                }
+            }
+        },
+    }
+}
+
+
+class CanaryRequest(BaseModel):
+    """A canary to declare (or replace): ``url`` must carry ``expect`` (field,
+    a dotted path for nested ones → value; numbers compare numerically),
+    fetched every ``every_minutes`` outside the budget, also when its site
+    is paused. As ``recrawl canary add``."""
+
+    url: str
+    expect: dict[str, str | int | float | bool] = Field(..., min_length=1, max_length=100)
+    site: str | None = Field(None, min_length=1, max_length=500)
+    every_minutes: float = Field(60.0, ge=1, le=30 * 24 * 60, allow_inf_nan=False)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return normalize_url(url)
+
+    @field_validator("expect")
+    @classmethod
+    def _expect(cls, expect: dict[str, Any]) -> dict[str, Any]:
+        for field in expect:
+            if not field.strip():
+                raise ValueError("a field name is empty")
+        return expect
+
+    def expectations(self) -> dict[str, str]:
+        """``expect`` as the store keeps it: each value a string (``true``, ``19.99``)."""
+        return {
+            k.strip(): (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in self.expect.items()
+        }
+
+
+class CanaryRemoveRequest(BaseModel):
+    """The canary to withdraw."""
+
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        return normalize_url(url)
+
+
+class CanaryDoc(Doc):
+    """One declared canary: ``every_s`` seconds between its fetches, ``added_at``
+    and ``last_fetch`` unix seconds (None before its first fetch)."""
+
+    url: str
+    site: str
+    expect: dict[str, str]
+    every_s: float
+    added_at: float
+    last_fetch: float | None
+
+
+class CanariesDoc(Doc):
+    """Every declared canary, by site and URL (as ``recrawl canary list --json``)."""
+
+    canaries: list[CanaryDoc]
+
+
+class CanaryRemoved(Doc):
+    """Whether a canary was withdrawn (false: none was declared on ``url``)."""
+
+    url: str
+    removed: bool
 
 
 class PauseRequest(BaseModel):
@@ -104,19 +232,30 @@ class ValidatorsRequest(BaseModel):
     by: str = Field("api", min_length=1, max_length=200)
 
 
+class UrlRejected(Doc):
+    """One rejected URL item: ``index`` counts from 0 in the posted list;
+    ``url`` is the URL as given (None when the item has none)."""
+
+    index: int
+    url: str | None
+    field: str | None
+    error: str
+
+
 class UrlsAdded(Doc):
-    """How many of the posted URLs were new, and (with ``update``) how many known
-    ones changed value."""
+    """How many of the posted URLs were new, (with ``update``) how many known
+    ones changed value, and each item rejected (the others are registered)."""
 
     received: int
     added: int
     updated: int = 0
+    rejected: list[UrlRejected] = []
 
 
 class UrlList(BaseModel):
     """URLs to forget."""
 
-    urls: list[Annotated[str, AfterValidator(_registrable)]] = Field(..., max_length=100_000)
+    urls: list[Annotated[str, AfterValidator(_registrable)]] = Field(..., max_length=MAX_URLS)
 
 
 class UrlsRemoved(Doc):

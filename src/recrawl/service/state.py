@@ -577,7 +577,7 @@ class Service:
     # -- observations ----------------------------------------------------------------------
 
     def _store_observations(self, observations: Sequence[Observation]) -> BatchResult:
-        return store_batch(self.store, observations, classifier=self.classifier)
+        return store_batch(self.store, observations, classifier=self.classifier, now=self.now())
 
     def parse_body(self, body: bytes) -> tuple[list[Observation], list[int], list[dict[str, Any]]]:
         """Parse NDJSON or a JSON array of observations: ``(good, where, rejected)``,

@@ -496,6 +496,10 @@ class EngineStore(Store, Protocol):
         """Declare (or replace) a canary."""
         ...
 
+    def remove_canary(self, url: str) -> bool:
+        """Withdraw a canary's declaration (its page stays); whether there was one."""
+        ...
+
     # -- validators and hints
 
     def validators(self, urls: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:

@@ -1805,6 +1805,26 @@ class SQLStore:
                 raise
             self._remember_ids(new)
 
+    def remove_canary(self, url: str) -> bool:
+        """Withdraw the canary declared on ``url`` (as normalised); its page, if
+        any, stays. Returns whether one was declared."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                found = bool(db.execute("SELECT 1 FROM canaries WHERE url = ?", (url,)).fetchall())
+                if found:
+                    db.execute("DELETE FROM canaries WHERE url = ?", (url,))
+                    gen = self._pages_gen(db)
+                    self._bump_pages_gen(db, gen)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if found and self._gen == gen:
+                self._gen = gen + 1
+            return found
+
     def canaries(self) -> list[dict[str, Any]]:
         """Every canary with its expectation, cadence (seconds) and last fetch (unix seconds)."""
         with self._lock:

@@ -234,6 +234,11 @@ class MemoryStore:
                 st.ids[url] = st.top_id
                 st.pages[st.top_id] = PageState(url, site, "canary", first_seen=now)
 
+    def remove_canary(self, url: str) -> bool:
+        """Withdraw the canary declared on ``url``; its page stays."""
+        with self.writing():
+            return self._st.canaries.pop(url, None) is not None
+
     def set_values(self, rows: Iterable[tuple[str, float]]) -> int:
         changed = 0
         with self.writing():

@@ -5,25 +5,27 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator
 
-from recrawl.engine.engine import HINT_FUTURE_S
+from recrawl.engine.engine import HINT_FUTURE_S, url_items
 from recrawl.estimate.hints import parse_lastmod
 from recrawl.observe.compression import is_gzip
+from recrawl.observe.observation import SHOWN_CHARS
 from recrawl.service.auth import Guards, JSONBodyRoute
 from recrawl.service.body import inflate
 from recrawl.service.responses import JSONResponse
 from recrawl.service.schemas import (
     ERROR_RESPONSES,
+    MAX_URLS,
     OBSERVATIONS_BODY,
+    URLS_BODY,
     HintsAnswer,
     IngestAnswer,
     LeaseRequest,
     Leases,
-    UrlBatch,
-    UrlIn,
     UrlList,
     UrlsAdded,
     UrlsRemoved,
@@ -41,6 +43,36 @@ def _lastmod(value: str | None) -> str | None:
     return value
 
 
+def _url_body(body: Any) -> tuple[list[Any], bool]:
+    """A ``POST /v1/urls`` body's items and ``update``; a body of another shape
+    is a 422 in one sentence."""
+
+    def invalid(field: str, why: str) -> RequestValidationError:
+        return RequestValidationError([{"type": "value_error", "loc": ("body", field), "msg": why}])
+
+    if isinstance(body, dict):
+        items, update = body.get("urls"), body.get("update", False)
+        if not isinstance(items, list):
+            raise invalid("urls", 'must be a list of URLs (the body is {"urls": [...]})')
+        if not isinstance(update, bool):
+            raise invalid("update", "must be true or false")
+    elif isinstance(body, list):
+        items, update = body, False
+    else:
+        raise invalid("", 'must be a JSON array of URLs, or {"urls": [...]}')
+    if len(items) > MAX_URLS:
+        raise invalid("urls", f"holds {len(items):,} URLs, at most {MAX_URLS:,} a request")
+    return items, update
+
+
+def show_url(url: Any) -> str | None:
+    """A posted URL as an answer echoes it: None when it is not a string, cut
+    at :data:`~recrawl.observe.observation.SHOWN_CHARS` characters."""
+    if not isinstance(url, str):
+        return None
+    return url if len(url) <= SHOWN_CHARS else url[:SHOWN_CHARS] + "…"
+
+
 def router(svc: Service, guards: Guards) -> APIRouter:
     """The write routes of fetchers."""
     errors = ERROR_RESPONSES
@@ -54,18 +86,24 @@ def router(svc: Service, guards: Guards) -> APIRouter:
     # its routes carry the token check themselves (JSONBodyRoute runs it first)
     json_writes = APIRouter(route_class=JSONBodyRoute, **common)
 
-    @json_writes.post("/v1/urls", response_model=UrlsAdded)
-    def post_urls(body: list[UrlIn] | UrlBatch) -> Any:
-        """Register URLs for discovery (a JSON array, or ``{"urls": [...]}``)."""
-        rows = body.urls if isinstance(body, UrlBatch) else body
-        updated = 0
-        added = svc.engine.add_urls([r.model_dump() for r in rows], now=svc.now())
-        if isinstance(body, UrlBatch) and body.update:
-            given = [r.model_dump(exclude_unset=True) for r in rows]
-            updated = svc.engine.update_values([r for r in given if "value" in r])
+    @json_writes.post("/v1/urls", response_model=UrlsAdded, openapi_extra=URLS_BODY)
+    def post_urls(body: Annotated[Any, Body(include_in_schema=False)]) -> Any:
+        """Register URLs for discovery: a JSON array, or ``{"urls": [...], "update":
+        false}``, each item a URL string or ``{url, site, page_type, value}``.
+        Good items are registered even when others are rejected (as ``recrawl
+        urls add`` does); each rejected one is named by its index. With
+        ``update``, known URLs given a ``value`` take it."""
+        items, update = _url_body(body)
+        good, bad = url_items(items)
+        rows = [r for _, r in good]
+        added = svc.engine.add_urls(rows, now=svc.now())
+        updated = svc.engine.update_values([r for r in rows if "value" in r]) if update else 0
         if added or updated:
             svc.invalidate()
-        return JSONResponse({"received": len(rows), "added": added, "updated": updated})
+        rejected = [{"index": i, "url": show_url(u), "field": f, "error": e} for i, u, f, e in bad]
+        return JSONResponse(
+            {"received": len(items), "added": added, "updated": updated, "rejected": rejected}
+        )
 
     @json_writes.post("/v1/urls/remove", response_model=UrlsRemoved)
     def remove_urls(body: UrlList) -> Any:

@@ -14,6 +14,11 @@ from recrawl.service.body import Scope
 from recrawl.service.responses import JSONResponse
 from recrawl.service.schemas import (
     ERROR_RESPONSES,
+    CanariesDoc,
+    CanaryDoc,
+    CanaryRemoved,
+    CanaryRemoveRequest,
+    CanaryRequest,
     PageInfo,
     PagesDoc,
     PauseAnswer,
@@ -98,7 +103,41 @@ def router(svc: Service, guards: Guards) -> APIRouter:
         return JSONResponse(svc.resume(site, by="api"))
 
     out.include_router(controls)
+    canary_writes = APIRouter(
+        route_class=JSONBodyRoute,
+        dependencies=[guards.write],
+        tags=["write"],
+        responses={**errors["write"]},
+    )
+
+    @canary_writes.post("/v1/canaries", response_model=CanaryDoc)
+    def add_canary(body: CanaryRequest) -> Any:
+        """Declare (or replace) a canary: a stable page whose right answer is
+        known. One that parses but carries the wrong value lowers its site's
+        health (``canary_mismatch``). As ``recrawl canary add``."""
+        doc = svc.engine.add_canary(
+            body.url, body.expectations(), site=body.site, every_s=body.every_minutes * 60.0
+        )
+        svc.invalidate()
+        return JSONResponse(doc)
+
+    @canary_writes.post("/v1/canaries/remove", response_model=CanaryRemoved)
+    def remove_canary(body: CanaryRemoveRequest) -> Any:
+        """Withdraw a canary: a page made for it leaves the store with its log,
+        a page of another type stays. As ``recrawl canary remove``."""
+        removed = svc.engine.remove_canary(body.url)
+        if removed:
+            svc.invalidate()
+        return JSONResponse({"url": body.url, "removed": removed})
+
+    out.include_router(canary_writes)
     reads = APIRouter(dependencies=[guards.read], tags=["read"], responses={**errors["read"]})
+
+    @reads.get("/v1/canaries", response_model=CanariesDoc)
+    def get_canaries() -> Any:
+        """Every declared canary: what it must carry, how often it is fetched, its
+        last fetch. As ``recrawl canary list --json``."""
+        return JSONResponse({"canaries": svc.engine.canaries()})
 
     @reads.get("/v1/sites", response_model=SitesDoc)
     def get_sites() -> Any:

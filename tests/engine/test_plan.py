@@ -52,3 +52,20 @@ def test_a_plan_can_leave_whole_sites_out(tmp_path: Path) -> None:
         )
         plan = engine.plan(budget=10, now=1e9 + 3600, exclude_sites={"a"})
     assert len(plan.tasks) == 10 and {t["site"] for t in plan.tasks} == {"b"}
+
+
+def test_the_plan_spends_its_whole_budget_when_the_reserves_took_some_of_the_best_pages(
+    tmp_path: Path,
+) -> None:
+    """The score pool looked at the best ⌊left / cost⌋ + 1 pages only; the
+    verification and re-estimation picks among them were skipped and nothing
+    took their place: the sample crawl planned 49 fetches of a budget of 50."""
+    from recrawl.store import SQLiteStore
+
+    engine = Engine(SQLiteStore(tmp_path / "s.db"), Settings(token="t"))
+    sample = Path(__file__).parents[2] / "src" / "recrawl" / "data" / "sample-fetches.jsonl"
+    engine.ingest_lines(sample.read_text().splitlines())
+    for budget in (50.0, 80.0):
+        plan = engine.plan(budget=budget)
+        assert plan.split().get("verify", 0) + plan.split().get("reestimate", 0) > 0
+        assert plan.spent == pytest.approx(budget), plan.split()

@@ -1391,10 +1391,11 @@ def plan_cycle(
                 used += got
                 parts.append((chosen, REESTIMATE))
 
-    # 4. the score pool: everything left, best priority first
+    # 4. the score pool: everything left, best priority first (the reserves'
+    # picks may be among the best: as many more candidates as they took)
     left = budget - used
     if left > 0:
-        k = int(min(n, left / min_cost + 1))
+        k = int(min(n, left / min_cost + 1 + sum(p.size for p, _ in parts)))
         while True:
             kk = k if cfg.max_per_host is None else min(n_cand, 4 * k)
             ordered = top_pages(priority, kk, n_cand)

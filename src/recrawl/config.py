@@ -98,6 +98,34 @@ class Reserves(BaseModel):
         return self
 
 
+class AlertSettings(BaseModel):
+    """Where alerts go (``[alerts]``) and how they are delivered
+    (:mod:`recrawl.engine.alerts`): from a queue, retried, never blocking."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    crawl_owner: str | None = None
+    """Webhook for site health: a site paused, and the ``bands`` entered
+    (default: the top-level ``webhook``)."""
+    parser_owner: str | None = None
+    """Webhook for parser health: a site's extraction degrading or critical."""
+    bands: list[Literal["degrading", "critical"]] = ["critical"]
+    """Site bands that alert the crawl owner: ``critical`` (the pause) always
+    does; add ``degrading`` to hear of the slow-down too."""
+    retries: int = Field(5, ge=0, le=20)
+    """Further attempts after a failed delivery (a connection error, a
+    timeout, a 5xx, 408 or 429), 1 s apart, then doubling."""
+    timeout_s: float = Field(5.0, gt=0)
+    """Timeout of one delivery, seconds."""
+
+    @field_validator("crawl_owner", "parser_owner")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"webhook {value!r} is not an http(s) URL")
+        return value
+
+
 DEFAULT_USER_AGENT: Final = "recrawl/{version} (+https://github.com/recrawl/recrawl)"
 """The user agent when ``crawl.user_agent`` is not set; ``{version}`` is replaced."""
 
@@ -385,6 +413,7 @@ class Settings(BaseModel):
     None: ``<store>.parquet`` beside a SQLite store, ``./recrawl.parquet``
     for PostgreSQL."""
     crawl: CrawlSettings = CrawlSettings()
+    alerts: AlertSettings = AlertSettings()
     health: dict[str, float] = {}
     """Knobs of the health scorer (``[health]``): any field of
     :class:`~recrawl.health.score.HealthConfig` by name, e.g. ``healthy_min =

@@ -19,6 +19,7 @@ import numpy as np
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.config import Settings
+from recrawl.engine.alerts import AlertQueue, alert_events, log_alert
 from recrawl.engine.ingest import (
     ContentClassifier,
     IngestReport,
@@ -355,6 +356,7 @@ class Engine:
         through it too, so all three classify alike."""
         # page_info's model, re-solved each hour or when the store changed
         self._model_cache: tuple[tuple[int, int], Any, dict[str, int]] | None = None
+        self._alerts: AlertQueue | None = None  # started at the first alert with a webhook
         # the plan's trust in the hint sources and their reporting lags, judged
         # again each hour (key: hour; kept in the store's meta too), and the
         # latest hints (key: hints_version)
@@ -1550,10 +1552,54 @@ class Engine:
         )
         return reports
 
-    def _apply_actions(self, now: float, reports: list[dict[str, Any]]) -> None:
-        from recrawl.engine.alerts import send_alert
+    def _alert_queue(self) -> AlertQueue:
+        if self._alerts is None:
+            a = self.settings.alerts
+            self._alerts = AlertQueue(retries=a.retries, timeout_s=a.timeout_s)
+        return self._alerts
 
+    def _parser_bands_before(self, reports: list[dict[str, Any]], now: float) -> dict[str, str]:
+        """The last recorded parser band of each site whose parser band is
+        degrading or critical now (the others cannot alert)."""
+        out: dict[str, str] = {}
+        for r in reports:
+            if (r.get("parser") or {}).get("band") in ("degrading", "critical"):
+                past = self.store.health_history(r["site"], since=now - 7 * 86400.0, until=now)
+                out[r["site"]] = (
+                    (past[-1][1].get("parser") or {}).get("band", "unknown") if past else "unknown"
+                )
+        return out
+
+    def _apply_actions(self, now: float, reports: list[dict[str, Any]]) -> None:
         controls = self.store.site_controls()
+        parser_before = self._parser_bands_before(reports, now)
+        before = {
+            r["site"]: (
+                controls.get(r["site"], {}).get("band", "unknown"),
+                parser_before.get(r["site"], "unknown"),
+            )
+            for r in reports
+        }
+        paused: list[str] = []
+        self._band_actions(now, reports, controls, paused)
+        a = self.settings.alerts
+        events = alert_events(
+            reports, before, paused=paused, crawl_owner=a.crawl_owner or self.settings.webhook,
+            parser_owner=a.parser_owner, bands=a.bands, at=now,
+        )  # fmt: skip
+        for e in events:
+            if e.url is None:
+                log_alert(e)
+            else:
+                self._alert_queue().post(e)
+
+    def _band_actions(
+        self,
+        now: float,
+        reports: list[dict[str, Any]],
+        controls: dict[str, dict[str, Any]],
+        paused: list[str],
+    ) -> None:
         default = self.settings.site_concurrency
         for r in reports:
             site, band, action = r["site"], r["band"], r["action"]
@@ -1573,7 +1619,7 @@ class Engine:
                         event="pause",
                         detail=detail,
                     )
-                    send_alert(self.settings.webhook, site=site, at=now, report=r)
+                    paused.append(site)
                 elif changed:
                     self.store.set_site_controls(
                         site,

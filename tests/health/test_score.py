@@ -442,8 +442,11 @@ def test_json_shape_is_the_cli_contract() -> None:
         "parser",
         "action",
         "throttle",
+        "cost",
     ]
     assert set(d["throttle"]) == {"share", "concurrency_factor", "cost_multiplier"}
+    assert set(d["cost"]) == {"bytes_per_record", "bytes_per_record_normal",
+                              "credits_per_record", "credits_per_record_normal"}  # fmt: skip
     assert set(d["parser"]) == {"score", "band", "reasons"}
     assert isinstance(d["score"], int)
 

@@ -255,3 +255,23 @@ def test_a_failing_parser_shows_in_its_own_band_not_the_sites(serve: Serve) -> N
     assert value(m, "recrawl_site_parser_health_score", **site) == 0.0
     assert value(m, "recrawl_site_health_band", **site, band="healthy") == 1.0
     assert value(m, "recrawl_site_throttle_share", **site) == 0.0
+
+
+def test_the_cost_of_a_record_shows_against_the_sites_normal(serve: Serve) -> None:
+    """Cost drift (issue 31: computed, never shown): pages three times as heavy
+    for the last half hour cost three times the bytes per record extracted."""
+    with serve() as (client, clock):
+        t0 = clock()
+        post(client, [
+            obs(f"https://c.example/{i % 20}", t0 - (5 - d) * 86400 + i * 720, record={"n": d},
+                bytes_received=10_000)
+            for d in range(5) for i in range(120)
+        ] + [
+            obs(f"https://c.example/{i % 20}", t0 - 1800 + i * 9, record={"n": 9},
+                bytes_received=30_000)
+            for i in range(200)
+        ])  # fmt: skip
+        m = scrape(client)
+        now = value(m, "recrawl_site_bytes_per_valid_record", site="c.example", window="current")
+        normal = value(m, "recrawl_site_bytes_per_valid_record", site="c.example", window="normal")
+        assert normal > 0 and now > 2.5 * normal, (now, normal)

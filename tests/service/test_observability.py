@@ -204,6 +204,7 @@ def test_the_scenario_exposes_every_metric_family(metrics_text: str) -> None:
         "recrawl_site_parser_health_score",
         "recrawl_site_parser_health_band",
         "recrawl_site_throttle_share",
+        "recrawl_site_bytes_per_valid_record",
     ):
         assert name in names, name
 

@@ -1402,9 +1402,28 @@ def _minutes(s: float | None) -> str:
     return "never" if s is None else f"{s / 60:.0f} min"
 
 
+def _per_record(r: dict[str, Any]) -> str:
+    """Bytes a record cost in the window, against the site's normal (cost drift)."""
+    cost = r.get("cost") or {}
+    now, normal = cost.get("bytes_per_record"), cost.get("bytes_per_record_normal")
+    if now is None:
+        return "–"
+    shown = f"{now:,.0f}"
+    return shown if normal is None else f"{shown} (normal {normal:,.0f})"
+
+
 def _print_health(reports: list[dict[str, Any]], now: float) -> None:
     table = Table(title=f"Site health at {iso(now)}", title_justify="left")
-    for col in ("site", "score", "band", "reasons", "diagnosis", "parser", "action"):
+    for col in (
+        "site",
+        "score",
+        "band",
+        "reasons",
+        "diagnosis",
+        "parser",
+        "bytes/record",
+        "action",
+    ):
         table.add_column(col, justify="right" if col == "score" else "left")
     for r in reports:
         style = _BAND_STYLE.get(r["band"], "")
@@ -1413,7 +1432,8 @@ def _print_health(reports: list[dict[str, Any]], now: float) -> None:
         table.add_row(
             escape(r["site"]), "–" if r["score"] is None else str(r["score"]), f"[{style}]{r['band']}[/]",
             ", ".join(r["reasons"]) or "–", escape(r["diagnosis"] + routes),
-            f"{'–' if p['score'] is None else p['score']} {p['band']}", r["action"]["name"],
+            f"{'–' if p['score'] is None else p['score']} {p['band']}", _per_record(r),
+            r["action"]["name"],
         )  # fmt: skip
     out.print(table)
     if not reports:

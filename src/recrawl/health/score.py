@@ -1257,6 +1257,12 @@ class SiteHealth:
             "parser": self.parser.to_dict(),
             "action": self.action.to_dict(),
             "throttle": self.throttle.to_dict(),
+            "cost": {
+                "bytes_per_record": self.signals.get("bytes_per_valid"),
+                "bytes_per_record_normal": self.baseline.get("bytes_per_valid"),
+                "credits_per_record": self.signals.get("credits_per_valid"),
+                "credits_per_record_normal": self.baseline.get("credits_per_valid"),
+            },
         }
         if detail:
             out["sustained"] = list(self.sustained)

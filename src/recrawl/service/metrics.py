@@ -242,8 +242,24 @@ class ServiceCollector(Collector):
             "cut as it rises.",
             labels=["site"],
         )
+        per_valid = {
+            unit: GaugeMetricFamily(
+                f"recrawl_site_{unit}_per_valid_record",
+                f"{unit.capitalize()} the site's answers cost per record extracted, over the "
+                "health window (window=current) and in the site's normal (window=normal): a "
+                "site serving bigger pages or failing more extractions costs more per record.",
+                labels=["site", "window"],
+            )
+            for unit in ("bytes", "credits")
+        }
         for h in svc.refresh_health(now):
             site = h["site"]
+            cost = h.get("cost") or {}
+            for unit, fam in per_valid.items():
+                for window, key in (("current", ""), ("normal", "_normal")):
+                    v = cost.get(f"{unit}_per_record{key}")
+                    if v is not None:
+                        fam.add_metric([site, window], float(v))
             if h.get("score") is not None:
                 score.add_metric([site], float(h["score"]))
             for b in BANDS:
@@ -258,7 +274,7 @@ class ServiceCollector(Collector):
             slow = h.get("throttle")
             if isinstance(slow, dict) and slow.get("share") is not None:
                 throttle.add_metric([site], float(slow["share"]))
-        yield from (score, band, pscore, pband, throttle)
+        yield from (score, band, pscore, pband, throttle, *per_valid.values())
 
         paused = GaugeMetricFamily(
             "recrawl_site_paused", "1 when the site is paused.", labels=["site"]

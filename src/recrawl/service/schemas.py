@@ -471,6 +471,17 @@ class ThrottleDoc(Doc):
     cost_multiplier: float
 
 
+class CostDoc(Doc):
+    """What a record extracted from the site's answers costs, over the health
+    window and in the site's normal (cost drift): bytes and credits, None
+    when no record was extracted."""
+
+    bytes_per_record: float | None
+    bytes_per_record_normal: float | None
+    credits_per_record: float | None
+    credits_per_record_normal: float | None
+
+
 class SiteRow(Doc):
     """One site's health (score 0–100, None: not enough requests or no fetch in
     the window), its controls and its outstanding leases."""
@@ -485,6 +496,7 @@ class SiteRow(Doc):
     parser: ParserHealthDoc | None = None
     action: ActionDoc | None = None
     throttle: ThrottleDoc | None = None
+    cost: CostDoc | None = None
     controls: SiteControls | None
     leases_outstanding: int
 

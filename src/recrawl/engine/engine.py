@@ -485,6 +485,7 @@ class Engine:
             site_cost_multiplier=mult if len(mult) else np.ones(1),
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
+            ev_bins=cols.get("ev_bins"),
         )
         if signals and n:
             checked, stale = self._hint_signals(now, cols, site_code, site_names)

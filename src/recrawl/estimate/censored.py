@@ -63,6 +63,7 @@ from recrawl.estimate.rates import (
     fit_group_priors,
     gamma_priors_from_posteriors,
 )
+from recrawl.records.evidence import BIN_EDGES_DAYS, BINS, length_bin
 
 __all__ = [
     "BIN_EDGES_DAYS",
@@ -77,25 +78,9 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-BIN_EDGES_DAYS: Final = (1 / 12, 1 / 3, 4 / 3, 16 / 3, 64 / 3)
-"""Upper edges of the changed-interval length bins, days (2 h, 8 h, 32 h, 5.3 d,
-21.3 d; a sixth bin holds the longer ones)."""
-
-BINS: Final = len(BIN_EDGES_DAYS) + 1
-
-_EDGES = np.asarray(BIN_EDGES_DAYS, dtype=np.float64)
 _MAX_NEWTON: Final = 30
 _TOL: Final = 1e-12
 _CHUNK: Final = 1 << 16
-
-
-def length_bin(interval_days: ArrayLike) -> NDArray[np.intp]:
-    """Bin of each changed interval's length (days), 0 … ``BINS − 1``.
-
-    >>> length_bin([0.01, 0.5, 1.0, 7.0, 30.0]).tolist()
-    [0, 2, 2, 4, 5]
-    """
-    return np.searchsorted(_EDGES, np.asarray(interval_days, dtype=np.float64), side="right")
 
 
 def _phi(u: FloatArray) -> tuple[FloatArray, FloatArray]:

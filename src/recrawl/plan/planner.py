@@ -82,6 +82,7 @@ from recrawl.estimate.rates import (
     raw_rates,
 )
 from recrawl.plan.freshness import Objective, freshness_gain, optimal_allocation
+from recrawl.records.evidence import BIN_COLUMNS
 
 __all__ = [
     "NUTCH_DEC_FACTOR",
@@ -186,6 +187,12 @@ class PlanPages:
     ev_nc, ev_tc, ev_nu, ev_tu : ndarray of float
         Revisit evidence, see :mod:`recrawl.estimate` (``ev_tc``, ``ev_tu`` in
         days).
+    ev_bins : ndarray of float32, optional
+        ``(n, 12)`` the changed intervals' decayed counts and length sums by
+        length bin (:mod:`recrawl.records.evidence`, kept by the fold and the
+        store). When given, rates come from the binned censored likelihood,
+        which is not biased low when a page's revisit intervals vary; without
+        it, every changed interval is read at the mean ``ev_tc / ev_nc``.
     nutch_interval : ndarray of float
         Current Nutch adaptive interval, seconds.
     site_cost_multiplier : ndarray of float
@@ -231,6 +238,7 @@ class PlanPages:
     active: BoolArray = field(default_factory=lambda: _ALL_ACTIVE)
     checked_at: FloatArray | None = None
     known_stale: BoolArray | None = None
+    ev_bins: NDArray[np.float32] | None = None
 
     def __post_init__(self) -> None:
         if self.value.ndim != 1:
@@ -260,6 +268,10 @@ class PlanPages:
             a = getattr(self, name)
             if a is not None and a.shape != (n,):
                 raise ValueError(f"PlanPages.{name} must have shape ({n},), got {a.shape}")
+        if self.ev_bins is not None and self.ev_bins.shape != (n, BIN_COLUMNS):
+            raise ValueError(
+                f"PlanPages.ev_bins must have shape ({n}, {BIN_COLUMNS}), got {self.ev_bins.shape}"
+            )
         if self.site_cost_multiplier.shape != self.site_paused.shape:
             raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
 
@@ -925,6 +937,7 @@ def _estimate(
         priors=priors,
         elapsed_days=elapsed,
         half_life_days=cfg.half_life_days,
+        bins=pages.ev_bins,
     )
 
 
@@ -939,6 +952,7 @@ def group_priors(pages: PlanPages, fetched: BoolArray | None = None) -> GroupPri
         pages.group,
         mask=~pages.never_fetched if fetched is None else fetched,
         n_groups=int(pages.group.max(initial=-1)) + 1,
+        bins=pages.ev_bins,
     )
 
 

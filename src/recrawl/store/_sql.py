@@ -40,6 +40,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
+from recrawl.records.evidence import BIN_COLUMNS, bins_from_blobs
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
@@ -57,7 +58,7 @@ __all__ = ["SQLStore", "SQLWrite"]
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the
@@ -115,6 +116,7 @@ CREATE TABLE IF NOT EXISTS pages (
     avg_bytes {REAL} NOT NULL DEFAULT 0,
     ev_nc {REAL} NOT NULL DEFAULT 0, ev_tc {REAL} NOT NULL DEFAULT 0,
     ev_nu {REAL} NOT NULL DEFAULT 0, ev_tu {REAL} NOT NULL DEFAULT 0,
+    ev_bins {BYTES},
     nutch_interval {REAL} NOT NULL DEFAULT 2592000,
     fails INTEGER NOT NULL DEFAULT 0,
     gone INTEGER NOT NULL DEFAULT 0,
@@ -173,6 +175,7 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
     fetches {BIGINT} NOT NULL, changes {BIGINT} NOT NULL, bytes_total {BIGINT} NOT NULL,
     credits_total {REAL} NOT NULL, avg_bytes {REAL} NOT NULL,
     ev_nc {REAL} NOT NULL, ev_tc {REAL} NOT NULL, ev_nu {REAL} NOT NULL, ev_tu {REAL} NOT NULL,
+    ev_bins {BYTES},
     nutch_interval {REAL} NOT NULL, fails {BIGINT} NOT NULL DEFAULT 0, gone INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS hints (
@@ -191,6 +194,13 @@ CREATE TABLE IF NOT EXISTS hint_log (
 # recrawl.plan.backoff); ``moved_to``, set by ingest, retires a page whose URL
 # answered a permanent redirect to a URL that already was a page (the page is
 # never planned again). Both came with schema 6.
+#
+# ``ev_bins`` (schema 7): the page's changed intervals by length bin, twelve
+# float32 numbers as one 48-byte blob (recrawl.records.evidence), for the
+# censored likelihood of each page's own intervals. NULL (every page of a store
+# migrated from schema 6, until its next revisit) reads as all of the page's
+# changed intervals in the bin of their mean length ev_tc / ev_nc: exactly the
+# estimate the four numbers gave, so a migrated store keeps its estimates.
 #
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -397,6 +407,7 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
+        "BYTES": "BLOB",
         "JSON_ROW": "json_array({})",
         "SPARSE": "recrawl_sparse",
     }
@@ -441,7 +452,7 @@ class SQLStore:
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
-            if found in (2, 3, 4, 5):
+            if found in (2, 3, 4, 5, 6):
                 self._migrate(found)
                 found = SCHEMA_VERSION
             if found is not None and found != SCHEMA_VERSION:
@@ -521,7 +532,7 @@ class SQLStore:
             yield self._db
 
     def _migrate(self, found: int) -> None:
-        """Bring a store of schema ``found`` (2 to 5) to :data:`SCHEMA_VERSION`.
+        """Bring a store of schema ``found`` (2 to 6) to :data:`SCHEMA_VERSION`.
         One transaction: a crash leaves the store as it was."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -535,6 +546,8 @@ class SQLStore:
                 self._failed_first_from_4(db)
             if found in (2, 3, 4, 5):
                 self._pages_from_5(db)
+            if found in (2, 3, 4, 5, 6):
+                self._bins_from_6(db)
             if found < SCHEMA_VERSION:
                 # other connections (an older recrawl still running) drop their
                 # cached pages and bucket rows and read the new layout
@@ -684,6 +697,14 @@ class SQLStore:
                 if fails:
                     counts.append((fails, pid))
         db.executemany("UPDATE pages SET fails = ? WHERE id = ?", counts)
+
+    def _bins_from_6(self, db: Any) -> None:
+        """Schema 6 to 7: pages and their checkpoints gain ``ev_bins``, NULL: read
+        as the bin of the page's mean changed length (the estimate it had)."""
+        for table in ("pages", "page_checkpoints"):
+            have = self._columns(db, table)
+            if have and "ev_bins" not in have:  # (no table: the DDL makes it, with the column)
+                db.execute(f"ALTER TABLE {table} ADD COLUMN ev_bins {self.dialect['BYTES']}")
 
     def _columns(self, db: Any, table: str) -> set[str]:
         """The columns of ``table`` (empty: no such table), in the transaction of ``db``."""
@@ -2050,15 +2071,17 @@ class SQLStore:
         Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
         ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
-        (seconds), ``avg_bytes`` (float64 arrays); ``fails`` (consecutive
-        failed fetches, int64 array); ``gone`` and ``moved`` (retired by a
-        permanent redirect to another page) (bool arrays).
+        (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
+        bins, ``(n, 12)`` float32, :mod:`recrawl.records.evidence`); ``fails``
+        (consecutive failed fetches, int64 array); ``gone`` and ``moved``
+        (retired by a permanent redirect to another page) (bool arrays).
         """
         urls: list[str] = []
         sites: list[str] = []
         types: list[str] = []
         ids: list[NDArray[np.int64]] = []
         nums: list[NDArray[np.float64]] = []
+        bins: list[NDArray[np.float32]] = []
         # one copy of each site and page type string, not one per page
         site_of: dict[str, str] = {}
         type_of: dict[str, str] = {}
@@ -2066,7 +2089,7 @@ class SQLStore:
             cur = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
                 "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id FROM pages ORDER BY url"
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins FROM pages ORDER BY url"
             )
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
             while rows := cur.fetchmany(50_000):
@@ -2075,7 +2098,9 @@ class SQLStore:
                 sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
                 types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
                 ids.append(np.fromiter((r[16] for r in rows), np.int64, n))
-                nums.append(np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13))
+                num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13)
+                nums.append(num)
+                bins.append(bins_from_blobs([r[17] for r in rows], num[:, 4], num[:, 5]))
         num = np.concatenate(nums) if nums else np.zeros((0, 13))
         cols: dict[str, Any] = {
             "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
@@ -2091,6 +2116,7 @@ class SQLStore:
         cols["gone"] = num[:, 10] > 0
         cols["fails"] = num[:, 11].astype(np.int64)
         cols["moved"] = num[:, 12] > 0
+        cols["ev_bins"] = np.concatenate(bins) if bins else np.zeros((0, BIN_COLUMNS), np.float32)
         return cols
 
     def outside_writes(self) -> int | None:

@@ -134,6 +134,7 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
+        "BYTES": "BYTEA",
         "JSON_ROW": "json_build_array({})::text",
         "SPARSE": "",
     }

@@ -44,6 +44,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
+from recrawl.records.evidence import bins_from_blobs
 from recrawl.records.pages import (
     MUTABLE_FIELDS,
     PageArrays,
@@ -352,6 +353,9 @@ class MemoryStore:
         cols["gone"] = np.array([bool(p.gone) for _, p in rows], dtype=bool)
         cols["fails"] = np.array([p.fails for _, p in rows], dtype=np.int64)
         cols["moved"] = np.array([pid in st.moved_to for pid, _ in rows], dtype=bool)
+        cols["ev_bins"] = bins_from_blobs(
+            [p.ev_bins for _, p in rows], cols["ev_nc"], cols["ev_tc"]
+        )
         return cols
 
     def sites(self) -> list[str]:

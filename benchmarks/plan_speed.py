@@ -87,19 +87,22 @@ def build_pages(n: int, rng: np.random.Generator, *, irregular: bool = False) ->
     s.ev_nu[:] = visits - changes
     s.ev_tu[:] = (visits - changes) * interval
     del rate, p
-    bins = np.zeros((n, BIN_COLUMNS), dtype=np.float32)
+    # the planner's read-only copy of the bins is float16 (as the engine's)
+    bins = np.zeros((n, BIN_COLUMNS), dtype=np.float16)
     step = 1 << 20
     for lo in range(0, n, step):  # in chunks: the temporaries stay small
         sl = slice(lo, min(n, lo + step))
         c, iv = changes[sl], interval[sl]
-        rows = np.arange(c.size)
         if irregular:
+            rows = np.arange(c.size)
+            chunk = np.zeros((c.size, BIN_COLUMNS), dtype=np.float32)
             half = np.floor(c / 2)
             for part, f in ((half, 0.5), (c - half, 1.5)):
                 k = length_bin(iv * f)
-                bins[sl][rows, k] += part
-                bins[sl][rows, BINS + k] += part * iv * f
+                chunk[rows, k] += part
+                chunk[rows, BINS + k] += part * iv * f
             s.ev_tc[sl] = half * iv * 0.5 + (c - half) * iv * 1.5
+            bins[sl] = chunk
         else:
             bins[sl] = bins_from_totals(c, c * iv)
     s.ev_bins = bins

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from recrawl._exceptions import InvalidObservation
 from recrawl.config import Settings
@@ -485,7 +486,7 @@ class Engine:
             site_cost_multiplier=mult if len(mult) else np.ones(1),
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
-            ev_bins=cols.get("ev_bins"),
+            ev_bins=_planner_bins(cols.get("ev_bins")),
         )
         if signals and n:
             checked, stale = self._hint_signals(now, cols, site_code, site_names)
@@ -1496,3 +1497,12 @@ class Engine:
             event="resume",
             detail=f"by {by}",
         )
+
+
+def _planner_bins(bins: NDArray[np.float32] | None) -> NDArray[np.floating[Any]] | None:
+    """The planner's read-only copy of the length bins: float16 (half the
+    memory; see :attr:`~recrawl.plan.planner.PlanPages.ev_bins`) unless a
+    number would not fit in it."""
+    if bins is None or not bins.size or float(bins.max()) >= 6.0e4:
+        return bins
+    return bins.astype(np.float16)

@@ -88,7 +88,7 @@ DEFAULT_HALF_LIFE_DAYS: float = 180.0
 """Half-life of revisit evidence, days."""
 
 _CHUNK = 1 << 15
-_NO_BINS = np.zeros((0, BIN_COLUMNS))
+_NO_BINS = np.zeros((0, BIN_COLUMNS), dtype=np.float32)
 _BINNED_STEPS = 12
 
 
@@ -444,13 +444,15 @@ def _usable(
     return out
 
 
-def _usable_bins(bad: IntArray | None, bins: NDArray[np.floating[Any]] | None) -> FloatArray | None:
-    """A chunk's length bins as float64, zero at its ``bad`` pages."""
-    if bins is None:
-        return None
-    out = bins.astype(np.float64)
-    if bad is not None:
-        out[bad] = 0.0
+def _usable_bins(
+    bad: IntArray | None, bins: NDArray[np.floating[Any]] | None
+) -> NDArray[np.floating[Any]] | None:
+    """A chunk's length bins, zero at its ``bad`` pages (the chunk's own array
+    when every page is sound)."""
+    if bins is None or bad is None:
+        return bins
+    out = bins.copy()
+    out[bad] = 0.0
     return out
 
 
@@ -675,7 +677,7 @@ def fit_group_priors(
 
         def evidence(
             sl: slice, bad_sl: IntArray | None, thin: bool
-        ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, FloatArray | None]:
+        ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, NDArray[Any] | None]:
             c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
             ok = (c_t + u_t) > 0
             if msk is not None:
@@ -684,15 +686,21 @@ def fit_group_priors(
             if thin:
                 ok &= _hash_unit(sl) < cap / np.maximum(size[gc], 1.0)
             bn = None
-            if bins is not None:  # only the rows kept, as float64
-                bn = bins[sl][ok].astype(np.float64)
+            if bins is not None:  # only the rows kept
+                bn = bins[sl][ok]
                 if bad_sl is not None:
                     was_bad = np.zeros(ok.shape[0], dtype=bool)
                     was_bad[bad_sl] = True
                     bn[was_bad[ok]] = 0.0
             return c_n[ok], c_t[ok], u_t[ok], gc[ok], bn
 
-        none = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp), None)
+        none: tuple[FloatArray, FloatArray, FloatArray, IntArray, NDArray[Any] | None] = (
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros(0, dtype=np.intp),
+            None,
+        )
         thin = bool(np.isfinite(cap))
         parts = [evidence(sl, b, thin) for sl, b in zip(chunks, bad, strict=True)] or [none]
         s_nc, s_tc, s_tu = (np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -727,7 +735,7 @@ def _e_step(
     tc: FloatArray,
     tu: FloatArray,
     g: IntArray,
-    bins: FloatArray | None = None,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per group: pages, Σ E[λ] and Σ E[ln λ] under the pages' posteriors.
 
@@ -819,16 +827,28 @@ def _posterior_mode(
     nc: FloatArray,
     tc: FloatArray,
     tu: FloatArray,
-    bins: FloatArray | None = None,
+    bins: NDArray[np.floating[Any]] | None = None,
+    bins_scale: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Mode of ln λ under the Gamma prior and censored likelihood; λ and sd(λ).
 
     Without ``bins`` every changed interval is read at the mean ``tc/nc``;
-    with them (``(m, 12)`` float64, :mod:`recrawl.records.evidence`), those of
-    each length bin at the bin's own mean length (:func:`_binned_mode`).
+    with them (``(m, 12)``, :mod:`recrawl.records.evidence`, their counts
+    times ``bins_scale`` when given: a decay), those of each length bin at
+    the bin's own mean length (:func:`_binned_mode`) where more than one bin
+    is in use.
     """
     if bins is not None:
-        return _binned_mode(alpha, beta + tu, bins)
+        # pages with one bin in use (regular revisits, or bins read from the
+        # four numbers) are the mean-length case: only the others need the bins
+        lam, sd = _posterior_mode(alpha, beta, nc, tc, tu)
+        many = np.flatnonzero(np.count_nonzero(bins[:, :BINS] > 0, axis=1) > 1)
+        if many.size:
+            scale = None if bins_scale is None else bins_scale[many]
+            lam[many], sd[many] = _binned_mode(
+                alpha[many], beta[many] + tu[many], bins[many], scale, start=lam[many]
+            )
+        return lam, sd
     b = beta + tu
     lam = alpha / b  # the answer for pages that never showed a change
     hpp = -alpha  # h''(s) = −bλ there
@@ -880,76 +900,67 @@ def _mean_length_mode(
 
 
 def _binned_mode(
-    alpha: FloatArray, b: FloatArray, bins: FloatArray
+    alpha: FloatArray,
+    b: FloatArray,
+    bins: NDArray[np.floating[Any]],
+    scale: FloatArray | None = None,
+    *,
+    start: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """The posterior mode of ln λ from binned changed intervals; λ and sd(λ).
 
     ``bins`` holds each page's decayed counts ``n_k`` and length sums ``t_k``
-    of its changed intervals per length bin; each bin is read at its mean
-    length ``τ_k = t_k/n_k``, so the mode is the root of ::
+    of its changed intervals per length bin (counts times ``scale``, when
+    given); each bin is read at its mean length ``τ_k = t_k/n_k``, so the
+    mode is the root of ::
 
         α + Σ_k n_k φ(λ τ_k) = b λ,     φ(u) = u/(e^u − 1),  b = β + tu
 
-    in ``[α/b, (α + Σ n_k)/b]``. A page with one bin in use (regular revisits)
-    is the mean-length case of :func:`_posterior_mode` (four Newton steps,
-    relative error below 1e-7); the others take safeguarded Newton steps in
-    ``s = ln λ`` over their used bins only (flat, one entry per page and bin),
-    until every page moves less than 1e-6 in ``s`` (at most
+    in ``[α/b, (α + Σ n_k)/b]``: safeguarded Newton steps in ``s = ln λ``
+    over the used bins only (flat, one entry per page and bin), from
+    ``start`` (the mean-length estimate, a little low) or the Gamma-style
+    guess, until every page moves less than 1e-6 in ``s`` (at most
     :data:`_BINNED_STEPS` steps).
     """
-    lam = alpha / b
-    hpp = -alpha
-    n_all = bins[:, :BINS]
-    used = n_all > 0
-    n_used = used.sum(axis=1)
-    one = np.flatnonzero(n_used == 1)
-    if one.size:
-        k = used[one].argmax(axis=1)
-        n1 = n_all[one, k]
-        t1 = bins[one, BINS + k]
-        lam[one], hpp[one] = _mean_length_mode(
-            alpha[one], b[one], n1, np.maximum(t1 / n1, 1e-12), t1, steps=4
-        )
-    many = np.flatnonzero(n_used > 1)
-    if many.size:
-        page, k = np.nonzero(used[many])  # flat: one entry per page and used bin
-        n = n_all[many][page, k]
-        t = bins[many][page, BINS + k]
-        tau = np.maximum(t / n, 1e-12)
-        m = many.size
-        al, bl = alpha[many], b[many]
-        nl = np.bincount(page, weights=n, minlength=m)
-        lo = np.log(al / bl)
-        hi = np.log((al + nl) / bl)
-        s = np.clip(np.log((al + nl) / (bl + np.bincount(page, weights=t, minlength=m))), lo, hi)
-        h2 = -bl
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            for _ in range(_BINNED_STEPS):
-                ll = np.exp(s)
-                u = ll[page] * tau
-                phi = u / np.expm1(u)
-                phi[u > 700.0] = 0.0
-                blam = bl * ll
-                hp = al + np.bincount(page, weights=n * phi, minlength=m) - blam
-                h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - blam
-                up = hp > 0
-                np.copyto(lo, s, where=up)
-                np.copyto(hi, s, where=~up)
-                step = s - hp / h2
-                ok = (step >= lo) & (step <= hi)
-                new = np.where(ok, step, 0.5 * (lo + hi))
-                done = bool(np.all(np.abs(new - s) <= 1e-6))
-                s = new
-                if done:
-                    break
+    m = alpha.shape[0]
+    page, k = np.nonzero(bins[:, :BINS] > 0)  # flat: one entry per page and used bin
+    n = bins[page, k].astype(np.float64)
+    t = bins[page, BINS + k].astype(np.float64)
+    tau = np.maximum(t / n, 1e-12)
+    if scale is not None:
+        n *= scale[page]
+        t *= scale[page]
+    nl = np.bincount(page, weights=n, minlength=m)
+    lo = np.log(alpha / b)
+    hi = np.log((alpha + nl) / b)
+    if start is None:
+        start = (alpha + nl) / (b + np.bincount(page, weights=t, minlength=m))
+    s = np.clip(np.log(start), lo, hi)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for _ in range(_BINNED_STEPS):
             ll = np.exp(s)
             u = ll[page] * tau
             phi = u / np.expm1(u)
             phi[u > 700.0] = 0.0
-            h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - bl * ll
-        lam[many] = ll
-        hpp[many] = h2
-    return lam, lam / np.sqrt(-hpp)
+            blam = b * ll
+            hp = alpha + np.bincount(page, weights=n * phi, minlength=m) - blam
+            h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - blam
+            up = hp > 0
+            np.copyto(lo, s, where=up)
+            np.copyto(hi, s, where=~up)
+            step = s - hp / h2
+            ok = (step >= lo) & (step <= hi)
+            new = np.where(ok, step, 0.5 * (lo + hi))
+            done = bool(np.all(np.abs(new - s) <= 1e-6))
+            s = new
+            if done:
+                break
+        ll = np.exp(s)
+        u = ll[page] * tau
+        phi = u / np.expm1(u)
+        phi[u > 700.0] = 0.0
+        h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - b * ll
+    return ll, ll / np.sqrt(-h2)
 
 
 def estimate_rates(
@@ -1024,12 +1035,11 @@ def estimate_rates(
         b = np.full(m, priors.beta[0]) if g is None else priors.beta[g[sl]]
         c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
         bn = _usable_bins(bad_sl, None if bins is None else bins[sl])
+        d = None
         if el is not None:
             d = _decay_factor(el[sl], half_life_days)
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d
-            if bn is not None:
-                bn *= d[:, None]
-        rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t, bn)
+        rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t, bn, d)
     return rate, sd
 
 

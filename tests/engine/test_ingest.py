@@ -290,11 +290,11 @@ def _as_schema_6(s: Any) -> None:
 def _as_before_bins(p: Any) -> Any:
     """``p`` as a store from before the length bins reads it: its changed
     intervals in the bin of their mean length (so its estimate is as it was)."""
-    from recrawl.records.evidence import bins_from_totals, bins_to_blobs
+    from recrawl.records.evidence import blob_from_totals
 
     if p is None:
         return None
-    return dataclasses.replace(p, ev_bins=bins_to_blobs(bins_from_totals(p.ev_nc, p.ev_tc))[0])
+    return dataclasses.replace(p, ev_bins=blob_from_totals(p.ev_nc, p.ev_tc))
 
 
 def _no_bins(p: Any) -> Any:

@@ -51,6 +51,8 @@ from recrawl.observe.observation import Observation, host_of, normalize_url, sho
 from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import PlannerConfig, PlanPages, group_priors, plan_cycle, reallocate
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
+from recrawl.records.pages import evidence_blob
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -1031,16 +1033,20 @@ class Engine:
         n = len(cols["url"])
         first = np.full(n, np.nan)
         ev = np.zeros((4, n))
+        evidence = np.zeros((n, EVIDENCE_COLUMNS), dtype=np.float32)
         for pid, (lo, *e) in h.checkpoints.items():
             i = index.get(h.urls.get(pid, ""), -1)
             if i >= 0:
                 first[i] = lo
                 ev[:, i] = e
+                blob = evidence_blob(h.checkpoint_evidence.get(pid), e[0], e[1])
+                evidence[i] = np.frombuffer(blob, dtype="<f4")
         hl = self.store.half_life_days
         pred = revisit_predictions(
             pg[keep], h.fetched_at[keep], h.kind[keep], pages.group, since=since, until=stop,
             start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
             half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
+            start_evidence=evidence,
         )  # fmt: skip
         return _Revisits(cols, h, keep, pred, since, end)
 
@@ -1500,9 +1506,13 @@ class Engine:
 
 
 def _planner_bins(bins: NDArray[np.float32] | None) -> NDArray[np.floating[Any]] | None:
-    """The planner's read-only copy of the length bins: float16 (half the
+    """The planner's read-only copy of the length bins (the first
+    :data:`~recrawl.records.evidence.BIN_COLUMNS` evidence columns): float16 (half the
     memory; see :attr:`~recrawl.plan.planner.PlanPages.ev_bins`) unless a
     number would not fit in it."""
-    if bins is None or not bins.size or float(bins.max()) >= 6.0e4:
-        return bins
+    if bins is None:
+        return None
+    bins = bins[:, :BIN_COLUMNS]  # (not the change-point test, which only the fold reads)
+    if not bins.size or float(bins.max()) >= 6.0e4:
+        return np.ascontiguousarray(bins)
     return bins.astype(np.float16)

@@ -62,13 +62,23 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from recrawl.records.evidence import BIN_COLUMNS, BINS, length_bin
+from recrawl.records.evidence import (
+    BIN_COLUMNS,
+    BINS,
+    EVIDENCE_COLUMNS,
+    bins_from_totals,
+    length_bin,
+)
 
 __all__ = [
+    "CHANGE_FACTOR",
+    "CHANGE_MIN_REVISITS",
+    "CHANGE_THRESHOLD",
     "DEFAULT_HALF_LIFE_DAYS",
     "RESOLUTION_WARN_SHARE",
     "GroupPriors",
     "RateResolution",
+    "change_point_step",
     "decay_evidence",
     "estimate_rates",
     "fit_group_priors",
@@ -236,9 +246,19 @@ def update_evidence_arrays(
     if not t_ok.all():
         bad = int(t_ok.size - np.count_nonzero(t_ok))
         raise ValueError(f"interval_days must be positive and finite; {bad} are not")
-    if bins is not None and bins.shape != (n, BIN_COLUMNS):
-        raise ValueError(f"bins must have shape ({n}, {BIN_COLUMNS}), got {bins.shape}")
+    if bins is not None and bins.shape not in ((n, BIN_COLUMNS), (n, EVIDENCE_COLUMNS)):
+        raise ValueError(
+            f"bins must have shape ({n}, {BIN_COLUMNS}) or ({n}, {EVIDENCE_COLUMNS}), "
+            f"got {bins.shape}"
+        )
     d = _decay_factor(t, half_life_days)
+    watch = bins is not None and bins.shape[1] == EVIDENCE_COLUMNS and idx.size > 0
+    if watch:
+        assert bins is not None
+        state, fired, run = change_point_step(
+            nc[idx], tc[idx], nu[idx], tu[idx], bins[idx, BIN_COLUMNS:], t, ch, d
+        )
+        bins[idx, BIN_COLUMNS:] = state
     if bins is not None:
         fold_bins(bins, idx, t, ch, half_life_days=half_life_days)
     cf = ch.astype(np.float64)
@@ -246,6 +266,93 @@ def update_evidence_arrays(
     tc[idx] = tc[idx] * d + cf * t
     nu[idx] = nu[idx] * d + (1.0 - cf)
     tu[idx] = tu[idx] * d + (1.0 - cf) * t
+    if watch and fired.any():
+        assert bins is not None
+        f = idx[fired]
+        rn, rtc, rnu, rtu = run[fired].T
+        nc[f], tc[f], nu[f], tu[f] = rn, rtc, rnu, rtu
+        bins[f, :BIN_COLUMNS] = bins_from_totals(rn, rtc)
+
+
+CHANGE_FACTOR: float = 4.0
+"""The change-point test weighs "the rate is now this many times higher (or
+lower) than the page's evidence says" against "it is as the evidence says"."""
+
+CHANGE_THRESHOLD: float = 6.0
+"""Log-likelihood ratio (nats) at which a page's CUSUM calls a change point."""
+
+CHANGE_MIN_REVISITS: float = 5.0
+"""Evidence (``nc + nu``, revisits) a page needs before its rate is tested."""
+
+
+def change_point_step(
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    state: NDArray[np.floating[Any]],
+    interval_days: FloatArray,
+    changed: NDArray[np.bool_],
+    decay: FloatArray,
+) -> tuple[NDArray[np.float32], NDArray[np.bool_], FloatArray]:
+    """One revisit of each of ``m`` pages through their change-point test (pure).
+
+    The test is a two-sided CUSUM (Page 1954) of the revisit's log-likelihood
+    ratio between the rate ``κλ`` (and ``λ/κ``), κ = :data:`CHANGE_FACTOR`, and
+    the rate ``λ`` the page's evidence ``nc, tc, nu, tu`` gave before this
+    revisit (its censored estimate, :func:`raw_rates`; at least half a change
+    over the span it covers). A revisit after ``t`` days that found a change
+    adds ``ln((1 − e^(−κλt)) / (1 − e^(−λt)))`` to the upward sum, one that
+    did not ``−(κ − 1)λt``; each sum stays ≥ 0. While a sum is above 0 the
+    evidence of its run (the revisits since it left 0, decayed as the page's)
+    is kept beside it. A sum above :data:`CHANGE_THRESHOLD` is a change point:
+    the page's evidence should be replaced by that run's, so the page is
+    re-learned from the change on rather than through the evidence half-life
+    (which stays as the floor). Pages with less than
+    :data:`CHANGE_MIN_REVISITS` revisits of evidence are not tested.
+
+    ``state`` is ``(m, 10)``: the upward and downward sums, then the upward
+    run's ``nc, tc, nu, tu``, then the downward run's. Returns the new state
+    (float32; zero where a change point was called), which pages called one,
+    and the ``(m, 4)`` evidence of the run that called it.
+
+    >>> st = np.zeros((1, 10), dtype=np.float32)
+    >>> ev = [np.array([0.5]), np.array([1.5]), np.array([59.0]), np.array([177.0])]
+    >>> for _ in range(6):  # a page that changed once in 60 revisits now changes every time
+    ...     st, fired, run = change_point_step(*ev, st, np.array([3.0]), np.array([True]), np.ones(1))
+    ...     if fired[0]:
+    ...         break
+    >>> bool(fired[0]), run[0].tolist()
+    (True, [5.0, 15.0, 0.0, 0.0])
+    """
+    st = np.asarray(state, dtype=np.float64)
+    t = interval_days
+    cf = changed.astype(np.float64)
+    lam = np.maximum(raw_rates(nc, tc, nu, tu), 0.5 / (tc + tu + t))
+    x = lam * t
+    k = CHANGE_FACTOR
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        p0 = -np.expm1(-x)
+        llr_up = np.where(changed, np.log(-np.expm1(-k * x) / p0), -(k - 1.0) * x)
+        llr_down = np.where(changed, np.log(-np.expm1(-x / k) / p0), (1.0 - 1.0 / k) * x)
+    testable = (nc + nu) >= CHANGE_MIN_REVISITS
+    here = np.stack([cf, cf * t, 1.0 - cf, (1.0 - cf) * t], axis=1)
+    out = np.zeros_like(st)
+    runs = []
+    for j, llr in enumerate((llr_up, llr_down)):
+        before = st[:, j]
+        s = np.where(testable, np.maximum(before + np.nan_to_num(llr), 0.0), 0.0)
+        cols = slice(2 + 4 * j, 6 + 4 * j)
+        run = np.where((before > 0)[:, None], st[:, cols] * decay[:, None], 0.0) + here
+        run[s <= 0] = 0.0
+        out[:, j] = s
+        out[:, cols] = run
+        runs.append(run)
+    fired = (out[:, 0] > CHANGE_THRESHOLD) | (out[:, 1] > CHANGE_THRESHOLD)
+    which = out[:, 0] >= out[:, 1]
+    chosen = np.where(which[:, None], runs[0], runs[1])
+    out[fired] = 0.0
+    return out.astype(np.float32), fired, chosen
 
 
 def fold_revisits(
@@ -421,7 +528,10 @@ def _bad_chunks(
 ) -> list[IntArray | None]:
     """:func:`_bad_pages` of every chunk (:func:`_chunks`), checked once (with
     the pages whose length ``bins``, when given, are not finite and ≥ 0)."""
-    if bins is not None and bins.shape != (nc.shape[0], BIN_COLUMNS):
+    if bins is not None and bins.shape not in (
+        (nc.shape[0], BIN_COLUMNS),
+        (nc.shape[0], EVIDENCE_COLUMNS),
+    ):
         raise ValueError(f"bins must have shape ({nc.shape[0]}, {BIN_COLUMNS}), got {bins.shape}")
     return [
         _bad_bins(None if bins is None else bins[sl], _bad_pages(nc[sl], tc[sl], nu[sl], tu[sl]))
@@ -630,6 +740,7 @@ def fit_group_priors(
     """
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     bad = _bad_chunks(ncf, tcf, nuf, tuf, bins)  # once, for every pass below
+    bins = None if bins is None else bins[:, :BIN_COLUMNS]  # (not the change-point test)
     g = None if groups is None else np.asarray(groups)
     msk = None if mask is None else np.asarray(mask, dtype=bool)
     if g is None:
@@ -1021,6 +1132,7 @@ def estimate_rates(
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     g = None if groups is None else np.asarray(groups)
     bad = _bad_chunks(ncf, tcf, nuf, tuf, bins)
+    bins = None if bins is None else bins[:, :BIN_COLUMNS]  # (not the change-point test)
     if priors is None:
         priors = fit_group_priors(ncf, tcf, nuf, tuf, g, bins=bins)
     el = None

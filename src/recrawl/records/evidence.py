@@ -7,12 +7,14 @@ censored likelihood can read each changed interval near its own length
 instead of at the mean of all of them (:mod:`recrawl.estimate.censored`).
 
 The bins of one page are :data:`BIN_COLUMNS` float32 numbers: the counts of
-bins 0 … 5, then the length sums (days) of bins 0 … 5. As columns they are an
-``(n, 12)`` float32 array; in the store, one 48-byte little-endian blob a page.
-A page whose blob is missing (a store written before the bins existed) reads
-as all its changed intervals in the bin of their mean length
+bins 0 … 5, then the length sums (days) of bins 0 … 5. After them come the
+:data:`CHANGE_COLUMNS` numbers of the page's change-point test. As columns
+they are an ``(n, 22)`` float32 array (:data:`EVIDENCE_COLUMNS`; the planner
+reads the first 12); in the store, one 88-byte little-endian blob a page. A
+page whose blob is missing (a store written before the bins existed) reads as
+all its changed intervals in the bin of their mean length
 (:func:`bins_from_totals`), which gives exactly the estimate the four numbers
-gave.
+gave, and a change-point test at rest.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ __all__ = [
     "BINS",
     "BIN_COLUMNS",
     "BIN_EDGES_DAYS",
+    "CHANGE_COLUMNS",
+    "EVIDENCE_COLUMNS",
     "NO_BINS",
     "bins_from_blobs",
     "bins_from_totals",
     "bins_to_blobs",
+    "blob_from_totals",
     "length_bin",
 ]
 
@@ -41,7 +46,16 @@ BINS: Final = len(BIN_EDGES_DAYS) + 1
 BIN_COLUMNS: Final = 2 * BINS
 """float32 numbers of one page's bins: ``BINS`` counts, then ``BINS`` length sums (days)."""
 
-NO_BINS: Final = bytes(4 * BIN_COLUMNS)
+CHANGE_COLUMNS: Final = 10
+"""float32 numbers of one page's change-point test, after its bins
+(:func:`recrawl.estimate.rates.change_point_step`): the upward and downward
+CUSUM sums, then each one's run evidence ``nc, tc, nu, tu``."""
+
+EVIDENCE_COLUMNS: Final = BIN_COLUMNS + CHANGE_COLUMNS
+"""float32 numbers a page keeps beside its four evidence numbers: its bins,
+then its change-point test."""
+
+NO_BINS: Final = bytes(4 * EVIDENCE_COLUMNS)
 """The blob of a page without evidence."""
 
 _EDGES: Final = np.asarray(BIN_EDGES_DAYS, dtype=np.float64)
@@ -77,27 +91,40 @@ def bins_from_totals(nc: ArrayLike, tc: ArrayLike) -> NDArray[np.float32]:
 
 
 def bins_from_blobs(blobs: list[Any], nc: ArrayLike, tc: ArrayLike) -> NDArray[np.float32]:
-    """``(n, 12)`` bins from the store's blobs (bytes, or None where a page
-    has none yet: then :func:`bins_from_totals` of its ``nc``, ``tc``)."""
+    """``(n, 22)`` evidence columns from the store's blobs (bytes, or None where
+    a page has none yet: then :func:`bins_from_totals` of its ``nc``, ``tc``,
+    and a change-point test at rest)."""
     n = len(blobs)
-    missing = [i for i, b in enumerate(blobs) if b is None or len(b) != 4 * BIN_COLUMNS]
-    if not missing:
+    width = 4 * EVIDENCE_COLUMNS
+    if all(b is not None and len(b) == width for b in blobs):
         raw = b"".join(bytes(b) for b in blobs)
-        return np.frombuffer(raw, dtype=_DT).astype(np.float32).reshape(n, BIN_COLUMNS)
-    out = np.zeros((n, BIN_COLUMNS), dtype=np.float32)
-    have = np.ones(n, dtype=bool)
-    have[missing] = False
-    idx = np.flatnonzero(have)
-    if idx.size:
-        raw = b"".join(bytes(blobs[i]) for i in idx.tolist())
-        out[idx] = np.frombuffer(raw, dtype=_DT).reshape(idx.size, BIN_COLUMNS)
-    m = np.asarray(missing, dtype=np.intp)
-    out[m] = bins_from_totals(np.asarray(nc, np.float64)[m], np.asarray(tc, np.float64)[m])
+        return np.frombuffer(raw, dtype=_DT).astype(np.float32).reshape(n, EVIDENCE_COLUMNS)
+    out = np.zeros((n, EVIDENCE_COLUMNS), dtype=np.float32)
+    missing = []
+    for i, b in enumerate(blobs):
+        if b is not None and len(b) in (width, 4 * BIN_COLUMNS):
+            got = np.frombuffer(bytes(b), dtype=_DT)
+            out[i, : got.size] = got
+        else:
+            missing.append(i)
+    if missing:
+        m = np.asarray(missing, dtype=np.intp)
+        nc_m = np.asarray(nc, np.float64)[m]
+        out[m, :BIN_COLUMNS] = bins_from_totals(nc_m, np.asarray(tc, np.float64)[m])
     return out
 
 
-def bins_to_blobs(bins: NDArray[np.float32]) -> list[bytes]:
-    """One 48-byte little-endian blob per row of ``bins``."""
+def bins_to_blobs(bins: NDArray[np.floating[Any]]) -> list[bytes]:
+    """One little-endian float32 blob per row of ``bins``."""
     raw = np.ascontiguousarray(bins, dtype=_DT).tobytes()
-    w = 4 * BIN_COLUMNS
+    w = 4 * bins.shape[1]
     return [raw[i : i + w] for i in range(0, len(raw), w)]
+
+
+def blob_from_totals(nc: float, tc: float) -> bytes:
+    """The blob of a page whose only evidence is its four numbers (``nc``
+    changed intervals, ``tc`` days in all): :func:`bins_from_totals`, a
+    change-point test at rest."""
+    out = np.zeros((1, EVIDENCE_COLUMNS), dtype=np.float32)
+    out[:, :BIN_COLUMNS] = bins_from_totals(nc, tc)
+    return bins_to_blobs(out)[0]

@@ -18,10 +18,11 @@ from recrawl.observe.observation import Observation
 from recrawl.records.buckets import OUTCOMES
 from recrawl.records.evidence import (
     BIN_COLUMNS,
+    EVIDENCE_COLUMNS,
     NO_BINS,
     bins_from_blobs,
-    bins_from_totals,
     bins_to_blobs,
+    blob_from_totals,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Classifier",
     "PageArrays",
     "PageState",
+    "evidence_blob",
     "new_page_row",
     "object_array",
     "page_from_row",
@@ -77,8 +79,8 @@ class PageState:
     ev_nu: float = 0.0
     ev_tu: float = 0.0
     ev_bins: bytes = NO_BINS
-    """The changed intervals by length bin (:mod:`recrawl.records.evidence`):
-    twelve float32 numbers as 48 little-endian bytes."""
+    """The changed intervals by length bin and the change-point test
+    (:mod:`recrawl.records.evidence`): 22 float32 numbers as 88 little-endian bytes."""
     nutch_interval: float = NUTCH_DEFAULT_S
     fails: int = 0
     """Consecutive failed fetches (any outcome that did not reach the content)
@@ -127,7 +129,7 @@ class PageArrays:
     ev_tc: FloatArray
     ev_nu: FloatArray
     ev_tu: FloatArray
-    ev_bins: NDArray[np.float32]  # (n, BIN_COLUMNS)
+    ev_bins: NDArray[np.float32]  # (n, EVIDENCE_COLUMNS): bins, then the change-point test
     nutch_interval: FloatArray
     fails: NDArray[np.int64]
     gone: NDArray[np.bool_]
@@ -228,11 +230,20 @@ def page_from_row(row: Sequence[Any]) -> PageState:
     """A :class:`~recrawl.pagestate.PageState` from a row (:data:`ROW_FIELDS`)."""
     page = PageState(*row[:-1])
     page.gone = bool(row[-1])
-    if page.ev_bins is None or len(page.ev_bins) != 4 * BIN_COLUMNS:  # a store without bins
-        page.ev_bins = bins_to_blobs(bins_from_totals(page.ev_nc, page.ev_tc))[0]
-    elif not isinstance(page.ev_bins, bytes):  # a memoryview from a driver
-        page.ev_bins = bytes(page.ev_bins)
+    page.ev_bins = evidence_blob(page.ev_bins, page.ev_nc, page.ev_tc)
     return page
+
+
+def evidence_blob(blob: Any, nc: float, tc: float) -> bytes:
+    """A page's evidence blob as bytes of :data:`~recrawl.records.evidence.EVIDENCE_COLUMNS`
+    float32 (a store without bins gives None: its four numbers' bins)."""
+    if blob is None:
+        return blob_from_totals(nc, tc)
+    if len(blob) == 4 * EVIDENCE_COLUMNS:
+        return bytes(blob)
+    if len(blob) == 4 * BIN_COLUMNS:  # the bins alone: the change-point test at rest
+        return bytes(blob) + bytes(4 * (EVIDENCE_COLUMNS - BIN_COLUMNS))
+    return blob_from_totals(nc, tc)
 
 
 def page_row(p: PageState) -> tuple[Any, ...]:

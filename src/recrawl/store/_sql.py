@@ -1649,10 +1649,10 @@ class SQLStore:
         )
         q = (
             "SELECT page, fetched_at, CASE outcome WHEN 'changed' THEN 1 WHEN 'new' THEN 2 "
-            "WHEN 'not_modified' THEN 3 ELSE 0 END, CASE WHEN fetched_at >= ? THEN rest END, NULL, NULL, NULL, NULL, seq "
+            "WHEN 'not_modified' THEN 3 ELSE 0 END, CASE WHEN fetched_at >= ? THEN rest END, NULL, NULL, NULL, NULL, seq, NULL "
             f"FROM observations WHERE outcome IN ({_CONTENT_SQL}) AND fetched_at < ? "
             f"AND page IN ({recent}) "
-            "UNION ALL SELECT page, last_ok, -1, NULL, ev_nc, ev_tc, ev_nu, ev_tu, -1 "
+            "UNION ALL SELECT page, last_ok, -1, NULL, ev_nc, ev_tc, ev_nu, ev_tu, -1, ev_bins "
             f"FROM page_checkpoints WHERE page IN ({recent}) ORDER BY 1, 2, 9"
         )
         at = _CONDITIONAL_AT
@@ -1661,6 +1661,7 @@ class SQLStore:
         codes: list[NDArray[np.int64]] = []
         cond: list[NDArray[np.bool_]] = []
         start: dict[int, tuple[float, ...]] = {}
+        blobs: dict[int, bytes | None] = {}
         with self._snapshot() as db:
             cur = db.execute(q, (since, hi, since, hi, since, hi))
             while rows := cur.fetchmany(100_000):
@@ -1670,6 +1671,7 @@ class SQLStore:
                         if r[2] < 0:
                             lo = math.nan if r[1] is None else float(r[1])
                             start[int(r[0])] = (lo, *(float(x) for x in r[4:8]))
+                            blobs[int(r[0])] = None if r[9] is None else bytes(r[9])
                 n = len(log)
                 pages.append(np.fromiter((r[0] for r in log), np.int64, n))
                 times.append(np.fromiter((r[1] for r in log), np.float64, n))
@@ -1697,6 +1699,7 @@ class SQLStore:
             conditional=cat(cond, np.bool_),
             urls={int(k): str(u) for k, u in urls.items()},
             checkpoints=start,
+            checkpoint_evidence=blobs,
         )
 
     def group_totals(self) -> list[GroupTotals]:

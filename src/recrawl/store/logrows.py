@@ -15,8 +15,7 @@ import orjson
 
 from recrawl.observe.batch import LOG_FIELDS
 from recrawl.observe.observation import Observation
-from recrawl.records.evidence import BIN_COLUMNS, bins_from_totals, bins_to_blobs
-from recrawl.records.pages import MUTABLE_FIELDS, PageState
+from recrawl.records.pages import MUTABLE_FIELDS, PageState, evidence_blob
 
 __all__ = ["PRUNE_CHUNK_ROWS", "from_checkpoint", "logged_observation"]
 
@@ -49,8 +48,5 @@ def from_checkpoint(page: PageState, cp: Sequence[Any] | None) -> bool:
         setattr(page, name, v)
     page.first_seen = min(first_seen, page.first_seen)
     page.gone = bool(page.gone)
-    if page.ev_bins is None or len(page.ev_bins) != 4 * BIN_COLUMNS:  # a checkpoint before bins
-        page.ev_bins = bins_to_blobs(bins_from_totals(page.ev_nc, page.ev_tc))[0]
-    else:
-        page.ev_bins = bytes(page.ev_bins)
+    page.ev_bins = evidence_blob(page.ev_bins, page.ev_nc, page.ev_tc)  # (None: before bins)
     return bool(cp[0])

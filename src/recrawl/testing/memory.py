@@ -370,11 +370,14 @@ class MemoryStore:
         checkpoints: dict[int, tuple[float, ...]] = {}
         at = 2 + MUTABLE_FIELDS.index("last_ok")
         ev = [2 + MUTABLE_FIELDS.index(n) for n in ("ev_nc", "ev_tc", "ev_nu", "ev_tu")]
+        blob_at = 2 + MUTABLE_FIELDS.index("ev_bins")
+        blobs: dict[int, bytes | None] = {}
         for pid in recent:
             cp = st.checkpoints.get(pid)
             if cp is not None:
                 lo = math.nan if cp[at] is None else float(cp[at])
                 checkpoints[pid] = (lo, *(float(cp[i]) for i in ev))
+                blobs[pid] = cp[blob_at]
         return ContentHistory(
             page=np.array([p for p, *_ in rows], dtype=np.int64),
             fetched_at=np.array([t for _, t, *_ in rows], dtype=np.float64),
@@ -386,6 +389,7 @@ class MemoryStore:
             ),
             urls={pid: st.pages[pid].url for pid in recent if pid in st.pages},
             checkpoints=checkpoints,
+            checkpoint_evidence=blobs,
         )
 
     def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:

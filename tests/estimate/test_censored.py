@@ -289,3 +289,24 @@ def test_a_ten_fold_jump_is_relearned_within_ten_revisits() -> None:
     assert max(reset for *_, reset in runs) <= 0.02
     half_life_only, jumped, _ = _jump(12)
     assert float(np.median(half_life_only[jumped])) < 0.15
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("bad", [np.nan, -1.0, np.inf])
+def test_a_page_with_corrupt_bins_gets_its_groups_rate(dtype: type, bad: float) -> None:
+    """Bins that are not finite and ≥ 0 (corrupt state) make a page one without
+    evidence, as corrupt four numbers do: every other page keeps its rate."""
+    from recrawl.records.evidence import BIN_COLUMNS, bins_from_totals
+
+    nc, tc = np.array([3.0, 5.0, 2.0]), np.array([6.0, 5.0, 20.0])
+    nu, tu = np.array([4.0, 5.0, 1.0]), np.array([8.0, 5.0, 10.0])
+    bins = bins_from_totals(nc, tc).astype(dtype)
+    bins[:, 1] = [0.0, 0.0, 1.0]  # the third page: two bins in use
+    bins[:, BIN_COLUMNS // 2 + 1] = [0.0, 0.0, 0.5]
+    priors = GroupPriors(np.array([1.0]), np.array([2.0]))
+    sound, _ = estimate_rates(nc, tc, nu, tu, priors=priors, bins=bins)
+    bins[1, 3] = bad
+    got, _ = estimate_rates(nc, tc, nu, tu, priors=priors, bins=bins)
+    assert np.all(np.isfinite(got))
+    assert got[1] == pytest.approx(0.5)  # the group's mean α/β
+    np.testing.assert_array_equal(got[[0, 2]], sound[[0, 2]])

@@ -566,11 +566,26 @@ def _usable_bins(
     return out
 
 
+_AS_BITS: dict[int, tuple[type[np.unsignedinteger[Any]], int]] = {
+    2: (np.uint16, 0x7C00),
+    4: (np.uint32, 0x7F800000),
+    8: (np.uint64, 0x7FF0000000000000),
+}
+
+
 def _bad_bins(bins: NDArray[np.floating[Any]] | None, bad: IntArray | None) -> IntArray | None:
     """``bad`` with the pages whose bins are not all finite and ≥ 0 added."""
-    if bins is None or (
-        float(bins.min(initial=0.0)) >= 0.0 and float(bins.max(initial=0.0)) < np.inf
-    ):
+    if bins is None:
+        return bad
+    bits = _AS_BITS.get(bins.dtype.itemsize)
+    if bins.dtype.kind == "f" and bits is not None:
+        # one integer reduction: a float is finite and ≥ 0 (or −0) exactly
+        # when its bits, as an unsigned integer, lie below those of +inf
+        kind, inf = bits
+        u = bins.view(kind)
+        if int(u.max(initial=0)) < inf:
+            return bad
+    elif float(bins.min(initial=0.0)) >= 0.0 and float(bins.max(initial=0.0)) < np.inf:
         return bad
     wrong = np.flatnonzero(~np.all((bins >= 0.0) & (bins < np.inf), axis=1))
     return wrong if bad is None else np.union1d(bad, wrong)
@@ -953,7 +968,7 @@ def _posterior_mode(
         # pages with one bin in use (regular revisits, or bins read from the
         # four numbers) are the mean-length case: only the others need the bins
         lam, sd = _posterior_mode(alpha, beta, nc, tc, tu)
-        many = np.flatnonzero(np.count_nonzero(bins[:, :BINS] > 0, axis=1) > 1)
+        many = np.flatnonzero(_bins_in_use(bins) > 1)
         if many.size:
             scale = None if bins_scale is None else bins_scale[many]
             lam[many], sd[many] = _binned_mode(
@@ -970,6 +985,17 @@ def _posterior_mode(
         lam[live], hpp[live] = _mean_length_mode(alpha[live], b[live], nl, tau, tc[live])
     sd = lam / np.sqrt(-hpp)
     return lam, sd
+
+
+def _bins_in_use(bins: NDArray[np.floating[Any]]) -> NDArray[np.integer[Any]]:
+    """How many length bins of each page hold a changed interval (bins ≥ 0)."""
+    bits = _AS_BITS.get(bins.dtype.itemsize)
+    if bins.dtype.kind == "f" and bits is not None:  # nonzero bits: nonzero (bins ≥ 0)
+        n = bins.view(bits[0])[:, :BINS] != 0
+    else:
+        n = bins[:, :BINS] > 0
+    used: NDArray[np.int8] = n.sum(axis=1, dtype=np.int8)
+    return used
 
 
 def _mean_length_mode(

@@ -44,6 +44,12 @@ Here:
   :func:`~recrawl.estimate.rates.fit_group_priors`, under this likelihood
   (:meth:`CensoredEvidence.collapsed` gives back today's four numbers).
 
+The live path keeps the same bins (:mod:`recrawl.records.evidence`: a
+page's ``ev_bins``, folded by :func:`recrawl.estimate.rates.fold_revisits`
+and stored by the store) and estimates from them with
+:func:`recrawl.estimate.rates.estimate_rates` (``bins=``), which the planner
+calls; this module is its exact reference and the benchmark's.
+
 Nothing here reads a store or a clock; rates are per day, lengths in days.
 """
 

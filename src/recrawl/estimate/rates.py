@@ -13,6 +13,15 @@ how many times. Each page's history is kept as four decayed numbers, the
 depends only on their total length ``tu``); it is kept because the number of
 fetches that found nothing is what an operator looks at.
 
+Beside them a page keeps its changed intervals' count and length sum in six
+log-spaced length bins (:mod:`recrawl.records.evidence`; ``bins=`` here):
+:func:`estimate_rates` then reads each bin's changed intervals at the bin's
+mean length instead of all of them at ``tc/nc``, which the concavity of
+``ln(1 − e^(−λt))`` in ``t`` makes biased low when revisit intervals vary
+(:mod:`recrawl.estimate.censored`). After the bins come the page's
+change-point test (:func:`change_point_step`), which replaces the evidence by
+what was seen since a jump of the rate.
+
 **Decay rule.** Evidence fades exponentially with elapsed time, half-life
 ``half_life_days``: when a revisit closes an interval of length ``t`` days, all
 four numbers are first multiplied by ``2^(−t / half_life_days)`` and then the

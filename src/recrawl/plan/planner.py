@@ -352,6 +352,11 @@ class PlannerConfig:
         At most this many fetches per host per cycle (None: no cap).
     half_life_days : float
         Evidence half-life for the estimator, days.
+    change_points : bool
+        Where this config folds revisits itself (the replay): keep each page's
+        change-point test (:func:`recrawl.estimate.rates.change_point_step`)
+        and re-learn a page from a jump of its rate on. The store's fold
+        always keeps it.
     greedy_interval_days : float or None
         The ``interval_days`` of the seed's priority for ``greedy``; None uses
         the mean revisit interval the budget affords.
@@ -393,6 +398,7 @@ class PlannerConfig:
     reestimate_after_days: float = 180.0
     max_per_host: int | None = None
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    change_points: bool = True
     greedy_interval_days: float | None = None
     learning_revisits: float = 3.0
     learning_boost: float = 2.0

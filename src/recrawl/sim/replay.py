@@ -650,7 +650,8 @@ def _run_policy(
 ) -> dict[str, Any]:
     n = p.n
     # each page's length bins and change-point test, folded with its evidence
-    evidence = np.zeros((n, EVIDENCE_COLUMNS), dtype=np.float32)
+    width = EVIDENCE_COLUMNS if config.change_points else BIN_COLUMNS
+    evidence = np.zeros((n, width), dtype=np.float32)
     state = PlanPages(
         value=p.value.copy(),
         cost=p.cost.copy(),

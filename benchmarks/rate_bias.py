@@ -22,7 +22,8 @@ the 10th and 90th percentiles) of:
     What the planner estimates (:func:`recrawl.plan.planner.reallocate`,
     default config) for pages whose revisits were folded as the replay and
     the store fold them (:func:`~recrawl.estimate.rates.fold_revisits` with
-    the pages' length bins, :attr:`~recrawl.plan.planner.PlanPages.ev_bins`),
+    the pages' length bins and change-point test; the planner reads the bins,
+    :attr:`~recrawl.plan.planner.PlanPages.ev_bins`),
     read at each page's last revisit; ``wired_within_10pct`` is its median
     against the true rate.
 ``exact_posterior``
@@ -69,7 +70,7 @@ from recrawl.estimate.rates import (
     update_evidence_arrays,
 )
 from recrawl.plan.planner import PlanPages, reallocate
-from recrawl.records.evidence import BIN_COLUMNS
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
 
 DAY = 86_400.0
 
@@ -104,7 +105,7 @@ def wired_rates(t: np.ndarray, changed: np.ndarray, half_life_days: float) -> np
     pages)``), folded as the replay folds them, read at each one's last revisit."""
     revisits, pages = t.shape
     ev = [np.zeros(pages) for _ in range(4)]
-    bins = np.zeros((pages, BIN_COLUMNS), dtype=np.float32)
+    bins = np.zeros((pages, EVIDENCE_COLUMNS), dtype=np.float32)  # with the change-point test
     every = np.arange(pages)
     prev = np.zeros(pages)
     for k in range(revisits):
@@ -115,7 +116,7 @@ def wired_rates(t: np.ndarray, changed: np.ndarray, half_life_days: float) -> np
     state = PlanPages.new(pages, now=now)
     state.never_fetched[:] = False
     state.ev_nc, state.ev_tc, state.ev_nu, state.ev_tu = ev
-    state.ev_bins = bins
+    state.ev_bins = np.ascontiguousarray(bins[:, :BIN_COLUMNS])
     model = reallocate(state, 0.1 * pages, now)
     return model.rate_per_day
 

@@ -265,8 +265,9 @@ def update_evidence_arrays(
     if watch:
         assert bins is not None
         state, fired, run = change_point_step(
-            nc[idx], tc[idx], nu[idx], tu[idx], bins[idx, BIN_COLUMNS:], t, ch, d
-        )
+            nc[idx], tc[idx], nu[idx], tu[idx], bins[idx, BIN_COLUMNS:], t, ch, d,
+            bins=bins[idx, :BIN_COLUMNS],
+        )  # fmt: skip
         bins[idx, BIN_COLUMNS:] = state
     if bins is not None:
         fold_bins(bins, idx, t, ch, half_life_days=half_life_days)
@@ -303,14 +304,20 @@ def change_point_step(
     interval_days: FloatArray,
     changed: NDArray[np.bool_],
     decay: FloatArray,
+    *,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[NDArray[np.float32], NDArray[np.bool_], FloatArray]:
     """One revisit of each of ``m`` pages through their change-point test (pure).
 
     The test is a two-sided CUSUM (Page 1954) of the revisit's log-likelihood
     ratio between the rate ``κλ`` (and ``λ/κ``), κ = :data:`CHANGE_FACTOR`, and
-    the rate ``λ`` the page's evidence ``nc, tc, nu, tu`` gave before this
-    revisit (its censored estimate, :func:`raw_rates`; at least half a change
-    over the span it covers). A revisit after ``t`` days that found a change
+    the rate ``λ`` the page's evidence gave before this revisit: the censored
+    estimate of its length ``bins`` when given (``(m, 12)``, under a weak prior
+    of half a change per half its mean interval), else of ``nc, tc, nu, tu``
+    read at their mean length (:func:`raw_rates`, at least half a change over
+    the span it covers). The bins matter: read at their mean length, mixed
+    revisit intervals look slower than they are, and the test would keep
+    calling the page faster than its evidence. A revisit after ``t`` days that found a change
     adds ``ln((1 − e^(−κλt)) / (1 − e^(−λt)))`` to the upward sum, one that
     did not ``−(κ − 1)λt``; each sum stays ≥ 0. While a sum is above 0 the
     evidence of its run (the revisits since it left 0, decayed as the page's)
@@ -337,7 +344,12 @@ def change_point_step(
     st = np.asarray(state, dtype=np.float64)
     t = interval_days
     cf = changed.astype(np.float64)
-    lam = np.maximum(raw_rates(nc, tc, nu, tu), 0.5 / (tc + tu + t))
+    if bins is None:
+        lam = np.maximum(raw_rates(nc, tc, nu, tu), 0.5 / (tc + tu + t))
+    else:  # the page's own binned censored estimate, under a weak prior: half a
+        # change per half its mean interval (finite when every revisit changed)
+        beta = 0.5 * (tc + tu + t) / np.maximum(nc + nu + 1.0, 1.0)
+        lam, _ = _posterior_mode(np.full(nc.shape, 0.5), beta, nc, tc, tu, bins)
     x = lam * t
     k = CHANGE_FACTOR
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

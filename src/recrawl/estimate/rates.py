@@ -180,8 +180,12 @@ def update_evidence_arrays(
 
     The vectorised form of :func:`update_evidence`: ``nc[index]`` and the
     other three arrays are updated, and so are the pages' ``bins`` when given
-    (``(n, 12)`` float32, :mod:`recrawl.records.evidence`): decayed alike, a
-    changed interval added to the count and length sum of its length bin.
+    (float32, :mod:`recrawl.records.evidence`): decayed alike, a changed
+    interval added to the count and length sum of its length bin. With
+    ``(n, 22)`` columns (the bins, then the change-point test) each revisit
+    also goes through :func:`change_point_step`, and a page whose test calls
+    a change point gets its run's evidence instead of its own; ``(n, 12)``:
+    the bins alone.
 
     Parameters
     ----------

@@ -195,12 +195,13 @@ CREATE TABLE IF NOT EXISTS hint_log (
 # answered a permanent redirect to a URL that already was a page (the page is
 # never planned again). Both came with schema 6.
 #
-# ``ev_bins`` (schema 7): the page's changed intervals by length bin, twelve
-# float32 numbers as one 48-byte blob (recrawl.records.evidence), for the
-# censored likelihood of each page's own intervals. NULL (every page of a store
-# migrated from schema 6, until its next revisit) reads as all of the page's
-# changed intervals in the bin of their mean length ev_tc / ev_nc: exactly the
-# estimate the four numbers gave, so a migrated store keeps its estimates.
+# ``ev_bins`` (schema 7): the page's changed intervals by length bin (12
+# float32) and its change-point test (10 float32) as one 88-byte blob
+# (recrawl.records.evidence), for the censored likelihood of each page's own
+# intervals. NULL (every page of a store migrated from schema 6, until its next
+# revisit) reads as all of the page's changed intervals in the bin of their
+# mean length ev_tc / ev_nc, the test at rest: exactly the estimate the four
+# numbers gave, so a migrated store keeps its estimates.
 #
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -2075,7 +2076,8 @@ class SQLStore:
         ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
         (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
-        bins, ``(n, 12)`` float32, :mod:`recrawl.records.evidence`); ``fails``
+        bins and change-point test, ``(n, 22)`` float32,
+        :mod:`recrawl.records.evidence`); ``fails``
         (consecutive failed fetches, int64 array); ``gone`` and ``moved``
         (retired by a permanent redirect to another page) (bool arrays).
         """

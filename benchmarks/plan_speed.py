@@ -43,13 +43,20 @@ from typing import Any
 import numpy as np
 
 from recrawl.plan.planner import PlannerConfig, PlanPages, plan_cycle, reallocate
+from recrawl.records.evidence import BIN_COLUMNS, BINS, bins_from_totals, length_bin
 
 DAY = 86_400.0
 NOW = 1_800_000_000.0
 
 
-def build_pages(n: int, rng: np.random.Generator) -> PlanPages:
-    """``n`` pages on ``n // 2000`` sites, with a year of revisits as evidence."""
+def build_pages(n: int, rng: np.random.Generator, *, irregular: bool = False) -> PlanPages:
+    """``n`` pages on ``n // 2000`` sites, with a year of revisits as evidence.
+
+    Each page's changed intervals also go into its length bins
+    (:attr:`~recrawl.plan.planner.PlanPages.ev_bins`), all in one bin (regular
+    revisits), or with ``irregular`` half of them at half the page's interval
+    and half at 1.5 times it (two bins for most pages: the binned estimator's
+    Newton steps then work on every bin)."""
     n_sites = max(1, n // 2000)
     site = rng.integers(0, n_sites, n, dtype=np.int32)
     s = PlanPages(
@@ -79,6 +86,26 @@ def build_pages(n: int, rng: np.random.Generator) -> PlanPages:
     s.ev_tc[:] = changes * interval
     s.ev_nu[:] = visits - changes
     s.ev_tu[:] = (visits - changes) * interval
+    del rate, p
+    # the planner's read-only copy of the bins is float16 (as the engine's)
+    bins = np.zeros((n, BIN_COLUMNS), dtype=np.float16)
+    step = 1 << 20
+    for lo in range(0, n, step):  # in chunks: the temporaries stay small
+        sl = slice(lo, min(n, lo + step))
+        c, iv = changes[sl], interval[sl]
+        if irregular:
+            rows = np.arange(c.size)
+            chunk = np.zeros((c.size, BIN_COLUMNS), dtype=np.float32)
+            half = np.floor(c / 2)
+            for part, f in ((half, 0.5), (c - half, 1.5)):
+                k = length_bin(iv * f)
+                chunk[rows, k] += part
+                chunk[rows, BINS + k] += part * iv * f
+            s.ev_tc[sl] = half * iv * 0.5 + (c - half) * iv * 1.5
+            bins[sl] = chunk
+        else:
+            bins[sl] = bins_from_totals(c, c * iv)
+    s.ev_bins = bins
     return s
 
 
@@ -114,6 +141,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--pages", type=int, default=10_000_000)
     ap.add_argument("--budget", type=float, default=0.1, help="fetches per page per day")
     ap.add_argument("--seed-sample", type=int, default=200_000)
+    ap.add_argument(
+        "--irregular",
+        action="store_true",
+        help="spread each page's changed intervals over two length bins",
+    )
+    ap.add_argument(
+        "--no-bins", action="store_true", help="no length bins: today's mean-length estimator"
+    )
     args = ap.parse_args(argv)
     n = args.pages
     rng = np.random.default_rng(0)
@@ -121,7 +156,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     per_day = args.budget * n * 1.0  # billing units a day (mean cost ≈ 1.25)
     per_cycle = per_day * cfg.cycle_hours / 24.0
 
-    pages = build_pages(n, rng)
+    pages = build_pages(n, rng, irregular=args.irregular)
+    if args.no_bins:
+        pages.ev_bins = None
 
     t = time.perf_counter()
     model = reallocate(pages, per_day * cfg.score_pool_share(), NOW, config=cfg)
@@ -166,6 +203,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out = {
         "pages": n,
+        "length_bins": "none" if args.no_bins else "irregular" if args.irregular else "one",
         "cycle_s": round(cycle_s, 4),
         "reallocate_s": round(reallocate_s, 3),
         "peak_rss_bytes": int(peak),

@@ -18,6 +18,14 @@ the 10th and 90th percentiles) of:
     same half-life, the prior fitted over the row by
     :func:`~recrawl.estimate.censored.fit_censored_priors` (the same EM under
     the censored likelihood).
+``wired``
+    What the planner estimates (:func:`recrawl.plan.planner.reallocate`,
+    default config) for pages whose revisits were folded as the replay and
+    the store fold them (:func:`~recrawl.estimate.rates.fold_revisits` with
+    the pages' length bins and change-point test; the planner reads the bins,
+    :attr:`~recrawl.plan.planner.PlanPages.ev_bins`),
+    read at each page's last revisit; ``wired_within_10pct`` is its median
+    against the true rate.
 ``exact_posterior``
     :func:`~recrawl.estimate.censored.censored_posterior` over every interval
     with the same decay weights and the binned estimator's prior: what the
@@ -58,8 +66,13 @@ from recrawl.estimate.censored import (
 from recrawl.estimate.rates import (
     DEFAULT_HALF_LIFE_DAYS,
     estimate_rates,
+    fold_revisits,
     update_evidence_arrays,
 )
+from recrawl.plan.planner import PlanPages, reallocate
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
+
+DAY = 86_400.0
 
 ROWS: tuple[tuple[float, tuple[float, ...]], ...] = (
     (0.2, (1.0, 30.0)),
@@ -85,6 +98,27 @@ differ inside each bin, so these rows measure the binning's error."""
 def _q(x: np.ndarray) -> dict[str, float]:
     lo, med, hi = np.percentile(x, [10, 50, 90])
     return {"median": round(float(med), 4), "p10": round(float(lo), 4), "p90": round(float(hi), 4)}
+
+
+def wired_rates(t: np.ndarray, changed: np.ndarray, half_life_days: float) -> np.ndarray:
+    """The planner's rates for pages revisited after ``t[k]`` days (``(revisits,
+    pages)``), folded as the replay folds them, read at each one's last revisit."""
+    revisits, pages = t.shape
+    ev = [np.zeros(pages) for _ in range(4)]
+    bins = np.zeros((pages, EVIDENCE_COLUMNS), dtype=np.float32)  # with the change-point test
+    every = np.arange(pages)
+    prev = np.zeros(pages)
+    for k in range(revisits):
+        at = prev + t[k] * DAY
+        fold_revisits(*ev, every, prev, at, changed[k], half_life_days=half_life_days, bins=bins)
+        prev = at
+    now = float(prev.max())
+    state = PlanPages.new(pages, now=now)
+    state.never_fetched[:] = False
+    state.ev_nc, state.ev_tc, state.ev_nu, state.ev_tu = ev
+    state.ev_bins = np.ascontiguousarray(bins[:, :BIN_COLUMNS])
+    model = reallocate(state, 0.1 * pages, now)
+    return model.rate_per_day
 
 
 def run_row(
@@ -118,6 +152,8 @@ def run_row(
     priors = fit_censored_priors(ev)
     binned, binned_sd = estimate_censored(ev, priors=priors)
     t2 = time.perf_counter()
+    wired = wired_rates(t, changed, hl)
+    t3 = time.perf_counter()
     # The same intervals, flat, with their decay by age at the end.
     age = np.cumsum(t[::-1], axis=0)[::-1] - t  # days from each interval's end to the last visit
     page = np.broadcast_to(every, t.shape).ravel()
@@ -142,7 +178,13 @@ def run_row(
             "median": round(float(np.median(rel)), 6),
         },
         "within_10pct": abs(med / rate - 1.0) <= 0.10,
-        "seconds": {"today": round(t1 - t0, 3), "binned": round(t2 - t1, 3)},
+        "wired": _q(wired),
+        "wired_within_10pct": abs(float(np.median(wired)) / rate - 1.0) <= 0.10,
+        "seconds": {
+            "today": round(t1 - t0, 3),
+            "binned": round(t2 - t1, 3),
+            "wired": round(t3 - t2, 3),
+        },
     }
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -278,9 +279,32 @@ def _old_unvectors(s: Any, values: list[Any], width: int, *, sparse: bool) -> An
     return np.array(values, dtype=np.float64).reshape(len(values), width)
 
 
+def _as_schema_6(s: Any) -> None:
+    """Drop what schema 7 added: the pages' and checkpoints' length bins."""
+    db = s._db
+    db.execute("ALTER TABLE pages DROP COLUMN ev_bins")
+    db.execute("ALTER TABLE page_checkpoints DROP COLUMN ev_bins")
+    db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+
+
+def _as_before_bins(p: Any) -> Any:
+    """``p`` as a store from before the length bins reads it: its changed
+    intervals in the bin of their mean length (so its estimate is as it was)."""
+    from recrawl.records.evidence import blob_from_totals
+
+    if p is None:
+        return None
+    return dataclasses.replace(p, ev_bins=blob_from_totals(p.ev_nc, p.ev_tc))
+
+
+def _no_bins(p: Any) -> Any:
+    return None if p is None else dataclasses.replace(p, ev_bins=b"")
+
+
 def _as_schema_5(s: Any) -> None:
     """Drop what schema 6 added: the pages' failure counts and retirement, the checkpoints' counts."""
     db = s._db
+    _as_schema_6(s)
     db.execute("ALTER TABLE pages DROP COLUMN fails")
     db.execute("ALTER TABLE pages DROP COLUMN moved_to")
     db.execute("ALTER TABLE page_checkpoints DROP COLUMN fails")
@@ -353,16 +377,17 @@ def _as_schema_2(s: Any) -> None:
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
 def test_an_older_store_is_migrated_with_its_log_and_buckets(
     make_store, tmp_path: Path, version: int
 ):
-    """A schema 2 to 5 store is brought to the current schema when opened: its
+    """A schema 2 to 6 store is brought to the current schema when opened: its
     buckets, totals and page states are unchanged (the failed first fetches
     schema 4 did not count are counted from the log, and so are the
-    consecutive failures schema 5 did not keep), and its migrated log still
-    re-folds a page when a late report arrives (the same result as a store that
-    was never migrated)."""
+    consecutive failures schema 5 did not keep; the length bins schema 6 did
+    not keep read as each page's mean changed length), and its migrated log
+    still re-folds a page when a late report arrives (the same result as a
+    store that was never migrated, but for the bins of the pages not re-folded)."""
     from recrawl.store import PostgresStore
     from recrawl.store._sql import SCHEMA_VERSION
 
@@ -387,7 +412,10 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
     states = [s.page(u) for u in urls]
     assert any(p and p.fails for p in states)  # (the log has failing pages)
     s._db.execute("BEGIN IMMEDIATE")
-    _as_schema_5(s)
+    if version == 6:
+        _as_schema_6(s)
+    else:
+        _as_schema_5(s)
     if version <= 4:
         _as_schema_4(s)
     if version <= 3:
@@ -404,12 +432,12 @@ def test_an_older_store_is_migrated_with_its_log_and_buckets(
         assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(fifteen)
         assert _bucket_rows(s.buckets(0, 2e9, daily=True)) == _bucket_rows(daily)
         assert s.outcomes_many(urls) == before
-        assert [s.page(u) for u in urls] == states
+        assert [s.page(u) for u in urls] == [_as_before_bins(p) for p in states]
         assert fifteen.n.sum() == 600
         rep = ingest_lines(s, rest)  # new observations, one of them late: the page is re-folded
         assert rep.reordered_pages == 1
         assert s.buckets(0, 2e9).n.sum() == 651
-        assert [s.page(u) for u in urls] == [ref.page(u) for u in urls]
+        assert [_no_bins(s.page(u)) for u in urls] == [_no_bins(ref.page(u)) for u in urls]
         assert s.outcomes_many(urls) == ref.outcomes_many(urls)
         assert _bucket_rows(s.buckets(0, 2e9)) == _bucket_rows(ref.buckets(0, 2e9))
         assert s.observation_count() == 651
@@ -469,6 +497,46 @@ def test_buckets_add_up_across_batches_and_connections(tmp_path: Path, shuffled:
             assert np.allclose(got[k], v), k
     assert [g.outcomes for g in a.group_totals()] == [g.outcomes for g in ref.group_totals()]
     for s in (ref, a, b):
+        s.close()
+
+
+def test_a_store_from_before_the_length_bins_keeps_its_estimates(make_store, tmp_path: Path):
+    """Issue 29: a schema 6 store (four evidence numbers a page) opened by this
+    recrawl estimates every page's rate as it did (the binned estimator reads a
+    page without bins as all its changed intervals at their mean length), and
+    once its pages are revisited they carry their own bins."""
+    import numpy as np
+
+    from recrawl.estimate.rates import estimate_rates, fit_group_priors
+    from recrawl.store import PostgresStore
+
+    log = tmp_path / "log.jsonl"
+    write_fetch_log(str(log), 1500)
+    lines = log.read_text().splitlines()
+    s = make_store()
+    ingest_lines(s, lines[:1200])
+
+    def today(cols: dict[str, Any]) -> Any:  # the estimator before the bins
+        ev = [cols[k] for k in ("ev_nc", "ev_tc", "ev_nu", "ev_tu")]
+        return estimate_rates(*ev, priors=fit_group_priors(*ev))[0]
+
+    def now(cols: dict[str, Any]) -> Any:  # the estimator the planner uses
+        ev = [cols[k] for k in ("ev_nc", "ev_tc", "ev_nu", "ev_tu")]
+        bins = cols["ev_bins"]
+        return estimate_rates(*ev, priors=fit_group_priors(*ev, bins=bins), bins=bins)[0]
+
+    old = s.page_columns()
+    assert (old["ev_nc"] > 0).sum() > 20
+    s._db.execute("BEGIN IMMEDIATE")
+    _as_schema_6(s)
+    s._db.execute("COMMIT")
+    s = SQLiteStore(s.path) if isinstance(s, SQLiteStore) else PostgresStore(s._url)  # migrates
+    try:
+        cols = s.page_columns()
+        np.testing.assert_allclose(now(cols), today(old), rtol=1e-3)
+        ingest_lines(s, lines[1200:])
+        assert s.page_columns()["ev_bins"].sum() > cols["ev_bins"].sum()
+    finally:
         s.close()
 
 

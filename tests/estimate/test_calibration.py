@@ -341,6 +341,8 @@ def test_replay_ends_where_the_stores_fold_ends(tmp_path: Path, half_life: float
     """Random logs ingested in batches (late reports re-fold pages), pruned
     halfway and fed more: replaying content_history gives every page the
     evidence and last success the store holds, at the store's half-life."""
+    from recrawl.records.evidence import EVIDENCE_COLUMNS
+    from recrawl.records.pages import evidence_blob
     from recrawl.store import SQLiteStore
 
     rng = np.random.default_rng(17)
@@ -358,11 +360,14 @@ def test_replay_ends_where_the_stores_fold_ends(tmp_path: Path, half_life: float
         pg = np.array([pos[int(x)] for x in h.page], dtype=np.intp)
         n = len(cols["url"])
         first, ev = np.full(n, np.nan), np.zeros((4, n))
+        evidence = np.zeros((n, EVIDENCE_COLUMNS), dtype=np.float32)
         for pid, (lo, *e) in h.checkpoints.items():
             first[pos[pid]], ev[:, pos[pid]] = lo, e
+            blob = evidence_blob(h.checkpoint_evidence.get(pid), e[0], e[1])
+            evidence[pos[pid]] = np.frombuffer(blob, dtype="<f4")
         r = revisit_predictions(
             pg, h.fetched_at, h.kind, pages.group, start=(first, *ev),
-            half_life_days=half_life or 180.0,
+            half_life_days=half_life or 180.0, start_evidence=evidence,
         )  # fmt: skip
         last_ok, *end = r.end
         reached = ~np.isnan(cols["last_ok"])

@@ -80,7 +80,7 @@ def _reference(
 
 _FIELDS = (
     "last_fetch", "last_ok", "last_change", "fingerprint", "etag", "last_modified", "fetches",
-    "changes", "bytes_total", "credits_total", "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
+    "changes", "bytes_total", "credits_total", "avg_bytes", "ev_nc", "ev_tc", "ev_nu", "ev_tu", "ev_bins",
     "nutch_interval", "fails", "gone", "site", "page_type", "first_seen",
 )  # fmt: skip
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.config import Settings
@@ -61,6 +62,8 @@ from recrawl.plan.planner import (
     plan_cycle,
     reallocate,
 )
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
+from recrawl.records.pages import evidence_blob
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -624,6 +627,7 @@ class Engine:
             site_cost_multiplier=mult if len(mult) else np.ones(1),
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
+            ev_bins=_planner_bins(cols.get("ev_bins")),
         )
         if signals and n:
             checked, stale = self._hint_signals(now, cols, site_code, site_names)
@@ -1210,16 +1214,20 @@ class Engine:
         n = len(cols["url"])
         first = np.full(n, np.nan)
         ev = np.zeros((4, n))
+        evidence = np.zeros((n, EVIDENCE_COLUMNS), dtype=np.float32)
         for pid, (lo, *e) in h.checkpoints.items():
             i = index.get(h.urls.get(pid, ""), -1)
             if i >= 0:
                 first[i] = lo
                 ev[:, i] = e
+                blob = evidence_blob(h.checkpoint_evidence.get(pid), e[0], e[1])
+                evidence[i] = np.frombuffer(blob, dtype="<f4")
         hl = self.store.half_life_days
         pred = revisit_predictions(
             pg[keep], h.fetched_at[keep], h.kind[keep], pages.group, since=since, until=stop,
             start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
             half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
+            start_evidence=evidence,
         )  # fmt: skip
         return _Revisits(cols, h, keep, pred, since, end)
 
@@ -1715,3 +1723,16 @@ class Engine:
             event="resume",
             detail=f"by {by}",
         )
+
+
+def _planner_bins(bins: NDArray[np.float32] | None) -> NDArray[np.floating[Any]] | None:
+    """The planner's read-only copy of the length bins (the first
+    :data:`~recrawl.records.evidence.BIN_COLUMNS` evidence columns): float16 (half the
+    memory; see :attr:`~recrawl.plan.planner.PlanPages.ev_bins`) unless a
+    number would not fit in it."""
+    if bins is None:
+        return None
+    bins = bins[:, :BIN_COLUMNS]  # (not the change-point test, which only the fold reads)
+    if not bins.size or float(bins.max()) >= 6.0e4:
+        return np.ascontiguousarray(bins)
+    return bins.astype(np.float16)

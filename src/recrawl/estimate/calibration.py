@@ -41,6 +41,7 @@ from recrawl.estimate.rates import (
     fit_group_priors,
     update_evidence_arrays,
 )
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS, bins_from_totals
 
 __all__ = [
     "BIN_EDGES",
@@ -144,6 +145,7 @@ def revisit_predictions(
     start: tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike, ArrayLike] | None = None,
     priors: GroupPriors | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    start_evidence: ArrayLike | None = None,
 ) -> RevisitPredictions:
     """What the model predicted at each revisit, from the evidence before it.
 
@@ -169,6 +171,11 @@ def revisit_predictions(
         listed fetches if omitted (the planner's own, for a store's whole log).
     half_life_days : float
         Evidence half-life, days (the planner's).
+    start_evidence : array_like, optional
+        ``(n_pages, 22)`` each page's length bins and change-point test at
+        ``start`` (:mod:`recrawl.records.evidence`); by default the bins of
+        ``start``'s four numbers and the test at rest. They are folded as the
+        store folds them, and the rates read from the bins, as the planner's.
 
     Returns
     -------
@@ -209,9 +216,19 @@ def revisit_predictions(
         last_ok[:] = s_last
         for dst, src in zip(ev, s_ev, strict=True):
             dst[:] = np.nan_to_num(src, nan=0.0)
+    # the pages' length bins and change-point test, folded as the store folds
+    # them (a page starting from a checkpoint: its four numbers' bins, the test at rest)
+    bins = np.zeros((n_pages, EVIDENCE_COLUMNS), dtype=np.float32)
+    bins[:, :BIN_COLUMNS] = bins_from_totals(nc, tc)
+    if start_evidence is not None:
+        given = np.asarray(start_evidence, dtype=np.float32)
+        if given.shape != bins.shape:
+            raise ValueError(f"start_evidence must have shape {bins.shape}, got {given.shape}")
+        bins[:] = given
 
     out_rows: list[IntArray] = []
     out_ev: list[FloatArray] = []
+    out_bins: list[NDArray[np.float32]] = []
     for rows in page_rounds(pg):  # the r-th fetch of every page at once, as the fold does
         p = pg[rows]
         lo = last_ok[p]
@@ -224,26 +241,31 @@ def revisit_predictions(
             if keep.any():
                 out_rows.append(rr[keep])
                 out_ev.append(np.stack([e[pr[keep]] for e in ev] + [iv[keep]], axis=1))
+                out_bins.append(bins[pr[keep], :BIN_COLUMNS])
             update_evidence_arrays(
-                nc, tc, nu, tu, pr, iv, kd[rr] == CHANGED, half_life_days=half_life_days
-            )
+                nc, tc, nu, tu, pr, iv, kd[rr] == CHANGED, half_life_days=half_life_days,
+                bins=bins,
+            )  # fmt: skip
         last_ok[p] = t[rows]
 
     if priors is None:
         priors = fit_group_priors(
-            nc, tc, nu, tu, grp, mask=~np.isnan(last_ok), n_groups=int(grp.max(initial=-1)) + 1
-        )
+            nc, tc, nu, tu, grp, mask=~np.isnan(last_ok), n_groups=int(grp.max(initial=-1)) + 1,
+            bins=bins[:, :BIN_COLUMNS],
+        )  # fmt: skip
     if out_rows:
         rows_all = np.concatenate(out_rows)
         e = np.concatenate(out_ev)
         o = np.argsort(rows_all, kind="stable")  # back to page, time order
+        e_bins = np.concatenate(out_bins)[o]
         rows_all, e = rows_all[o], e[o]
     else:
         rows_all, e = np.zeros(0, dtype=np.intp), np.zeros((0, 5))
+        e_bins = np.zeros((0, BIN_COLUMNS), dtype=np.float32)
     iv = e[:, 4]
     rate, _ = estimate_rates(
         e[:, 0], e[:, 1], e[:, 2], e[:, 3], grp[pg[rows_all]],
-        priors=priors, elapsed_days=iv, half_life_days=half_life_days,
+        priors=priors, elapsed_days=iv, half_life_days=half_life_days, bins=e_bins,
     )  # fmt: skip
     return RevisitPredictions(
         page=pg[rows_all],

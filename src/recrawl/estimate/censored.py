@@ -44,6 +44,12 @@ Here:
   :func:`~recrawl.estimate.rates.fit_group_priors`, under this likelihood
   (:meth:`CensoredEvidence.collapsed` gives back today's four numbers).
 
+The live path keeps the same bins (:mod:`recrawl.records.evidence`: a
+page's ``ev_bins``, folded by :func:`recrawl.estimate.rates.fold_revisits`
+and stored by the store) and estimates from them with
+:func:`recrawl.estimate.rates.estimate_rates` (``bins=``), which the planner
+calls; this module is its exact reference and the benchmark's.
+
 Nothing here reads a store or a clock; rates are per day, lengths in days.
 """
 
@@ -63,6 +69,7 @@ from recrawl.estimate.rates import (
     fit_group_priors,
     gamma_priors_from_posteriors,
 )
+from recrawl.records.evidence import BIN_EDGES_DAYS, BINS, length_bin
 
 __all__ = [
     "BIN_EDGES_DAYS",
@@ -77,25 +84,9 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-BIN_EDGES_DAYS: Final = (1 / 12, 1 / 3, 4 / 3, 16 / 3, 64 / 3)
-"""Upper edges of the changed-interval length bins, days (2 h, 8 h, 32 h, 5.3 d,
-21.3 d; a sixth bin holds the longer ones)."""
-
-BINS: Final = len(BIN_EDGES_DAYS) + 1
-
-_EDGES = np.asarray(BIN_EDGES_DAYS, dtype=np.float64)
 _MAX_NEWTON: Final = 30
 _TOL: Final = 1e-12
 _CHUNK: Final = 1 << 16
-
-
-def length_bin(interval_days: ArrayLike) -> NDArray[np.intp]:
-    """Bin of each changed interval's length (days), 0 … ``BINS − 1``.
-
-    >>> length_bin([0.01, 0.5, 1.0, 7.0, 30.0]).tolist()
-    [0, 2, 2, 4, 5]
-    """
-    return np.searchsorted(_EDGES, np.asarray(interval_days, dtype=np.float64), side="right")
 
 
 def _phi(u: FloatArray) -> tuple[FloatArray, FloatArray]:

@@ -243,7 +243,7 @@ def fold_batch(
                 q[changed] = quiet_until(pr[changed], lo[rev][changed], tcn[rev][changed])
             fold_revisits(
                 pages.ev_nc, pages.ev_tc, pages.ev_nu, pages.ev_tu, pr, lo[rev], tcn[rev],
-                changed, quiet_until=q, half_life_days=hl,
+                changed, quiet_until=q, half_life_days=hl, bins=pages.ev_bins,
             )  # fmt: skip
             factor = np.where(changed, 0.8, 1.4)
             pages.nutch_interval[pr] = np.clip(

@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from recrawl.estimate.rates import update_evidence
+import numpy as np
+
+from recrawl.estimate.rates import DEFAULT_HALF_LIFE_DAYS, update_evidence_arrays
 from recrawl.observe.observation import Observation
+from recrawl.records.evidence import EVIDENCE_COLUMNS
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     NUTCH_DEFAULT_S,
@@ -140,18 +143,31 @@ def apply_observation(
     elif page.last_ok is not None:
         changed = outcome == "changed"
         start = page.last_ok
-        hl = {} if half_life_days is None else {"half_life_days": half_life_days}
-        ev = (page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu)
+        hl = DEFAULT_HALF_LIFE_DAYS if half_life_days is None else half_life_days
+        # one page through the batch fold's own function: the same numbers, bins
+        # and change-point test as fold_batch gives
+        ev = [np.array([page.ev_nc]), np.array([page.ev_tc]), np.array([page.ev_nu]),
+              np.array([page.ev_tu])]  # fmt: skip
+        raw = np.frombuffer(page.ev_bins, dtype="<f4")
+        bins = raw.astype(np.float32).reshape(1, EVIDENCE_COLUMNS)
+        one = np.zeros(1, dtype=np.intp)
         q: float | None = None
         if changed and quiet_until is not None:
             q = quiet_until(start, t) if callable(quiet_until) else quiet_until
         if q is not None and start < q < t:
-            ev = update_evidence(*ev, (q - start) / _DAY, False, **hl)
+            update_evidence_arrays(
+                ev[0], ev[1], ev[2], ev[3], one, (q - start) / _DAY, False,
+                half_life_days=hl, bins=bins,
+            )  # fmt: skip
             start = q
         interval_days = max(t - start, 0.0) / _DAY
         if interval_days > 0:  # two fetches at the same instant carry no rate evidence
-            ev = update_evidence(*ev, interval_days, changed, **hl)
-        page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = ev
+            update_evidence_arrays(
+                ev[0], ev[1], ev[2], ev[3], one, interval_days, changed,
+                half_life_days=hl, bins=bins,
+            )  # fmt: skip
+        page.ev_nc, page.ev_tc, page.ev_nu, page.ev_tu = (float(a[0]) for a in ev)
+        page.ev_bins = bins.astype("<f4").tobytes()
         factor = 0.8 if changed else 1.4
         page.nutch_interval = min(max(page.nutch_interval * factor, NUTCH_MIN_S), NUTCH_MAX_S)
         if changed:

@@ -13,6 +13,15 @@ how many times. Each page's history is kept as four decayed numbers, the
 depends only on their total length ``tu``); it is kept because the number of
 fetches that found nothing is what an operator looks at.
 
+Beside them a page keeps its changed intervals' count and length sum in six
+log-spaced length bins (:mod:`recrawl.records.evidence`; ``bins=`` here):
+:func:`estimate_rates` then reads each bin's changed intervals at the bin's
+mean length instead of all of them at ``tc/nc``, which the concavity of
+``ln(1 − e^(−λt))`` in ``t`` makes biased low when revisit intervals vary
+(:mod:`recrawl.estimate.censored`). After the bins come the page's
+change-point test (:func:`change_point_step`), which replaces the evidence by
+what was seen since a jump of the rate.
+
 **Decay rule.** Evidence fades exponentially with elapsed time, half-life
 ``half_life_days``: when a revisit closes an interval of length ``t`` days, all
 four numbers are first multiplied by ``2^(−t / half_life_days)`` and then the
@@ -57,18 +66,32 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from recrawl.records.evidence import (
+    BIN_COLUMNS,
+    BINS,
+    EVIDENCE_COLUMNS,
+    bins_from_totals,
+    length_bin,
+)
+
 __all__ = [
+    "CHANGE_FACTOR",
+    "CHANGE_MIN_REVISITS",
+    "CHANGE_THRESHOLD",
     "DEFAULT_HALF_LIFE_DAYS",
     "RESOLUTION_WARN_SHARE",
     "GroupPriors",
     "RateResolution",
+    "change_point_step",
     "decay_evidence",
     "estimate_rates",
     "fit_group_priors",
+    "fold_bins",
     "fold_revisits",
     "gamma_priors_from_posteriors",
     "rate_resolution",
@@ -84,6 +107,8 @@ DEFAULT_HALF_LIFE_DAYS: float = 180.0
 """Half-life of revisit evidence, days."""
 
 _CHUNK = 1 << 15
+_NO_BINS = np.zeros((0, BIN_COLUMNS), dtype=np.float32)
+_BINNED_STEPS = 12
 
 
 def _decay_factor(days: ArrayLike, half_life_days: float) -> FloatArray:
@@ -149,11 +174,18 @@ def update_evidence_arrays(
     changed: ArrayLike,
     *,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    bins: NDArray[np.float32] | None = None,
 ) -> None:
     """Fold one revisit into each of the pages ``index``, in place.
 
     The vectorised form of :func:`update_evidence`: ``nc[index]`` and the
-    other three arrays are updated.
+    other three arrays are updated, and so are the pages' ``bins`` when given
+    (float32, :mod:`recrawl.records.evidence`): decayed alike, a changed
+    interval added to the count and length sum of its length bin. With
+    ``(n, 22)`` columns (the bins, then the change-point test) each revisit
+    also goes through :func:`change_point_step`, and a page whose test calls
+    a change point gets its run's evidence instead of its own; ``(n, 12)``:
+    the bins alone.
 
     Parameters
     ----------
@@ -227,12 +259,125 @@ def update_evidence_arrays(
     if not t_ok.all():
         bad = int(t_ok.size - np.count_nonzero(t_ok))
         raise ValueError(f"interval_days must be positive and finite; {bad} are not")
+    if bins is not None and bins.shape not in ((n, BIN_COLUMNS), (n, EVIDENCE_COLUMNS)):
+        raise ValueError(
+            f"bins must have shape ({n}, {BIN_COLUMNS}) or ({n}, {EVIDENCE_COLUMNS}), "
+            f"got {bins.shape}"
+        )
     d = _decay_factor(t, half_life_days)
+    watch = bins is not None and bins.shape[1] == EVIDENCE_COLUMNS and idx.size > 0
+    if watch:
+        assert bins is not None
+        state, fired, run = change_point_step(
+            nc[idx], tc[idx], nu[idx], tu[idx], bins[idx, BIN_COLUMNS:], t, ch, d,
+            bins=bins[idx, :BIN_COLUMNS],
+        )  # fmt: skip
+        bins[idx, BIN_COLUMNS:] = state
+    if bins is not None:
+        fold_bins(bins, idx, t, ch, half_life_days=half_life_days)
     cf = ch.astype(np.float64)
     nc[idx] = nc[idx] * d + cf
     tc[idx] = tc[idx] * d + cf * t
     nu[idx] = nu[idx] * d + (1.0 - cf)
     tu[idx] = tu[idx] * d + (1.0 - cf) * t
+    if watch and fired.any():
+        assert bins is not None
+        f = idx[fired]
+        rn, rtc, rnu, rtu = run[fired].T
+        nc[f], tc[f], nu[f], tu[f] = rn, rtc, rnu, rtu
+        bins[f, :BIN_COLUMNS] = bins_from_totals(rn, rtc)
+
+
+CHANGE_FACTOR: float = 4.0
+"""The change-point test weighs "the rate is now this many times higher (or
+lower) than the page's evidence says" against "it is as the evidence says"."""
+
+CHANGE_THRESHOLD: float = 6.0
+"""Log-likelihood ratio (nats) at which a page's CUSUM calls a change point."""
+
+CHANGE_MIN_REVISITS: float = 5.0
+"""Evidence (``nc + nu``, revisits) a page needs before its rate is tested."""
+
+
+def change_point_step(
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    state: NDArray[np.floating[Any]],
+    interval_days: FloatArray,
+    changed: NDArray[np.bool_],
+    decay: FloatArray,
+    *,
+    bins: NDArray[np.floating[Any]] | None = None,
+) -> tuple[NDArray[np.float32], NDArray[np.bool_], FloatArray]:
+    """One revisit of each of ``m`` pages through their change-point test (pure).
+
+    The test is a two-sided CUSUM (Page 1954) of the revisit's log-likelihood
+    ratio between the rate ``κλ`` (and ``λ/κ``), κ = :data:`CHANGE_FACTOR`, and
+    the rate ``λ`` the page's evidence gave before this revisit: the censored
+    estimate of its length ``bins`` when given (``(m, 12)``, under a weak prior
+    of half a change per half its mean interval), else of ``nc, tc, nu, tu``
+    read at their mean length (:func:`raw_rates`, at least half a change over
+    the span it covers). The bins matter: read at their mean length, mixed
+    revisit intervals look slower than they are, and the test would keep
+    calling the page faster than its evidence. A revisit after ``t`` days that found a change
+    adds ``ln((1 − e^(−κλt)) / (1 − e^(−λt)))`` to the upward sum, one that
+    did not ``−(κ − 1)λt``; each sum stays ≥ 0. While a sum is above 0 the
+    evidence of its run (the revisits since it left 0, decayed as the page's)
+    is kept beside it. A sum above :data:`CHANGE_THRESHOLD` is a change point:
+    the page's evidence should be replaced by that run's, so the page is
+    re-learned from the change on rather than through the evidence half-life
+    (which stays as the floor). Pages with less than
+    :data:`CHANGE_MIN_REVISITS` revisits of evidence are not tested.
+
+    ``state`` is ``(m, 10)``: the upward and downward sums, then the upward
+    run's ``nc, tc, nu, tu``, then the downward run's. Returns the new state
+    (float32; zero where a change point was called), which pages called one,
+    and the ``(m, 4)`` evidence of the run that called it.
+
+    >>> st = np.zeros((1, 10), dtype=np.float32)
+    >>> ev = [np.array([0.5]), np.array([1.5]), np.array([59.0]), np.array([177.0])]
+    >>> for _ in range(6):  # a page that changed once in 60 revisits now changes every time
+    ...     st, fired, run = change_point_step(*ev, st, np.array([3.0]), np.array([True]), np.ones(1))
+    ...     if fired[0]:
+    ...         break
+    >>> bool(fired[0]), run[0].tolist()
+    (True, [5.0, 15.0, 0.0, 0.0])
+    """
+    st = np.asarray(state, dtype=np.float64)
+    t = interval_days
+    cf = changed.astype(np.float64)
+    if bins is None:
+        lam = np.maximum(raw_rates(nc, tc, nu, tu), 0.5 / (tc + tu + t))
+    else:  # the page's own binned censored estimate, under a weak prior: half a
+        # change per half its mean interval (finite when every revisit changed)
+        beta = 0.5 * (tc + tu + t) / np.maximum(nc + nu + 1.0, 1.0)
+        lam, _ = _posterior_mode(np.full(nc.shape, 0.5), beta, nc, tc, tu, bins)
+    x = lam * t
+    k = CHANGE_FACTOR
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        p0 = -np.expm1(-x)
+        llr_up = np.where(changed, np.log(-np.expm1(-k * x) / p0), -(k - 1.0) * x)
+        llr_down = np.where(changed, np.log(-np.expm1(-x / k) / p0), (1.0 - 1.0 / k) * x)
+    testable = (nc + nu) >= CHANGE_MIN_REVISITS
+    here = np.stack([cf, cf * t, 1.0 - cf, (1.0 - cf) * t], axis=1)
+    out = np.zeros_like(st)
+    runs = []
+    for j, llr in enumerate((llr_up, llr_down)):
+        before = st[:, j]
+        s = np.where(testable, np.maximum(before + np.nan_to_num(llr), 0.0), 0.0)
+        cols = slice(2 + 4 * j, 6 + 4 * j)
+        run = np.where((before > 0)[:, None], st[:, cols] * decay[:, None], 0.0) + here
+        run[s <= 0] = 0.0
+        out[:, j] = s
+        out[:, cols] = run
+        runs.append(run)
+    fired = (out[:, 0] > CHANGE_THRESHOLD) | (out[:, 1] > CHANGE_THRESHOLD)
+    which = out[:, 0] >= out[:, 1]
+    chosen = np.where(which[:, None], runs[0], runs[1])
+    out[fired] = 0.0
+    return out.astype(np.float32), fired, chosen
 
 
 def fold_revisits(
@@ -247,9 +392,11 @@ def fold_revisits(
     *,
     quiet_until: FloatArray | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    bins: NDArray[np.float32] | None = None,
 ) -> None:
     """Fold revisits ``(prev, at]`` (unix seconds) of the pages ``index`` (none
-    repeated) into their evidence, in place, as :func:`update_evidence_arrays`.
+    repeated) into their evidence (and their length ``bins``, when given), in
+    place, as :func:`update_evidence_arrays`.
 
     A revisit at the instant of the previous fetch carries no evidence. Where
     ``quiet_until`` (unix seconds, NaN: none) lies inside a revisit that
@@ -273,15 +420,45 @@ def fold_revisits(
         if ok.any():
             update_evidence_arrays(
                 nc, tc, nu, tu, index[ok], (q[ok] - start[ok]) / 86400.0, False,
-                half_life_days=half_life_days,
+                half_life_days=half_life_days, bins=bins,
             )  # fmt: skip
             start = np.where(ok, q, start)
     interval = np.maximum(end - start, 0.0) / 86400.0
     pos = interval > 0  # two fetches at the same instant carry no rate evidence
     if pos.any():
         update_evidence_arrays(
-            nc, tc, nu, tu, index[pos], interval[pos], changed[pos], half_life_days=half_life_days
-        )
+            nc, tc, nu, tu, index[pos], interval[pos], changed[pos],
+            half_life_days=half_life_days, bins=bins,
+        )  # fmt: skip
+
+
+def fold_bins(
+    bins: NDArray[np.float32],
+    index: NDArray[np.intp],
+    interval_days: FloatArray,
+    changed: NDArray[np.bool_],
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+) -> None:
+    """Fold one revisit of ``interval_days`` into the length bins of each of
+    the pages ``index`` (none repeated), in place: the page's bins are first
+    multiplied by ``2^(−t / half_life_days)`` (in float32), then a changed
+    interval is added to the count and length sum (days) of its bin
+    (:func:`~recrawl.records.evidence.length_bin`). One function for the
+    batch fold and for one page at a time, so both give the same numbers.
+
+    >>> bins = np.zeros((1, 12), dtype=np.float32)
+    >>> fold_bins(bins, np.array([0]), np.array([2.0]), np.array([True]))
+    >>> bins[0, 3].item(), bins[0, 9].item()
+    (1.0, 2.0)
+    """
+    decay = _decay_factor(interval_days, half_life_days)
+    bins[index] *= decay.astype(np.float32)[:, None]
+    c = index[changed]
+    if c.size:
+        k = length_bin(interval_days[changed])
+        bins[c, k] += np.float32(1.0)
+        bins[c, BINS + k] += interval_days[changed].astype(np.float32)
 
 
 def decay_evidence(
@@ -368,10 +545,23 @@ def _bad_pages(nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray) -
 
 
 def _bad_chunks(
-    nc: FloatArray, tc: FloatArray, nu: FloatArray, tu: FloatArray
+    nc: FloatArray,
+    tc: FloatArray,
+    nu: FloatArray,
+    tu: FloatArray,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> list[IntArray | None]:
-    """:func:`_bad_pages` of every chunk (:func:`_chunks`), checked once."""
-    return [_bad_pages(nc[sl], tc[sl], nu[sl], tu[sl]) for sl in _chunks(nc.shape[0])]
+    """:func:`_bad_pages` of every chunk (:func:`_chunks`), checked once (with
+    the pages whose length ``bins``, when given, are not finite and ≥ 0)."""
+    if bins is not None and bins.shape not in (
+        (nc.shape[0], BIN_COLUMNS),
+        (nc.shape[0], EVIDENCE_COLUMNS),
+    ):
+        raise ValueError(f"bins must have shape ({nc.shape[0]}, {BIN_COLUMNS}), got {bins.shape}")
+    return [
+        _bad_bins(None if bins is None else bins[sl], _bad_pages(nc[sl], tc[sl], nu[sl], tu[sl]))
+        for sl in _chunks(nc.shape[0])
+    ]
 
 
 def _usable(
@@ -387,6 +577,43 @@ def _usable(
     for a in out:
         a[bad] = 0.0
     return out
+
+
+def _usable_bins(
+    bad: IntArray | None, bins: NDArray[np.floating[Any]] | None
+) -> NDArray[np.floating[Any]] | None:
+    """A chunk's length bins, zero at its ``bad`` pages (the chunk's own array
+    when every page is sound)."""
+    if bins is None or bad is None:
+        return bins
+    out = bins.copy()
+    out[bad] = 0.0
+    return out
+
+
+_AS_BITS: dict[int, tuple[type[np.unsignedinteger[Any]], int]] = {
+    2: (np.uint16, 0x7C00),
+    4: (np.uint32, 0x7F800000),
+    8: (np.uint64, 0x7FF0000000000000),
+}
+
+
+def _bad_bins(bins: NDArray[np.floating[Any]] | None, bad: IntArray | None) -> IntArray | None:
+    """``bad`` with the pages whose bins are not all finite and ≥ 0 added."""
+    if bins is None:
+        return bad
+    bits = _AS_BITS.get(bins.dtype.itemsize)
+    if bins.dtype.kind == "f" and bits is not None:
+        # one integer reduction: a float is finite and ≥ 0 (or −0) exactly
+        # when its bits, as an unsigned integer, lie below those of +inf
+        kind, inf = bits
+        u = bins.view(kind)
+        if int(u.max(initial=0)) < inf:
+            return bad
+    elif float(bins.min(initial=0.0)) >= 0.0 and float(bins.max(initial=0.0)) < np.inf:
+        return bad
+    wrong = np.flatnonzero(~np.all((bins >= 0.0) & (bins < np.inf), axis=1))
+    return wrong if bad is None else np.union1d(bad, wrong)
 
 
 def _evidence_arrays(
@@ -480,6 +707,7 @@ def fit_group_priors(
     min_alpha: float = 0.1,
     iterations: int = 20,
     sample_pages: int = 100_000,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> GroupPriors:
     """Fit a Gamma prior of the change rate per group (empirical Bayes).
 
@@ -526,6 +754,12 @@ def fit_group_priors(
         EM iterations (0: the method-of-moments start alone).
     sample_pages : int
         About how many pages the EM uses at most.
+    bins : ndarray, optional
+        ``(n, 12)`` length bins of every page's changed intervals
+        (:mod:`recrawl.records.evidence`); when given, each page's posterior
+        in the EM is that of the binned censored likelihood (each changed
+        interval read near its own length, :func:`estimate_rates`), and
+        ``nc``, ``tc`` only start it.
 
     Returns
     -------
@@ -545,7 +779,8 @@ def fit_group_priors(
     True
     """
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
-    bad = _bad_chunks(ncf, tcf, nuf, tuf)  # once, for every pass below
+    bad = _bad_chunks(ncf, tcf, nuf, tuf, bins)  # once, for every pass below
+    bins = None if bins is None else bins[:, :BIN_COLUMNS]  # (not the change-point test)
     g = None if groups is None else np.asarray(groups)
     msk = None if mask is None else np.asarray(mask, dtype=bool)
     if g is None:
@@ -593,7 +828,7 @@ def fit_group_priors(
 
         def evidence(
             sl: slice, bad_sl: IntArray | None, thin: bool
-        ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+        ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray, NDArray[Any] | None]:
             c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
             ok = (c_t + u_t) > 0
             if msk is not None:
@@ -601,13 +836,29 @@ def fit_group_priors(
             gc = gz[: ok.shape[0]] if g is None else g[sl].astype(np.intp)
             if thin:
                 ok &= _hash_unit(sl) < cap / np.maximum(size[gc], 1.0)
-            return c_n[ok], c_t[ok], u_t[ok], gc[ok]
+            bn = None
+            if bins is not None:  # only the rows kept
+                bn = bins[sl][ok]
+                if bad_sl is not None:
+                    was_bad = np.zeros(ok.shape[0], dtype=bool)
+                    was_bad[bad_sl] = True
+                    bn[was_bad[ok]] = 0.0
+            return c_n[ok], c_t[ok], u_t[ok], gc[ok], bn
 
-        none = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.intp))
+        none: tuple[FloatArray, FloatArray, FloatArray, IntArray, NDArray[Any] | None] = (
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros(0, dtype=np.intp),
+            None,
+        )
         thin = bool(np.isfinite(cap))
         parts = [evidence(sl, b, thin) for sl, b in zip(chunks, bad, strict=True)] or [none]
         s_nc, s_tc, s_tu = (np.concatenate([p[i] for p in parts]) for i in range(3))
         s_g = np.concatenate([p[3] for p in parts])
+        s_bins = None
+        if bins is not None:
+            s_bins = np.concatenate([p[4] for p in parts if p[4] is not None] or [_NO_BINS])
         del parts
         if s_nc.size:
             m_step = functools.partial(
@@ -618,7 +869,7 @@ def fit_group_priors(
                 max_alpha=max_alpha,
             )
             for _ in range(iterations):
-                alpha, beta = m_step(*_e_step(alpha, beta, s_nc, s_tc, s_tu, s_g))
+                alpha, beta = m_step(*_e_step(alpha, beta, s_nc, s_tc, s_tu, s_g, s_bins))
             if cap < 1.0:
                 # some groups had no page in the sample: one more step on every page
                 step = np.zeros((3, ng))
@@ -629,7 +880,13 @@ def fit_group_priors(
 
 
 def _e_step(
-    alpha: FloatArray, beta: FloatArray, nc: FloatArray, tc: FloatArray, tu: FloatArray, g: IntArray
+    alpha: FloatArray,
+    beta: FloatArray,
+    nc: FloatArray,
+    tc: FloatArray,
+    tu: FloatArray,
+    g: IntArray,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Per group: pages, Σ E[λ] and Σ E[ln λ] under the pages' posteriors.
 
@@ -641,7 +898,8 @@ def _e_step(
     sums = np.zeros((3, ng))
     for sl in _chunks(nc.shape[0]):
         gc = g[sl]
-        lam, sd = _posterior_mode(alpha[gc], beta[gc], nc[sl], tc[sl], tu[sl])
+        bn = None if bins is None else bins[sl]
+        lam, sd = _posterior_mode(alpha[gc], beta[gc], nc[sl], tc[sl], tu[sl], bn)
         a = (lam / sd) ** 2
         e_log = np.log(lam) + _digamma(a) - np.log(a)
         sums[0] += np.bincount(gc, minlength=ng)
@@ -715,46 +973,156 @@ def gamma_priors_from_posteriors(
 
 
 def _posterior_mode(
-    alpha: FloatArray, beta: FloatArray, nc: FloatArray, tc: FloatArray, tu: FloatArray
+    alpha: FloatArray,
+    beta: FloatArray,
+    nc: FloatArray,
+    tc: FloatArray,
+    tu: FloatArray,
+    bins: NDArray[np.floating[Any]] | None = None,
+    bins_scale: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Mode of ln λ under the Gamma prior and censored likelihood; λ and sd(λ)."""
+    """Mode of ln λ under the Gamma prior and censored likelihood; λ and sd(λ).
+
+    Without ``bins`` every changed interval is read at the mean ``tc/nc``;
+    with them (``(m, 12)``, :mod:`recrawl.records.evidence`, their counts
+    times ``bins_scale`` when given: a decay), those of each length bin at
+    the bin's own mean length (:func:`_binned_mode`) where more than one bin
+    is in use.
+    """
+    if bins is not None:
+        # pages with one bin in use (regular revisits, or bins read from the
+        # four numbers) are the mean-length case: only the others need the bins
+        lam, sd = _posterior_mode(alpha, beta, nc, tc, tu)
+        many = np.flatnonzero(_bins_in_use(bins) > 1)
+        if many.size:
+            scale = None if bins_scale is None else bins_scale[many]
+            lam[many], sd[many] = _binned_mode(
+                alpha[many], beta[many] + tu[many], bins[many], scale, start=lam[many]
+            )
+        return lam, sd
     b = beta + tu
     lam = alpha / b  # the answer for pages that never showed a change
     hpp = -alpha  # h''(s) = −bλ there
     live = np.flatnonzero(nc > 0)
     if live.size:
-        al, bl, nl = alpha[live], b[live], nc[live]
+        nl = nc[live]
         tau = np.maximum(tc[live] / nl, 1e-12)
-        lo = np.log(al / bl)
-        hi = np.log((al + nl) / bl)
-        # start from the Gamma-style guess (α + nc) / (β + tc + tu), inside the bracket
-        s = np.clip(np.log((al + nl) / (bl + tc[live])), lo, hi)
-        h2 = -bl
-        # safeguarded Newton on h'(s) = α + nc φ(u) − bλ, φ(u) = u/(e^u − 1), with
-        # u φ'(u) = φ(1 − φ) − u φ; three steps reach a relative error below 3e-4,
-        # far inside the estimate's own uncertainty
-        with np.errstate(over="ignore"):
-            for _ in range(3):
-                ll = np.exp(s)
-                u = ll * tau
-                phi = u / np.expm1(u)
-                blam = bl * ll
-                hp = nl * phi
-                hp += al
-                hp -= blam
-                h2 = phi * (1.0 - phi - u)
-                h2 *= nl
-                h2 -= blam
-                up = hp > 0
-                np.copyto(lo, s, where=up)
-                np.copyto(hi, s, where=~up)
-                step = s - hp / h2
-                ok = (step >= lo) & (step <= hi)
-                s = np.where(ok, step, 0.5 * (lo + hi))
-        lam[live] = np.exp(s)
-        hpp[live] = h2
+        lam[live], hpp[live] = _mean_length_mode(alpha[live], b[live], nl, tau, tc[live])
     sd = lam / np.sqrt(-hpp)
     return lam, sd
+
+
+def _bins_in_use(bins: NDArray[np.floating[Any]]) -> NDArray[np.integer[Any]]:
+    """How many length bins of each page hold a changed interval (bins ≥ 0)."""
+    bits = _AS_BITS.get(bins.dtype.itemsize)
+    if bins.dtype.kind == "f" and bits is not None:  # nonzero bits: nonzero (bins ≥ 0)
+        n = bins.view(bits[0])[:, :BINS] != 0
+    else:
+        n = bins[:, :BINS] > 0
+    used: NDArray[np.int8] = n.sum(axis=1, dtype=np.int8)
+    return used
+
+
+def _mean_length_mode(
+    al: FloatArray,
+    bl: FloatArray,
+    nl: FloatArray,
+    tau: FloatArray,
+    tc: FloatArray,
+    steps: int = 3,
+) -> tuple[FloatArray, FloatArray]:
+    """λ and ``h''(s)`` of pages whose ``nl`` changed intervals are all read at ``tau`` days."""
+    lo = np.log(al / bl)
+    hi = np.log((al + nl) / bl)
+    # start from the Gamma-style guess (α + nc) / (β + tc + tu), inside the bracket
+    s = np.clip(np.log((al + nl) / (bl + tc)), lo, hi)
+    h2 = -bl
+    # safeguarded Newton on h'(s) = α + nc φ(u) − bλ, φ(u) = u/(e^u − 1), with
+    # u φ'(u) = φ(1 − φ) − u φ; three steps reach a relative error below 3e-4,
+    # far inside the estimate's own uncertainty (four: below 1e-7)
+    with np.errstate(over="ignore"):
+        for _ in range(steps):
+            ll = np.exp(s)
+            u = ll * tau
+            phi = u / np.expm1(u)
+            blam = bl * ll
+            hp = nl * phi
+            hp += al
+            hp -= blam
+            h2 = phi * (1.0 - phi - u)
+            h2 *= nl
+            h2 -= blam
+            up = hp > 0
+            np.copyto(lo, s, where=up)
+            np.copyto(hi, s, where=~up)
+            step = s - hp / h2
+            ok = (step >= lo) & (step <= hi)
+            s = np.where(ok, step, 0.5 * (lo + hi))
+    return np.exp(s), h2
+
+
+def _binned_mode(
+    alpha: FloatArray,
+    b: FloatArray,
+    bins: NDArray[np.floating[Any]],
+    scale: FloatArray | None = None,
+    *,
+    start: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """The posterior mode of ln λ from binned changed intervals; λ and sd(λ).
+
+    ``bins`` holds each page's decayed counts ``n_k`` and length sums ``t_k``
+    of its changed intervals per length bin (counts times ``scale``, when
+    given); each bin is read at its mean length ``τ_k = t_k/n_k``, so the
+    mode is the root of ::
+
+        α + Σ_k n_k φ(λ τ_k) = b λ,     φ(u) = u/(e^u − 1),  b = β + tu
+
+    in ``[α/b, (α + Σ n_k)/b]``: safeguarded Newton steps in ``s = ln λ``
+    over the used bins only (flat, one entry per page and bin), from
+    ``start`` (the mean-length estimate, a little low) or the Gamma-style
+    guess, until every page moves less than 1e-6 in ``s`` (at most
+    :data:`_BINNED_STEPS` steps).
+    """
+    m = alpha.shape[0]
+    page, k = np.nonzero(bins[:, :BINS] > 0)  # flat: one entry per page and used bin
+    n = bins[page, k].astype(np.float64)
+    t = bins[page, BINS + k].astype(np.float64)
+    tau = np.maximum(t / n, 1e-12)
+    if scale is not None:
+        n *= scale[page]
+        t *= scale[page]
+    nl = np.bincount(page, weights=n, minlength=m)
+    lo = np.log(alpha / b)
+    hi = np.log((alpha + nl) / b)
+    if start is None:
+        start = (alpha + nl) / (b + np.bincount(page, weights=t, minlength=m))
+    s = np.clip(np.log(start), lo, hi)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for _ in range(_BINNED_STEPS):
+            ll = np.exp(s)
+            u = ll[page] * tau
+            phi = u / np.expm1(u)
+            phi[u > 700.0] = 0.0
+            blam = b * ll
+            hp = alpha + np.bincount(page, weights=n * phi, minlength=m) - blam
+            h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - blam
+            up = hp > 0
+            np.copyto(lo, s, where=up)
+            np.copyto(hi, s, where=~up)
+            step = s - hp / h2
+            ok = (step >= lo) & (step <= hi)
+            new = np.where(ok, step, 0.5 * (lo + hi))
+            done = bool(np.all(np.abs(new - s) <= 1e-6))
+            s = new
+            if done:
+                break
+        ll = np.exp(s)
+        u = ll[page] * tau
+        phi = u / np.expm1(u)
+        phi[u > 700.0] = 0.0
+        h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - b * ll
+    return ll, ll / np.sqrt(-h2)
 
 
 def estimate_rates(
@@ -767,6 +1135,7 @@ def estimate_rates(
     priors: GroupPriors | None = None,
     elapsed_days: ArrayLike | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    bins: NDArray[np.floating[Any]] | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Estimate every page's change rate and its uncertainty.
 
@@ -785,6 +1154,14 @@ def estimate_rates(
         group (priors fitted here use the undecayed evidence).
     half_life_days : float
         Evidence half-life used with ``elapsed_days``, days.
+    bins : ndarray, optional
+        ``(n, 12)`` length bins of every page's changed intervals
+        (:mod:`recrawl.records.evidence`, kept by :func:`fold_revisits`):
+        the censored likelihood then reads each bin's changed intervals at
+        the bin's mean length instead of all of them at the mean ``tc/nc``,
+        which is biased low when the revisit intervals vary (issue 29); a
+        page's ``nc``, ``tc`` then only say whether its evidence is sound.
+        The priors fitted here use the bins too.
 
     Returns
     -------
@@ -805,9 +1182,10 @@ def estimate_rates(
     """
     ncf, tcf, nuf, tuf = _evidence_arrays(nc, tc, nu, tu)
     g = None if groups is None else np.asarray(groups)
-    bad = _bad_chunks(ncf, tcf, nuf, tuf)
+    bad = _bad_chunks(ncf, tcf, nuf, tuf, bins)
+    bins = None if bins is None else bins[:, :BIN_COLUMNS]  # (not the change-point test)
     if priors is None:
-        priors = fit_group_priors(ncf, tcf, nuf, tuf, g)
+        priors = fit_group_priors(ncf, tcf, nuf, tuf, g, bins=bins)
     el = None
     if elapsed_days is not None:
         el = np.broadcast_to(np.asarray(elapsed_days, dtype=np.float64), ncf.shape)
@@ -819,10 +1197,12 @@ def estimate_rates(
         a = np.full(m, priors.alpha[0]) if g is None else priors.alpha[g[sl]]
         b = np.full(m, priors.beta[0]) if g is None else priors.beta[g[sl]]
         c_n, c_t, u_t = _usable(bad_sl, ncf[sl], tcf[sl], tuf[sl])
+        bn = _usable_bins(bad_sl, None if bins is None else bins[sl])
+        d = None
         if el is not None:
             d = _decay_factor(el[sl], half_life_days)
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d
-        rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t)
+        rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t, bn, d)
     return rate, sd
 
 

@@ -168,6 +168,7 @@ def _subset(pages: PlanPages, idx: IntArray) -> PlanPages:
         active=pages.active[idx],
         checked_at=opt(pages.checked_at),
         known_stale=opt(pages.known_stale),
+        ev_bins=opt(pages.ev_bins),
     )
 
 
@@ -251,6 +252,7 @@ def _s_sample(part: Partition, keep: FloatArray) -> tuple[Partition, tuple[Float
     if keep.size:  # thinned: about min(size, c) pages of each group
         ok &= _mix_unit(part.page_id) < keep[pages.group]
     i = np.flatnonzero(ok)
+    bins = () if pages.ev_bins is None else tuple(pages.ev_bins[i].T.astype(np.float64))
     return part, (
         part.page_id[i].astype(np.float64),
         pages.ev_nc[i],
@@ -258,6 +260,7 @@ def _s_sample(part: Partition, keep: FloatArray) -> tuple[Partition, tuple[Float
         pages.ev_nu[i],
         pages.ev_tu[i],
         pages.group[i].astype(np.float64),
+        *bins,
     )
 
 
@@ -293,12 +296,15 @@ def fit_priors(runner: PartitionRunner, *, sample_pages: int = 100_000) -> Group
     c = _cap(sizes, sample_pages)
     keep = np.zeros(0) if math.isinf(c) else c / np.maximum(sizes, 1.0)
     rows = runner.run(_s_sample, keep)
-    cols = [np.concatenate([r[i] for r in rows]) for i in range(6)]
+    width = min((len(r) for r in rows), default=6)  # 6, or 18 with the length bins
+    cols = [np.concatenate([r[i] for r in rows]) for i in range(width)]
     order = np.argsort(cols[0], kind="stable")
     nc, tc, nu, tu, g = (cols[i][order] for i in range(1, 6))
+    bins = np.stack([c[order] for c in cols[6:]], axis=1) if width > 6 else None
     return fit_group_priors(
-        nc, tc, nu, tu, g.astype(np.int64), n_groups=n_groups, sample_pages=max(nc.size, 1)
-    )
+        nc, tc, nu, tu, g.astype(np.int64), n_groups=n_groups, sample_pages=max(nc.size, 1),
+        bins=bins,
+    )  # fmt: skip
 
 
 def _eff_cost(pages: PlanPages) -> FloatArray:
@@ -336,6 +342,7 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
         priors=a.priors,
         elapsed_days=elapsed,
         half_life_days=a.config.half_life_days,
+        bins=pages.ev_bins,
     )
     part.rate_per_day, part.rate_sd_per_day = rate, sd
     eff = _eff_cost(pages)

@@ -52,6 +52,7 @@ from recrawl.plan.cluster import (
 )
 from recrawl.plan.freshness import Objective
 from recrawl.plan.planner import PlannerConfig, PlanPages
+from recrawl.records.evidence import BIN_COLUMNS
 
 __all__ = [
     "DaskRunner",
@@ -66,7 +67,7 @@ T = TypeVar("T")
 
 _FLOATS = ("value", "cost", "last_fetch", "first_seen", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
            "nutch_interval")  # fmt: skip
-_INTS = ("site", "host", "group")
+_INTS = ("site", "host", "group")  # and ev_bin_0 … ev_bin_11, the length bins, when kept
 _BOOLS = ("never_fetched", "active")
 
 
@@ -109,6 +110,8 @@ def write_partitions(
             cols["checked_at"] = p.checked_at
         if p.known_stale is not None:
             cols["known_stale"] = p.known_stale
+        if p.ev_bins is not None:
+            cols.update({f"ev_bin_{k}": p.ev_bins[:, k] for k in range(BIN_COLUMNS)})
         path = f"{base}/part-{i:05d}.parquet"
         pq.write_table(pa.table(cols), path, filesystem=filesystem)
         paths.append(path if "://" not in root else f"{root.rstrip('/')}/part-{i:05d}.parquet")
@@ -136,6 +139,9 @@ def read_partition(path: str, sites_path: str) -> Partition:
         site_paused=np.asarray(sites.column("paused").to_numpy(), np.bool_),
         checked_at=col("checked_at", np.float64) if "checked_at" in names else None,
         known_stale=col("known_stale", np.bool_) if "known_stale" in names else None,
+        ev_bins=np.stack([col(f"ev_bin_{k}", np.float32) for k in range(BIN_COLUMNS)], axis=1)
+        if "ev_bin_0" in names
+        else None,
     )
     return Partition(pages, col("page_id", np.int64))
 

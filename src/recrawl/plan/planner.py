@@ -82,6 +82,7 @@ from recrawl.estimate.rates import (
     raw_rates,
 )
 from recrawl.plan.freshness import Objective, freshness_gain, optimal_allocation
+from recrawl.records.evidence import BIN_COLUMNS
 
 __all__ = [
     "NUTCH_DEC_FACTOR",
@@ -186,6 +187,15 @@ class PlanPages:
     ev_nc, ev_tc, ev_nu, ev_tu : ndarray of float
         Revisit evidence, see :mod:`recrawl.estimate` (``ev_tc``, ``ev_tu`` in
         days).
+    ev_bins : ndarray of float16 or float32, optional
+        ``(n, 12)`` the changed intervals' decayed counts and length sums by
+        length bin (:mod:`recrawl.records.evidence`, kept by the fold and the
+        store). When given, rates come from the binned censored likelihood,
+        which is not biased low when a page's revisit intervals vary; without
+        it, every changed interval is read at the mean ``ev_tc / ev_nc``. A
+        planner that only reads them may hold them as float16 (24 bytes a
+        page instead of 48; a relative error of 5e-4 on each number, far
+        inside any rate's uncertainty); a fold into them needs float32.
     nutch_interval : ndarray of float
         Current Nutch adaptive interval, seconds.
     site_cost_multiplier : ndarray of float
@@ -231,6 +241,7 @@ class PlanPages:
     active: BoolArray = field(default_factory=lambda: _ALL_ACTIVE)
     checked_at: FloatArray | None = None
     known_stale: BoolArray | None = None
+    ev_bins: NDArray[np.floating[Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.value.ndim != 1:
@@ -260,6 +271,10 @@ class PlanPages:
             a = getattr(self, name)
             if a is not None and a.shape != (n,):
                 raise ValueError(f"PlanPages.{name} must have shape ({n},), got {a.shape}")
+        if self.ev_bins is not None and self.ev_bins.shape != (n, BIN_COLUMNS):
+            raise ValueError(
+                f"PlanPages.ev_bins must have shape ({n}, {BIN_COLUMNS}), got {self.ev_bins.shape}"
+            )
         if self.site_cost_multiplier.shape != self.site_paused.shape:
             raise ValueError("site_cost_multiplier and site_paused must have one entry per site")
 
@@ -337,6 +352,11 @@ class PlannerConfig:
         At most this many fetches per host per cycle (None: no cap).
     half_life_days : float
         Evidence half-life for the estimator, days.
+    change_points : bool
+        Where this config folds revisits itself (the replay): keep each page's
+        change-point test (:func:`recrawl.estimate.rates.change_point_step`)
+        and re-learn a page from a jump of its rate on. The store's fold
+        always keeps it.
     greedy_interval_days : float or None
         The ``interval_days`` of the seed's priority for ``greedy``; None uses
         the mean revisit interval the budget affords.
@@ -378,6 +398,7 @@ class PlannerConfig:
     reestimate_after_days: float = 180.0
     max_per_host: int | None = None
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    change_points: bool = True
     greedy_interval_days: float | None = None
     learning_revisits: float = 3.0
     learning_boost: float = 2.0
@@ -925,6 +946,7 @@ def _estimate(
         priors=priors,
         elapsed_days=elapsed,
         half_life_days=cfg.half_life_days,
+        bins=pages.ev_bins,
     )
 
 
@@ -939,6 +961,7 @@ def group_priors(pages: PlanPages, fetched: BoolArray | None = None) -> GroupPri
         pages.group,
         mask=~pages.never_fetched if fetched is None else fetched,
         n_groups=int(pages.group.max(initial=-1)) + 1,
+        bins=pages.ev_bins,
     )
 
 

@@ -16,6 +16,14 @@ from numpy.typing import NDArray
 
 from recrawl.observe.observation import Observation
 from recrawl.records.buckets import OUTCOMES
+from recrawl.records.evidence import (
+    BIN_COLUMNS,
+    EVIDENCE_COLUMNS,
+    NO_BINS,
+    bins_from_blobs,
+    bins_to_blobs,
+    blob_from_totals,
+)
 
 __all__ = [
     "CODE",
@@ -26,6 +34,7 @@ __all__ = [
     "Classifier",
     "PageArrays",
     "PageState",
+    "evidence_blob",
     "new_page_row",
     "object_array",
     "page_from_row",
@@ -69,6 +78,9 @@ class PageState:
     ev_tc: float = 0.0
     ev_nu: float = 0.0
     ev_tu: float = 0.0
+    ev_bins: bytes = NO_BINS
+    """The changed intervals by length bin and the change-point test
+    (:mod:`recrawl.records.evidence`): 22 float32 numbers as 88 little-endian bytes."""
     nutch_interval: float = NUTCH_DEFAULT_S
     fails: int = 0
     """Consecutive failed fetches (any outcome that did not reach the content)
@@ -83,6 +95,7 @@ class PageState:
         self.fetches = self.changes = self.bytes_total = 0
         self.credits_total = self.avg_bytes = 0.0
         self.ev_nc = self.ev_tc = self.ev_nu = self.ev_tu = 0.0
+        self.ev_bins = NO_BINS
         self.nutch_interval = NUTCH_DEFAULT_S
         self.fails = 0
         self.gone = False
@@ -116,6 +129,7 @@ class PageArrays:
     ev_tc: FloatArray
     ev_nu: FloatArray
     ev_tu: FloatArray
+    ev_bins: NDArray[np.float32]  # (n, EVIDENCE_COLUMNS): bins, then the change-point test
     nutch_interval: FloatArray
     fails: NDArray[np.int64]
     gone: NDArray[np.bool_]
@@ -128,6 +142,8 @@ class PageArrays:
         for name, col in zip(ROW_FIELDS, cols, strict=True):
             if name in _OBJECT_FIELDS:
                 out[name] = object_array(list(col))
+            elif name == "ev_bins":  # after ev_nc, ev_tc: a missing blob comes from them
+                out[name] = bins_from_blobs(list(col), out["ev_nc"], out["ev_tc"])
             else:  # None becomes NaN in the float columns
                 out[name] = np.array(col, dtype=_DTYPES.get(name, np.float64))
         return cls(**out)
@@ -143,6 +159,8 @@ class PageArrays:
         ix = np.asarray(index, dtype=np.intp)
 
         def column(name: str) -> list[Any]:
+            if name == "ev_bins":
+                return list(bins_to_blobs(self.ev_bins[ix]))
             values: list[Any] = getattr(self, name)[ix].tolist()
             if name in _OPTIONAL_TIMES:
                 return [None if v != v else v for v in values]
@@ -179,8 +197,11 @@ class PageArrays:
         cols: dict[str, Any] = {}
         for name, blank in zip(ROW_FIELDS, new_page_row("", "", "", np.nan), strict=True):
             have = getattr(self, name)
-            col = np.empty(n, dtype=have.dtype)
-            col[k:] = np.nan if blank is None and have.dtype != object else blank
+            col = np.empty((n, *have.shape[1:]), dtype=have.dtype)
+            if name == "ev_bins":
+                col[k:] = 0.0
+            else:
+                col[k:] = np.nan if blank is None and have.dtype != object else blank
             col[:k] = have[:k]
             cols[name] = col
         return PageArrays(**cols)
@@ -209,7 +230,20 @@ def page_from_row(row: Sequence[Any]) -> PageState:
     """A :class:`~recrawl.pagestate.PageState` from a row (:data:`ROW_FIELDS`)."""
     page = PageState(*row[:-1])
     page.gone = bool(row[-1])
+    page.ev_bins = evidence_blob(page.ev_bins, page.ev_nc, page.ev_tc)
     return page
+
+
+def evidence_blob(blob: Any, nc: float, tc: float) -> bytes:
+    """A page's evidence blob as bytes of :data:`~recrawl.records.evidence.EVIDENCE_COLUMNS`
+    float32 (a store without bins gives None: its four numbers' bins)."""
+    if blob is None:
+        return blob_from_totals(nc, tc)
+    if len(blob) == 4 * EVIDENCE_COLUMNS:
+        return bytes(blob)
+    if len(blob) == 4 * BIN_COLUMNS:  # the bins alone: the change-point test at rest
+        return bytes(blob) + bytes(4 * (EVIDENCE_COLUMNS - BIN_COLUMNS))
+    return blob_from_totals(nc, tc)
 
 
 def page_row(p: PageState) -> tuple[Any, ...]:
@@ -228,5 +262,5 @@ def new_page_row(url: str, site: str, page_type: str, first_seen: float) -> tupl
     """The row (:data:`ROW_FIELDS`) of a page never fetched."""
     return (
         url, site, page_type, 1.0, first_seen, None, None, None, None, None, None,
-        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NUTCH_DEFAULT_S, 0, 0,
+        0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NO_BINS, NUTCH_DEFAULT_S, 0, 0,
     )  # fmt: skip

@@ -80,6 +80,7 @@ from recrawl.plan.planner import (
     policy_rule,
     reallocate,
 )
+from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
 
 __all__ = [
     "ALL_POLICIES",
@@ -648,6 +649,9 @@ def _run_policy(
     sitemap: _Sitemap | None = None,
 ) -> dict[str, Any]:
     n = p.n
+    # each page's length bins and change-point test, folded with its evidence
+    width = EVIDENCE_COLUMNS if config.change_points else BIN_COLUMNS
+    evidence = np.zeros((n, width), dtype=np.float32)
     state = PlanPages(
         value=p.value.copy(),
         cost=p.cost.copy(),
@@ -665,6 +669,7 @@ def _run_policy(
         site_cost_multiplier=np.ones(p.n_sites),
         site_paused=np.zeros(p.n_sites, dtype=bool),
         active=np.zeros(n, dtype=bool),
+        ev_bins=evidence[:, :BIN_COLUMNS],  # a view: the fold below updates it
     )
     fresh = np.zeros(n)
     tally = _Tally()
@@ -747,7 +752,7 @@ def _run_policy(
         fold_revisits(
             state.ev_nc, state.ev_tc, state.ev_nu, state.ev_tu, idx, prev, now, changed,
             quiet_until=view.quiet_until(idx, prev, now) if view is not None else None,
-            half_life_days=config.half_life_days,
+            half_life_days=config.half_life_days, bins=evidence,
         )  # fmt: skip
         state.nutch_interval[idx] = nutch_next_interval(state.nutch_interval[idx], changed)
         state.last_fetch[idx] = t

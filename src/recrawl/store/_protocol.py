@@ -115,7 +115,9 @@ class ContentHistory:
     fetch (``page`` ids, unix seconds, what it found, whether it was answered
     304 and whether a fetch in the window carried validators), the URL of
     every page id listed, and the checkpoint state ``(last_ok, ev_nc, ev_tc,
-    ev_nu, ev_tu)`` of those pruned."""
+    ev_nu, ev_tu)`` of those pruned, with its evidence blob (length bins and
+    change-point test, :mod:`recrawl.records.evidence`; None from a store
+    before the bins)."""
 
     page: NDArray[np.int64]
     fetched_at: NDArray[np.float64]
@@ -125,6 +127,7 @@ class ContentHistory:
     conditional: NDArray[np.bool_]
     urls: dict[int, str]
     checkpoints: dict[int, tuple[float, ...]]
+    checkpoint_evidence: dict[int, bytes | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

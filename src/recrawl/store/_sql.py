@@ -40,6 +40,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
+from recrawl.records.evidence import BIN_COLUMNS, bins_from_blobs
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
@@ -57,7 +58,7 @@ __all__ = ["SQLStore", "SQLWrite"]
 
 _log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 _OUT_IDX: Final = {o: i for i, o in enumerate(OUTCOMES)}
 _EDGES: Final = [float(e) for e in LATENCY_EDGES_MS]
 # Layout of one bucket delta: n, outcome counts, then the scalar sums, then the
@@ -121,6 +122,7 @@ CREATE TABLE IF NOT EXISTS pages (
     avg_bytes {REAL} NOT NULL DEFAULT 0,
     ev_nc {REAL} NOT NULL DEFAULT 0, ev_tc {REAL} NOT NULL DEFAULT 0,
     ev_nu {REAL} NOT NULL DEFAULT 0, ev_tu {REAL} NOT NULL DEFAULT 0,
+    ev_bins {BYTES},
     nutch_interval {REAL} NOT NULL DEFAULT 2592000,
     fails INTEGER NOT NULL DEFAULT 0,
     gone INTEGER NOT NULL DEFAULT 0,
@@ -179,6 +181,7 @@ CREATE TABLE IF NOT EXISTS page_checkpoints (
     fetches {BIGINT} NOT NULL, changes {BIGINT} NOT NULL, bytes_total {BIGINT} NOT NULL,
     credits_total {REAL} NOT NULL, avg_bytes {REAL} NOT NULL,
     ev_nc {REAL} NOT NULL, ev_tc {REAL} NOT NULL, ev_nu {REAL} NOT NULL, ev_tu {REAL} NOT NULL,
+    ev_bins {BYTES},
     nutch_interval {REAL} NOT NULL, fails {BIGINT} NOT NULL DEFAULT 0, gone INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS hints (
@@ -194,7 +197,7 @@ CREATE TABLE IF NOT EXISTS hint_log (
 ) {WR};
 CREATE TABLE IF NOT EXISTS published_plan (
     one INTEGER PRIMARY KEY, generation {BIGINT} NOT NULL, cycle {BIGINT} NOT NULL,
-    mark {BIGINT} NOT NULL, body {BLOB} NOT NULL
+    mark {BIGINT} NOT NULL, body {BYTES} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS cycle_spend (
     cycle {BIGINT} PRIMARY KEY, spent {REAL} NOT NULL, refunds {BIGINT} NOT NULL
@@ -209,8 +212,16 @@ CREATE TABLE IF NOT EXISTS cycle_spend (
 # planning replica published last (``published_plan``, one row: its
 # generation, cycle, observation mark and the plan as compressed JSON) and
 # what each plan cycle has spent so far, every replica's leases and reports
-# included (``cycle_spend``). Both tables are created when a store of schema 6
-# is opened: no migration.
+# included (``cycle_spend``). Both tables are created when a store is opened:
+# no migration.
+#
+# ``ev_bins`` (schema 7): the page's changed intervals by length bin (12
+# float32) and its change-point test (10 float32) as one 88-byte blob
+# (recrawl.records.evidence), for the censored likelihood of each page's own
+# intervals. NULL (every page of a store migrated from schema 6, until its next
+# revisit) reads as all of the page's changed intervals in the bin of their
+# mean length ev_tc / ev_nc, the test at rest: exactly the estimate the four
+# numbers gave, so a migrated store keeps its estimates.
 #
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -417,7 +428,7 @@ class SQLStore:
         "PAGEID": "INTEGER PRIMARY KEY",
         "WR": "WITHOUT ROWID",
         "VEC": "BLOB",
-        "BLOB": "BLOB",
+        "BYTES": "BLOB",
         "JSON_ROW": "json_array({})",
         "SPARSE": "recrawl_sparse",
     }
@@ -462,7 +473,7 @@ class SQLStore:
         self._db: Any = self._connect()
         try:
             found = self._schema_version()
-            if found in (2, 3, 4, 5):
+            if found in (2, 3, 4, 5, 6):
                 self._migrate(found)
                 found = SCHEMA_VERSION
             if found is not None and found != SCHEMA_VERSION:
@@ -542,7 +553,7 @@ class SQLStore:
             yield self._db
 
     def _migrate(self, found: int) -> None:
-        """Bring a store of schema ``found`` (2 to 5) to :data:`SCHEMA_VERSION`.
+        """Bring a store of schema ``found`` (2 to 6) to :data:`SCHEMA_VERSION`.
         One transaction: a crash leaves the store as it was."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
@@ -556,6 +567,8 @@ class SQLStore:
                 self._failed_first_from_4(db)
             if found in (2, 3, 4, 5):
                 self._pages_from_5(db)
+            if found in (2, 3, 4, 5, 6):
+                self._bins_from_6(db)
             if found < SCHEMA_VERSION:
                 # other connections (an older recrawl still running) drop their
                 # cached pages and bucket rows and read the new layout
@@ -705,6 +718,14 @@ class SQLStore:
                 if fails:
                     counts.append((fails, pid))
         db.executemany("UPDATE pages SET fails = ? WHERE id = ?", counts)
+
+    def _bins_from_6(self, db: Any) -> None:
+        """Schema 6 to 7: pages and their checkpoints gain ``ev_bins``, NULL: read
+        as the bin of the page's mean changed length (the estimate it had)."""
+        for table in ("pages", "page_checkpoints"):
+            have = self._columns(db, table)
+            if have and "ev_bins" not in have:  # (no table: the DDL makes it, with the column)
+                db.execute(f"ALTER TABLE {table} ADD COLUMN ev_bins {self.dialect['BYTES']}")
 
     def _columns(self, db: Any, table: str) -> set[str]:
         """The columns of ``table`` (empty: no such table), in the transaction of ``db``."""
@@ -1649,10 +1670,10 @@ class SQLStore:
         )
         q = (
             "SELECT page, fetched_at, CASE outcome WHEN 'changed' THEN 1 WHEN 'new' THEN 2 "
-            "WHEN 'not_modified' THEN 3 ELSE 0 END, CASE WHEN fetched_at >= ? THEN rest END, NULL, NULL, NULL, NULL, seq "
+            "WHEN 'not_modified' THEN 3 ELSE 0 END, CASE WHEN fetched_at >= ? THEN rest END, NULL, NULL, NULL, NULL, seq, NULL "
             f"FROM observations WHERE outcome IN ({_CONTENT_SQL}) AND fetched_at < ? "
             f"AND page IN ({recent}) "
-            "UNION ALL SELECT page, last_ok, -1, NULL, ev_nc, ev_tc, ev_nu, ev_tu, -1 "
+            "UNION ALL SELECT page, last_ok, -1, NULL, ev_nc, ev_tc, ev_nu, ev_tu, -1, ev_bins "
             f"FROM page_checkpoints WHERE page IN ({recent}) ORDER BY 1, 2, 9"
         )
         at = _CONDITIONAL_AT
@@ -1661,6 +1682,7 @@ class SQLStore:
         codes: list[NDArray[np.int64]] = []
         cond: list[NDArray[np.bool_]] = []
         start: dict[int, tuple[float, ...]] = {}
+        blobs: dict[int, bytes | None] = {}
         with self._snapshot() as db:
             cur = db.execute(q, (since, hi, since, hi, since, hi))
             while rows := cur.fetchmany(100_000):
@@ -1670,6 +1692,7 @@ class SQLStore:
                         if r[2] < 0:
                             lo = math.nan if r[1] is None else float(r[1])
                             start[int(r[0])] = (lo, *(float(x) for x in r[4:8]))
+                            blobs[int(r[0])] = None if r[9] is None else bytes(r[9])
                 n = len(log)
                 pages.append(np.fromiter((r[0] for r in log), np.int64, n))
                 times.append(np.fromiter((r[1] for r in log), np.float64, n))
@@ -1697,6 +1720,7 @@ class SQLStore:
             conditional=cat(cond, np.bool_),
             urls={int(k): str(u) for k, u in urls.items()},
             checkpoints=start,
+            checkpoint_evidence=blobs,
         )
 
     def group_totals(self) -> list[GroupTotals]:
@@ -2178,15 +2202,18 @@ class SQLStore:
         Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
         ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
-        (seconds), ``avg_bytes`` (float64 arrays); ``fails`` (consecutive
-        failed fetches, int64 array); ``gone`` and ``moved`` (retired by a
-        permanent redirect to another page) (bool arrays).
+        (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
+        bins and change-point test, ``(n, 22)`` float32,
+        :mod:`recrawl.records.evidence`); ``fails``
+        (consecutive failed fetches, int64 array); ``gone`` and ``moved``
+        (retired by a permanent redirect to another page) (bool arrays).
         """
         urls: list[str] = []
         sites: list[str] = []
         types: list[str] = []
         ids: list[NDArray[np.int64]] = []
         nums: list[NDArray[np.float64]] = []
+        bins: list[NDArray[np.float32]] = []
         # one copy of each site and page type string, not one per page
         site_of: dict[str, str] = {}
         type_of: dict[str, str] = {}
@@ -2194,7 +2221,7 @@ class SQLStore:
             cur = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
                 "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id FROM pages ORDER BY url"
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins FROM pages ORDER BY url"
             )
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
             while rows := cur.fetchmany(_PAGE_CHUNK):
@@ -2203,7 +2230,9 @@ class SQLStore:
                 sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
                 types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
                 ids.append(np.fromiter((r[16] for r in rows), np.int64, n))
-                nums.append(np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13))
+                num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13)
+                nums.append(num)
+                bins.append(bins_from_blobs([r[17] for r in rows], num[:, 4], num[:, 5]))
         num = np.concatenate(nums) if nums else np.zeros((0, 13))
         cols: dict[str, Any] = {
             "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
@@ -2219,6 +2248,7 @@ class SQLStore:
         cols["gone"] = num[:, 10] > 0
         cols["fails"] = num[:, 11].astype(np.int64)
         cols["moved"] = num[:, 12] > 0
+        cols["ev_bins"] = np.concatenate(bins) if bins else np.zeros((0, BIN_COLUMNS), np.float32)
         return cols
 
     def outside_writes(self) -> int | None:

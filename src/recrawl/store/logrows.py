@@ -15,7 +15,7 @@ import orjson
 
 from recrawl.observe.batch import LOG_FIELDS
 from recrawl.observe.observation import Observation
-from recrawl.records.pages import MUTABLE_FIELDS, PageState
+from recrawl.records.pages import MUTABLE_FIELDS, PageState, evidence_blob
 
 __all__ = ["PRUNE_CHUNK_ROWS", "from_checkpoint", "logged_observation"]
 
@@ -48,4 +48,5 @@ def from_checkpoint(page: PageState, cp: Sequence[Any] | None) -> bool:
         setattr(page, name, v)
     page.first_seen = min(first_seen, page.first_seen)
     page.gone = bool(page.gone)
+    page.ev_bins = evidence_blob(page.ev_bins, page.ev_nc, page.ev_tc)  # (None: before bins)
     return bool(cp[0])

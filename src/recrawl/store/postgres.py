@@ -138,7 +138,7 @@ class PostgresStore(SQLStore):
         "PAGEID": "BIGINT PRIMARY KEY",
         "WR": "",
         "VEC": "DOUBLE PRECISION[]",
-        "BLOB": "BYTEA",
+        "BYTES": "BYTEA",
         "JSON_ROW": "json_build_array({})::text",
         "SPARSE": "",
     }

@@ -44,6 +44,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
+from recrawl.records.evidence import bins_from_blobs
 from recrawl.records.pages import (
     MUTABLE_FIELDS,
     PageArrays,
@@ -357,6 +358,9 @@ class MemoryStore:
         cols["gone"] = np.array([bool(p.gone) for _, p in rows], dtype=bool)
         cols["fails"] = np.array([p.fails for _, p in rows], dtype=np.int64)
         cols["moved"] = np.array([pid in st.moved_to for pid, _ in rows], dtype=bool)
+        cols["ev_bins"] = bins_from_blobs(
+            [p.ev_bins for _, p in rows], cols["ev_nc"], cols["ev_tc"]
+        )
         return cols
 
     def sites(self) -> list[str]:
@@ -371,11 +375,14 @@ class MemoryStore:
         checkpoints: dict[int, tuple[float, ...]] = {}
         at = 2 + MUTABLE_FIELDS.index("last_ok")
         ev = [2 + MUTABLE_FIELDS.index(n) for n in ("ev_nc", "ev_tc", "ev_nu", "ev_tu")]
+        blob_at = 2 + MUTABLE_FIELDS.index("ev_bins")
+        blobs: dict[int, bytes | None] = {}
         for pid in recent:
             cp = st.checkpoints.get(pid)
             if cp is not None:
                 lo = math.nan if cp[at] is None else float(cp[at])
                 checkpoints[pid] = (lo, *(float(cp[i]) for i in ev))
+                blobs[pid] = cp[blob_at]
         return ContentHistory(
             page=np.array([p for p, *_ in rows], dtype=np.int64),
             fetched_at=np.array([t for _, t, *_ in rows], dtype=np.float64),
@@ -387,6 +394,7 @@ class MemoryStore:
             ),
             urls={pid: st.pages[pid].url for pid in recent if pid in st.pages},
             checkpoints=checkpoints,
+            checkpoint_evidence=blobs,
         )
 
     def outcomes_many(self, urls: Sequence[str]) -> dict[str, list[tuple[float, str]]]:

@@ -69,3 +69,28 @@ def test_the_plan_spends_its_whole_budget_when_the_reserves_took_some_of_the_bes
         plan = engine.plan(budget=budget)
         assert plan.split().get("verify", 0) + plan.split().get("reestimate", 0) > 0
         assert plan.spent == pytest.approx(budget), plan.split()
+
+
+def test_a_page_heavier_than_its_siblings_is_planned_at_its_own_cost(tmp_path: Path) -> None:
+    """Issue 29, item 3: the cost of a fetch was its site and page type's
+    average, the same for every page of the group; now each page's own,
+    shrunk toward the group's (5 fetches' worth)."""
+    from recrawl.engine.engine import COST_SHRINK_FETCHES
+    from recrawl.store import SQLiteStore
+
+    engine = Engine(SQLiteStore(tmp_path / "s.db"), Settings(token="t", billing_unit="bytes",
+                                                             budget_per_day=1e6))  # fmt: skip
+    t0 = 1_750_000_000.0
+    sizes = {f"https://s.example/p{i}": 50_000 if i == 0 else 10_000 for i in range(10)}
+    engine.ingest([
+        parse_observation({"url": u, "fetched_at": t0 + d * 3600, "status": 200,
+                           "bytes_received": b, "record": {"d": d}})
+        for d in range(20) for u, b in sizes.items()
+    ])  # fmt: skip
+    pages, cols = engine.page_arrays(t0 + 21 * 3600)
+    cost = dict(zip(cols["url"], pages.cost.tolist(), strict=True))
+    group = sum(sizes.values()) / len(sizes)
+    k = COST_SHRINK_FETCHES
+    assert cost["https://s.example/p0"] == pytest.approx((20 * 50_000 + k * group) / (20 + k))
+    assert cost["https://s.example/p1"] == pytest.approx((20 * 10_000 + k * group) / (20 + k))
+    assert cost["https://s.example/p0"] > 3.5 * cost["https://s.example/p1"]

@@ -70,6 +70,9 @@ __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url
 
 DAY_S = 86400.0
 COST_PRIOR: Final[dict[str, float]] = {"bytes": 256.0 * 1024, "credits": 1.0, "fetches": 1.0}
+COST_SHRINK_FETCHES: Final = 5.0
+"""Fetches' worth of weight the site × page type cost has in a page's own
+cost: ``(what the page's fetches cost + 5 × the group's) / (its fetches + 5)``."""
 """Cost of one fetch, in each billing unit, assumed until the buckets hold
 costs learned from fetches (:meth:`Engine.cost_prior`): 256 KiB of wire bytes
 (a page of HTML with its headers, on the heavy side), one credit, one fetch.
@@ -589,6 +592,14 @@ class Engine:
             )
         else:
             cost = np.full(n, self.cost_prior({}))
+        unit = self.settings.billing_unit
+        if unit != "fetches" and n:
+            # each page's own cost a fetch, shrunk toward its site and type's
+            # (issue 29, item 3): a page twice as heavy as its siblings is
+            # planned at about twice their cost once it has a few fetches
+            paid = cols["bytes_total"] if unit == "bytes" else cols["credits_total"]
+            fetched = cols["fetches"].astype(np.float64)
+            cost = (paid + COST_SHRINK_FETCHES * cost) / (fetched + COST_SHRINK_FETCHES)
         controls = self.store.site_controls()
         mult = np.array(
             [float(controls.get(s, {}).get("cost_multiplier") or 1.0) for s in site_names]

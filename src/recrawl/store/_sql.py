@@ -2206,7 +2206,9 @@ class SQLStore:
         bins and change-point test, ``(n, 22)`` float32,
         :mod:`recrawl.records.evidence`); ``fails``
         (consecutive failed fetches, int64 array); ``gone`` and ``moved``
-        (retired by a permanent redirect to another page) (bool arrays).
+        (retired by a permanent redirect to another page) (bool arrays);
+        ``fetches`` (int64), ``bytes_total`` and ``credits_total`` (float64):
+        what the page's fetches cost so far (what its cost is learned from).
         """
         urls: list[str] = []
         sites: list[str] = []
@@ -2214,6 +2216,7 @@ class SQLStore:
         ids: list[NDArray[np.int64]] = []
         nums: list[NDArray[np.float64]] = []
         bins: list[NDArray[np.float32]] = []
+        spend: list[NDArray[np.float64]] = []
         # one copy of each site and page type string, not one per page
         site_of: dict[str, str] = {}
         type_of: dict[str, str] = {}
@@ -2221,7 +2224,8 @@ class SQLStore:
             cur = self._db.execute(
                 "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
                 "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins FROM pages ORDER BY url"
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins, fetches, bytes_total, "
+                "credits_total FROM pages ORDER BY url"
             )
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
             while rows := cur.fetchmany(_PAGE_CHUNK):
@@ -2233,6 +2237,7 @@ class SQLStore:
                 num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13)
                 nums.append(num)
                 bins.append(bins_from_blobs([r[17] for r in rows], num[:, 4], num[:, 5]))
+                spend.append(np.array([r[18:21] for r in rows], dtype=np.float64).reshape(n, 3))
         num = np.concatenate(nums) if nums else np.zeros((0, 13))
         cols: dict[str, Any] = {
             "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
@@ -2249,6 +2254,10 @@ class SQLStore:
         cols["fails"] = num[:, 11].astype(np.int64)
         cols["moved"] = num[:, 12] > 0
         cols["ev_bins"] = np.concatenate(bins) if bins else np.zeros((0, BIN_COLUMNS), np.float32)
+        paid = np.concatenate(spend) if spend else np.zeros((0, 3))
+        cols["fetches"] = paid[:, 0].astype(np.int64)
+        cols["bytes_total"] = np.ascontiguousarray(paid[:, 1])
+        cols["credits_total"] = np.ascontiguousarray(paid[:, 2])
         return cols
 
     def outside_writes(self) -> int | None:

@@ -361,6 +361,9 @@ class MemoryStore:
         cols["ev_bins"] = bins_from_blobs(
             [p.ev_bins for _, p in rows], cols["ev_nc"], cols["ev_tc"]
         )
+        cols["fetches"] = np.array([p.fetches for _, p in rows], dtype=np.int64)
+        cols["bytes_total"] = np.array([float(p.bytes_total) for _, p in rows], dtype=np.float64)
+        cols["credits_total"] = np.array([p.credits_total for _, p in rows], dtype=np.float64)
         return cols
 
     def sites(self) -> list[str]:

@@ -140,6 +140,14 @@ class TaskTable(Sequence[dict[str, Any]]):
         h = len(self._head)
         return str(self._head[i]["reason"]) if i < h else REASONS[int(self.reason[i - h])]
 
+    def body(self, name: str) -> list[str]:
+        """The rows' (not the head's) ``url``, ``site``, ``page_type`` or
+        ``reason``, in order: one list, without making a dict per row."""
+        if name == "reason":
+            return [REASONS[r] for r in self.reason.tolist()]
+        col = {"url": self._urls, "site": self._sites, "page_type": self._types}[name]
+        return [col[p] for p in self.page.tolist()]
+
     def rate_of(self, i: int) -> tuple[float, float] | None:
         """Task ``i``'s rate estimate and its standard deviation, per day (None
         for a head task: a canary has none)."""

@@ -34,15 +34,16 @@ class LeasePool:
         table = tasks if isinstance(tasks, TaskTable) else TaskTable.of(list(tasks))
         self.plan = plan
         self.table = table
-        n = len(table)
+        n, h = len(table), table.head
+        # a URL's first task wins: the rows from the last, then the head's (the canaries apart)
+        index = dict(zip(reversed(table.body("url")), range(n - 1, h - 1, -1), strict=True))
         self.canaries: list[Candidate] = []
-        index: dict[str, int] = {}
-        for i in reversed(range(n)):  # a URL's first task wins
-            url = table.url(i)
-            if table.reason_of(i) == "canary":
-                self.canaries.append((url, table.site(i), "canary"))
+        for i in reversed(range(h)):
+            task = table[i]
+            if task["reason"] == "canary":
+                self.canaries.append((task["url"], task["site"], "canary"))
             else:
-                index[url] = i
+                index[task["url"]] = i
         self.canaries.reverse()
         live = np.zeros(n, dtype=bool)
         live[np.fromiter(index.values(), np.int64, len(index))] = True
@@ -53,7 +54,11 @@ class LeasePool:
         self.index = index
         self.live = live
         self._start = 0  # no live position before it
-        self.sites = frozenset(table.site(i) for i in np.flatnonzero(live).tolist())
+        sites = table.body("site")
+        self.sites = frozenset(
+            [table.site(i) for i in np.flatnonzero(live[:h]).tolist()]
+            + [sites[k] for k in np.flatnonzero(live[h:]).tolist()]
+        )
 
     def __bool__(self) -> bool:
         """Whether a task (not a canary) is left to lease."""

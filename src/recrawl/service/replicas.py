@@ -47,7 +47,6 @@ def encode_plan(plan: PlanResult) -> bytes:
     tasks = plan.tasks
     table = tasks if isinstance(tasks, TaskTable) else TaskTable.of(list(tasks))
     head = [table[i] for i in range(table.head)]
-    n = len(table) - table.head
     res = plan.resolution
     doc: dict[str, Any] = {
         "format": _FORMAT,
@@ -56,9 +55,9 @@ def encode_plan(plan: PlanResult) -> bytes:
         "spent": plan.spent,
         "unit": plan.unit,
         "head": [{k: _finite(v) for k, v in t.items()} for t in head],
-        "url": [table.url(i) for i in range(table.head, len(table))],
-        "site": [table.site(i) for i in range(table.head, len(table))],
-        "page_type": [table[i]["page_type"] for i in range(table.head, len(table))],
+        "url": table.body("url"),
+        "site": table.body("site"),
+        "page_type": table.body("page_type"),
         "columns": {k: base64.b64encode(getattr(table, k).tobytes()).decode() for k in _COLUMNS},
         "resolution": None
         if res is None
@@ -68,7 +67,6 @@ def encode_plan(plan: PlanResult) -> bytes:
             None if math.isnan(res.median_interval_days) else res.median_interval_days,
         ],
     }
-    assert len(doc["url"]) == n
     return zlib.compress(orjson.dumps(doc), 1)
 
 

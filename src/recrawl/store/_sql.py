@@ -743,6 +743,33 @@ class SQLStore:
     # -- writing ---------------------------------------------------------------------------
 
     @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """One small write transaction on the store's connection, under its
+        lock: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the block raises."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _bump_own_pages_gen(self, db: Any) -> int:
+        """Bump ``pages_gen`` inside a write; returns the generation it was at
+        (this store's caches stay valid if they were at it: see :meth:`_pages_written`)."""
+        gen = self._pages_gen(db)
+        self._bump_pages_gen(db, gen)
+        return gen
+
+    def _pages_written(self, gen: int) -> None:
+        """After the commit of a write that bumped ``pages_gen`` from ``gen``:
+        this store's own write, so its caches follow when they were current."""
+        if self._gen == gen:
+            self._gen = gen + 1
+
+    @contextmanager
     def writing(self) -> Iterator[SQLWrite]:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back
         if the block raises), with the data operations of :class:`SQLWrite`.
@@ -1802,9 +1829,7 @@ class SQLStore:
     ) -> None:
         """Declare (or replace) a canary: ``url`` must carry ``expect`` (field → value)."""
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write() as db:
                 db.execute(
                     "INSERT INTO canaries VALUES (?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
                     "site = excluded.site, expect = excluded.expect, every_s = excluded.every_s, "
@@ -1819,34 +1844,21 @@ class SQLStore:
                         "VALUES (?, ?, ?, 'canary', 1, ?)",
                         (new[url], url, site, now),
                     )
-                gen = self._pages_gen(db)
-                self._bump_pages_gen(db, gen)
-                db.execute("COMMIT")
-                if self._gen == gen:
-                    self._gen = gen + 1
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                gen = self._bump_own_pages_gen(db)
+            self._pages_written(gen)
             self._remember_ids(new)
 
     def remove_canary(self, url: str) -> bool:
         """Withdraw the canary declared on ``url`` (as normalised); its page, if
         any, stays. Returns whether one was declared."""
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write() as db:
                 found = bool(db.execute("SELECT 1 FROM canaries WHERE url = ?", (url,)).fetchall())
                 if found:
                     db.execute("DELETE FROM canaries WHERE url = ?", (url,))
-                    gen = self._pages_gen(db)
-                    self._bump_pages_gen(db, gen)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            if found and self._gen == gen:
-                self._gen = gen + 1
+                    gen = self._bump_own_pages_gen(db)
+            if found:
+                self._pages_written(gen)
             return found
 
     def canaries(self) -> list[dict[str, Any]]:
@@ -2126,21 +2138,13 @@ class SQLStore:
         plan cycle it is for and the :meth:`observation_mark` read before it
         was computed. Replaces the previous one; returns its generation (1, 2, …
         over the store's life)."""
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT generation FROM published_plan WHERE one = 1").fetchone()
-                generation = (int(row[0]) if row else 0) + 1
-                db.execute("DELETE FROM published_plan")
-                db.execute(
-                    "INSERT INTO published_plan VALUES (1, ?, ?, ?, ?)",
-                    (generation, cycle, mark, body),
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._write() as db:
+            row = db.execute("SELECT generation FROM published_plan WHERE one = 1").fetchone()
+            generation = (int(row[0]) if row else 0) + 1
+            db.execute("DELETE FROM published_plan")
+            db.execute(
+                "INSERT INTO published_plan VALUES (1, ?, ?, ?, ?)", (generation, cycle, mark, body)
+            )
         return generation
 
     def published_plan(self, after: int = 0) -> tuple[int, int, int, bytes] | None:
@@ -2161,26 +2165,20 @@ class SQLStore:
         lease) to what plan cycle ``cycle`` has spent, never below 0, and
         return the new total. Refunds are counted (:meth:`cycle_spend`).
         Cycles more than two before ``cycle`` are forgotten."""
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT spent, refunds FROM cycle_spend WHERE cycle = ?", (cycle,))
-                got = row.fetchone()
-                total = max((float(got[0]) if got else 0.0) + delta, 0.0)
-                refunds = (int(got[1]) if got else 0) + (delta < 0)
-                if got is None:
-                    db.execute("INSERT INTO cycle_spend VALUES (?, ?, ?)", (cycle, total, refunds))
-                    db.execute("DELETE FROM cycle_spend WHERE cycle < ?", (cycle - 2,))
-                else:
-                    db.execute(
-                        "UPDATE cycle_spend SET spent = ?, refunds = ? WHERE cycle = ?",
-                        (total, refunds, cycle),
-                    )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        with self._write() as db:
+            got = db.execute(
+                "SELECT spent, refunds FROM cycle_spend WHERE cycle = ?", (cycle,)
+            ).fetchone()
+            total = max((float(got[0]) if got else 0.0) + delta, 0.0)
+            refunds = (int(got[1]) if got else 0) + (delta < 0)
+            if got is None:
+                db.execute("INSERT INTO cycle_spend VALUES (?, ?, ?)", (cycle, total, refunds))
+                db.execute("DELETE FROM cycle_spend WHERE cycle < ?", (cycle - 2,))
+            else:
+                db.execute(
+                    "UPDATE cycle_spend SET spent = ?, refunds = ? WHERE cycle = ?",
+                    (total, refunds, cycle),
+                )
         return total
 
     def cycle_spend(self, cycle: int) -> tuple[float, int]:

@@ -1152,13 +1152,17 @@ def test_init_writes_a_config_with_a_fresh_token_that_the_environment_overrides(
 
 
 @contextmanager
-def _server_process(tmp_path: Path, db: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+def _server_process(
+    tmp_path: Path, db: Path | str, port: int, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``recrawl serve`` on ``db`` in a process of its own, once it answers
+    ``/healthz``; ``env`` adds to its environment (``RECRAWL_…`` settings)."""
     cfg = tmp_path / "recrawl.toml"
     cfg.write_text('budget_per_day = 1000\ntoken = "file-token"\n')
     proc = subprocess.Popen(
         [sys.executable, "-m", "recrawl", "serve", "--config", str(cfg), "--db", str(db),
          "--port", str(port), "--log-level", "warning"],
-        env=_env(tmp_path, RECRAWL_TOKEN=TOKEN),
+        env=_env(tmp_path, RECRAWL_TOKEN=TOKEN, **env),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -10,9 +10,6 @@ lock on PostgreSQL.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import pg_schema
+from test_service import AUTH, _server_process
 from test_service_leases import _lease_all, _lease_and_report, _report, _service, _settle, services
 
 from recrawl._exceptions import ConfigError
@@ -155,34 +153,16 @@ def test_killing_the_planning_server_hands_planning_to_the_other_replica(
     other replica (on the same PostgreSQL schema) plans at its next request."""
     url = next(schema := pg_schema())
     try:
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RECRAWL_")}
-        env |= {"PYTHONPATH": str(Path(__file__).parents[2] / "src"), "RECRAWL_TOKEN": "t",
-                "RECRAWL_REPLICAS": "true", "RECRAWL_BUDGET_PER_DAY": "100",
-                "RECRAWL_CYCLE_HOURS": "24"}  # fmt: skip
         store = PostgresStore(url)
-        now = time.time()
         Engine(store, _settings()).add_urls(
-            [{"url": f"https://s.example/p{i}"} for i in range(50)], now=now
+            [{"url": f"https://s.example/p{i}"} for i in range(50)], now=time.time()
         )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "recrawl", "serve", "--db", url, "--port", str(port),
-             "--log-level", "warning"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 30
-            while True:  # the server's first plan takes the planner lock
-                try:
-                    r = httpx.get(f"http://127.0.0.1:{port}/v1/plan",
-                                  headers={"Authorization": "Bearer t"}, timeout=2)  # fmt: skip
-                    if r.status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.05)
+        port = free_port()
+        with _server_process(tmp_path, url, port, RECRAWL_REPLICAS="true",
+                             RECRAWL_BUDGET_PER_DAY="100", RECRAWL_CYCLE_HOURS="24") as proc:  # fmt: skip
+            # its first plan takes the planner lock
+            r = httpx.get(f"http://127.0.0.1:{port}/v1/plan", headers=AUTH, timeout=30)
+            assert r.status_code == 200, r.text
             b = services(Service(Engine(PostgresStore(url), _settings(budget_per_day=100.0)),
                                  replan_min_s=0.0))  # fmt: skip
             plans_b = _count_plans(b)
@@ -196,12 +176,6 @@ def test_killing_the_planning_server_hands_planning_to_the_other_replica(
                 time.sleep(0.05)
             _settle(b)
             assert b._leader and len(plans_b) == 1
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
-            store.close()
+        store.close()
     finally:
         next(schema, None)

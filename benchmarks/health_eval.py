@@ -35,7 +35,17 @@ down within the hour (``throttled_after_s``: the first evaluation whose
 :class:`~recrawl.health.score.Throttle` concurrency factor is at most 0.9 with
 ``hard_block`` on top) and never be critical. The summary over ``--seeds``
 counts false alarms on the incident-free sites and the incidents that met
-the hour.
+the hour, and the misses that sampling alone predicts
+(:func:`sampling_miss_chance`, per incident in ``sampling_miss_chance_1h``).
+
+On 2026-12-05, ``--moderate --seeds 0 … 19``: production 158 of 160
+incidents within the hour, 0 false alarms (113 of 160 without the sequential
+test). The two misses are wave-o.example's 20 % challenge wave (seeds 7 and
+15: 75 and 105 minutes, its first hour read 14.5 % and 14.8 %). Sampling
+alone predicts 4.74 misses over the 20 seeds, 2.90 of them wave-o's: at
+about 55 requests a quarter and a 10-minute ramp, its first hour reads no
+more than the 16 points over normal that a score under 80 needs in 15 % of
+draws.
 """
 
 from __future__ import annotations

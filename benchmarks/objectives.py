@@ -3,81 +3,140 @@
 Usage::
 
     python benchmarks/objectives.py [--traces DIR] [--jobs N] [--budgets 0.02 0.05 0.1 0.3]
+        [--suites real generated real-rates] [--seeds N]
 
-Replays ``ota-contrib.jsonl`` and ``ota-pga.jsonl`` (Open Terms Archive, ODC-By
-1.0) under ``recrawl`` (the default policy) and ``harmonic`` (LambdaCrawl's
+Replays under ``recrawl`` (the default policy) and ``harmonic`` (LambdaCrawl's
 rule, ρ = (−μ + √(μ² + 4wμ/λ))/2, which never starves a page) at each budget
-(fetches per page per day, one-hour cycles, SPEC §5 replay semantics, replay
-seed 0), scored on binary freshness as every replay is. Prints one JSON
-object: per trace and budget each policy's freshness, ``recrawl −
-harmonic``, and whether the default is ahead of or level with harmonic
-within 0.002 (the issue's test); ``all_level_or_ahead`` over every case.
+(fetches per page per day, one-hour cycles, SPEC §5 replay semantics), scored
+on binary freshness as every replay is:
+
+``real``
+    ``ota-contrib.jsonl`` and ``ota-pga.jsonl`` (Open Terms Archive, ODC-By
+    1.0), replay seeds 0 … N−1;
+``generated``
+    ``replay.py``'s generated suites (``bursts``, ``business_hours``,
+    ``rate_jump``, ``poisson``; 300 pages, one year, rates log-uniform from one
+    change a year to one a day), generation seeds 11 … 10+N, replay seed 0;
+``real-rates``
+    the same processes at the real traces' pooled hindsight rates.
+
+Prints one JSON object: per trace and budget each policy's freshness (the
+mean over seeds, and each seed's), ``recrawl − harmonic`` (of the means), and
+whether the default is ahead of or level with harmonic within 0.002 (the
+issue's test); ``all_level_or_ahead`` over every case.
+
+Measured on 2026-12-05 (``--suites generated real-rates --budgets 0.02 0.1``,
+generation seed 11; seeds 12 and 13 replayed where the two were within
+0.003): the default is ahead or level within 0.002 in 15 of 16 cases, by
+0.011 / 0.012 at poisson and business hours @ 0.02. The exception is
+``rate_jump`` @ 0.02: 0.5220 against 0.5242 on seed 11, 0.5029 against
+0.5063 over seeds 11–13 (−0.0033). Per page on seed 11, harmonic gains
+0.010 of the suite's freshness on the pages whose rate falls ten-fold at
+mid-year from above one change in 30 days, which the optimum visited rarely
+or never while they were fast and re-learns slowly, and loses 0.007 on the
+slow pages (below one change in 10 days) whose rate rises. The real
+traces (replay seed 0): level or ahead in all 8 cases (ota-pga @ 0.02: 0.8223
+against 0.8150).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from recrawl.sim.replay import load_traces, replay
+import numpy as np
+
+from recrawl.sim.replay import generate_traces, hindsight_rates, load_traces, replay
 
 TRACES = ("ota-contrib.jsonl", "ota-pga.jsonl")
+KINDS = ("bursts", "business_hours", "rate_jump", "poisson")
+SUITES = {
+    "real": TRACES,
+    "generated": tuple(f"generated:{k}" for k in KINDS),
+    "real-rates": tuple(f"real-rates:{k}" for k in KINDS),
+}
 POLICIES = ("recrawl", "harmonic")
 TOLERANCE = 0.002
+GEN_SEED = 11  # as replay.py
 
 
-def _run(args: tuple[str, float, str]) -> tuple[str, float, str, float, float]:
-    path, budget, policy = args
+def _traces(name: str, trace_dir: str, k: int) -> tuple[Any, int]:
+    """The traces of ``name`` for seed number ``k``, and the replay seed."""
+    if name in TRACES:
+        return load_traces(Path(trace_dir) / name), k
+    suite, kind = name.split(":", 1)
+    rates = None
+    if suite == "real-rates":
+        rates = np.concatenate([hindsight_rates(load_traces(Path(trace_dir) / n)) for n in TRACES])
+    return generate_traces(kind, pages=300, days=365.0, seed=GEN_SEED + k, rates=rates), 0
+
+
+def _run(args: tuple[str, str, float, str, int]) -> tuple[str, float, str, int, float, float]:
+    name, trace_dir, budget, policy, k = args
     t = time.perf_counter()
-    res = replay(load_traces(Path(path)), budget, policies=[policy], seed=0)
-    return (
-        Path(path).name,
-        budget,
-        policy,
-        float(res["policies"][policy]["freshness"]),
-        (time.perf_counter() - t),
-    )
+    traces, seed = _traces(name, trace_dir, k)
+    res = replay(traces, budget, policies=[policy], seed=seed)
+    fresh = float(res["policies"][policy]["freshness"])
+    return name, budget, policy, k, fresh, time.perf_counter() - t
 
 
-def main() -> None:
+def _case(name: str) -> str:
+    return name.removesuffix(".jsonl")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traces", default="/work/shared/traces")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.02, 0.05, 0.1, 0.3])
-    args = ap.parse_args()
+    ap.add_argument("--suites", nargs="+", choices=tuple(SUITES), default=["real"])
+    ap.add_argument("--seeds", type=int, default=1, help="seeds per trace and budget")
+    args = ap.parse_args(argv)
+    names = [n for s in args.suites for n in SUITES[s]]
     work = [
-        (str(Path(args.traces) / name), b, p)
-        for name in TRACES
+        (name, args.traces, b, p, k)
+        for k in range(args.seeds)
+        for name in names
         for b in args.budgets
         for p in POLICIES
     ]
-    got: dict[tuple[str, float, str], float] = {}
+    got: dict[tuple[str, float, str], dict[int, float]] = {}
     seconds = 0.0
     with ProcessPoolExecutor(args.jobs) as pool:
-        for name, b, p, fresh, s in pool.map(_run, work):
-            got[(name, b, p)] = fresh
+        for name, b, p, k, fresh, s in pool.map(_run, work):
+            got.setdefault((name, b, p), {})[k] = fresh
             seconds += s
-    out: dict[str, Any] = {"tolerance": TOLERANCE, "cases": {}}
+    out: dict[str, Any] = {"tolerance": TOLERANCE, "seeds": args.seeds, "cases": {}}
     level = True
-    for name in TRACES:
+    for name in names:
         for b in args.budgets:
-            r, h = got[(name, b, "recrawl")], got[(name, b, "harmonic")]
-            ok = r >= h - TOLERANCE
+            r, h = (got[(name, b, p)] for p in POLICIES)
+            rm, hm = statistics.fmean(r.values()), statistics.fmean(h.values())
+            ok = rm >= hm - TOLERANCE
             level &= ok
-            out["cases"][f"{name.removesuffix('.jsonl')}@{b}"] = {
-                "recrawl": round(r, 5),
-                "harmonic": round(h, 5),
-                "recrawl_minus_harmonic": round(r - h, 5),
+            case: dict[str, Any] = {
+                "recrawl": round(rm, 5),
+                "harmonic": round(hm, 5),
+                "recrawl_minus_harmonic": round(rm - hm, 5),
                 "level_or_ahead": ok,
             }
+            if args.seeds > 1:
+                case["per_seed"] = {
+                    p: [round(v[k], 5) for k in sorted(v)]
+                    for p, v in (("recrawl", r), ("harmonic", h))
+                }
+            out["cases"][f"{_case(name)}@{b}"] = case
     out["all_level_or_ahead"] = level
     out["replay_cpu_s"] = round(seconds, 1)
     print(json.dumps(out, indent=2))
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -998,10 +998,14 @@ class Engine:
         np.fmax.at(checked, idx[vouched], c[vouched])  # the latest vouching source
         stale = np.zeros(n, dtype=bool)
         stale[idx[known & st]] = True  # any change proven
-        # the source that proved each stale page changed (the last row's, when several)
+        # the source that proved each stale page changed: of several, the first to say so
         proven = np.full(n, None, dtype=object)
         rows = np.flatnonzero(known & st)
-        proven[idx[rows]] = np.asarray(latest.sources, dtype=object)[src[rows]]
+        if rows.size:
+            rows = rows[np.lexsort((latest.lastmod_seen[rows], idx[rows]))]
+            _, first = np.unique(idx[rows], return_index=True)
+            rows = rows[first]
+            proven[idx[rows]] = np.asarray(latest.sources, dtype=object)[src[rows]]
         cols["signal"] = proven
         return checked, stale
 

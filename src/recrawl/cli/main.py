@@ -706,7 +706,7 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
     for t in result.tasks[:limit]:
         table.add_row(
             escape(t["url"]),
-            t["reason"],
+            t["reason"] + (f" ({escape(sig)})" if (sig := result.signals.get(t["url"])) else ""),
             f"{t['priority']:.4g}",
             f"{t['expected_gain']:.4f}",
             f"{t['cost']:.4g}",

@@ -55,6 +55,7 @@ from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.cluster import SUPPORTED_POLICIES
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import (
+    SCORE,
     Plan,
     PlannerConfig,
     PlanPages,
@@ -150,7 +151,7 @@ class PlanResult:
     """The billing unit of ``budget``, ``spent`` and each task's ``cost``."""
     signals: Mapping[str, str] = field(default_factory=dict)
     """URL → the hint source that proved the planned page changed (a trusted
-    ``sitemap``, ``feed``, ``listing``...), for the tasks a signal caused; the
+    ``sitemap``, ``feed``, ``listing``...), for the score tasks a signal caused; the
     fetcher reports it as the observation's ``signal``."""
 
     def split(self) -> dict[str, int]:
@@ -169,7 +170,8 @@ class PlanResult:
         """The document of ``recrawl plan --json`` and ``GET /v1/plan``: the first
         ``limit`` tasks (all by default; ``tasks_total`` counts them all), each
         with its change-rate estimate (per day, None for canaries) and the
-        ``headers`` its lease carries (see :meth:`Engine.plan_dict`)."""
+        ``headers`` its lease carries (see :meth:`Engine.plan_dict`) and the
+        ``signal`` that proved the page changed (None: the schedule's)."""
         shown = self.tasks if limit is None else self.tasks[:limit]
         got = headers or {}
         tasks = []
@@ -182,6 +184,7 @@ class PlanResult:
                     "headers": dict(got.get(t["url"], {})),
                     "rate_per_day": rate[0] if rate else None,
                     "rate_sd_per_day": rate[1] if rate else None,
+                    "signal": self.signals.get(t["url"]),
                 }
             )
         return {
@@ -1126,8 +1129,11 @@ class Engine:
             proven = cols.get("signal")
             if proven is not None:
                 urls = cols["url"]
+                # the score's tasks: a verification or re-estimation sample is not the signal's doing
                 signals = {
-                    urls[p]: str(proven[p]) for p in plan.index.tolist() if proven[p] is not None
+                    urls[p]: str(proven[p])
+                    for p, r in zip(plan.index.tolist(), plan.reason.tolist(), strict=True)
+                    if r == SCORE and proven[p] is not None
                 }
         if table is None:
             table = TaskTable.of(tasks)

@@ -714,6 +714,8 @@ class PlanTask(Doc):
     headers: dict[str, str]
     rate_per_day: float | None
     rate_sd_per_day: float | None
+    signal: str | None = None
+    """The hint source that proved the page changed (None: the schedule's)."""
 
 
 class PlanDoc(Doc):

@@ -51,6 +51,7 @@ import numpy as np
 
 from recrawl.health.buckets import BUCKET_SECONDS, LATENCY_BINS, OUTCOMES
 from recrawl.health.score import (
+    WEIGHTS,
     BucketArrays,
     HealthConfig,
     HealthState,
@@ -189,6 +190,55 @@ def _history(buckets: BucketArrays, start: int, end: int, config: HealthConfig) 
     return out
 
 
+def sampling_miss_chance(
+    n: list[float], rates: list[float], base: float, config: HealthConfig, draws: int = 20_000
+) -> float:
+    """Chance that sampling alone keeps a rate incident out of the degrading band.
+
+    The production scorer's sustained penalty reads the stretch's rate (counts
+    halving every ``evidence_memory_requests`` requests) through the seed's
+    arithmetic (weight 25 for challenges and soft blocks, full at 20 points
+    over the normal), so the score stays at 80 or above while that rate reads
+    16 points or less over the normal. With ``n[j]`` requests in the ``j``-th
+    bucket after onset at true rate ``rates[j]`` (the ramp included), this is
+    the probability, over binomial draws, that the rate read after the last
+    of those buckets is still there: a bound on any scorer that bands by the
+    seed's arithmetic at the observed rate.
+    """
+    rng = np.random.default_rng(0)
+    keep = 0.5 ** (np.asarray(n) / config.evidence_memory_requests)
+    rn = np.zeros(draws)
+    rx = np.zeros(draws)
+    for nj, pj, kj in zip(n, rates, keep, strict=True):
+        rn = kj * rn + nj
+        rx = kj * rx + rng.binomial(int(nj), min(1.0, pj), draws)
+    threshold = 0.20 * (100.0 - 80.0) / WEIGHTS["challenge"]  # 0.16; soft blocks weigh the same
+    return float(np.mean(rx / rn - base <= threshold))
+
+
+def _miss_chances(sc: Any, buckets: BucketArrays) -> dict[str, float]:
+    """:func:`sampling_miss_chance` of each challenge or soft-block incident, at one hour."""
+    out: dict[str, float] = {}
+    profiles = {p.site: p for p in sc.sites}
+    quarters = int(MODERATE_TARGET_S // BUCKET_SECONDS)
+    for e, inc in zip(sc.effects, sc.incidents, strict=True):
+        rate = e.challenge or e.soft
+        if inc.band != "degrading" or rate <= 0:
+            continue
+        p = profiles[e.site]
+        base = p.challenge_rate if e.challenge else p.soft_rate
+        code = buckets.sites.index(e.site)
+        n, rates = [], []
+        for q in range(quarters):
+            lo = e.start + q * BUCKET_SECONDS
+            rows = (buckets.site == code) & (buckets.bucket_start == lo)
+            n.append(float(buckets.n[rows].sum()))
+            t = np.linspace(lo, lo + BUCKET_SECONDS, 91)[:-1] + BUCKET_SECONDS / 180
+            rates.append(base + rate * float(e.weight(t).mean()))
+        out[e.site] = sampling_miss_chance(n, rates, base, HealthConfig())
+    return out
+
+
 def run_moderate(seed: int) -> dict[str, Any]:
     """The moderate scenario from day 14 to its end, reviewed (see the module docstring)."""
     sc = moderate_scenario(seed)
@@ -216,6 +266,7 @@ def run_moderate(seed: int) -> dict[str, Any]:
         "observations": int(buckets.n.sum()),
         "seconds_aggregate": round(t_agg, 2),
         "incident_free_sites": sorted(quiet),
+        "sampling_miss_chance_1h": _miss_chances(sc, buckets),
     }
     for name, hist in scorers.items():
         rep = review(hist, sc.incidents)
@@ -276,6 +327,10 @@ def run_moderate(seed: int) -> dict[str, Any]:
 def _moderate_summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Over seeds: false alarms on incident-free sites and incidents meeting the hour."""
     out: dict[str, Any] = {"seeds": len(reports)}
+    chances = [c for rep in reports for c in rep["sampling_miss_chance_1h"].values()]
+    # Misses that sampling alone predicts for any scorer banding by the seed's
+    # arithmetic at the observed rate (see sampling_miss_chance).
+    out["expected_misses_from_sampling_1h"] = round(sum(chances), 2)
     for name in ("production", "without_sequential_test", "reference"):
         rows = [r for rep in reports for r in rep[name]["incidents"]]
         delays: dict[str, list[float | None]] = {}

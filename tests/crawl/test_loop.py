@@ -323,3 +323,35 @@ def test_challenge_pages_pause_a_site(tmp_path: Path) -> None:
     challenges = [x for x in r.requests("hostile") if x.served == "challenge"]
     assert len(challenges) == 8
     assert all(x.t <= paused["at"] for x in r.requests("hostile"))
+
+
+def test_each_cycle_spend_is_checked_against_the_plan(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Billing by bytes: every cycle sets what its fetches cost beside what the
+    plan expected of them. The first plans know nothing of the pages (256 KiB
+    a fetch, the prior) and are said to be off; the estimates then follow the
+    pages' own reports, so the last cycle's gap is smaller than the third's."""
+    clock = ScaledClock(DAY / 20, real_origin=time.time(), virtual_origin=ORIGIN)
+    with SimWeb([SiteSpec("s", n_pages=40)], clock=clock, seed=1, origin=ORIGIN) as web:
+        host = web.sites[0]
+        with open_store(str(tmp_path / "c.db")) as store:
+            settings = _settings(min_delay_s=1).model_copy(
+                update={"billing_unit": "bytes", "budget_per_day": 24 * 4 * 262_144.0}
+            )
+            engine = Engine(store, settings, clock=clock)
+            engine.add_urls([{"url": u, "site": host} for u in web.urls(host)], now=clock())
+            crawler = Crawler(EmbeddedSource(engine), settings, clock=clock)
+            with caplog.at_level("WARNING", logger="recrawl.crawl"):
+                stats = asyncio.run(crawler.run(clock() + 0.4 * DAY))
+    rows = stats.cycle_spend
+    assert len(rows) == stats.cycles >= 8
+    assert sum(r.spent for r in rows) == pytest.approx(stats.spent)
+    assert sum(r.fetches for r in rows) == stats.requests
+    assert all(r.reported > 0 and r.expected > 0 for r in rows)
+    assert rows[0].ratio is not None and rows[0].ratio < 0.5  # the prior: far too dear
+    assert "the plan's cost estimates are off" in caplog.text
+    assert rows[-1].ratio is not None and rows[2].ratio is not None
+    assert abs(rows[-1].ratio - 1) < abs(rows[2].ratio - 1)
+    summary = stats.as_dict()["cycle_spend"][-1]
+    assert summary["ratio"] == pytest.approx(rows[-1].ratio)

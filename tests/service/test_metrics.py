@@ -202,11 +202,17 @@ def test_spend_this_cycle_against_the_budget(serve: Serve) -> None:
         ])  # fmt: skip
         m = scrape(client)
         assert value(m, "recrawl_cycle_spent", unit="bytes") == 3_000_000.0
+        # the spend check: the three reported fetches, planned against reported
+        assert value(m, "recrawl_cycle_fetches_reported") == 3.0
+        assert value(m, "recrawl_cycle_fetch_cost_expected", unit="bytes") == pytest.approx(charged)
+        assert value(m, "recrawl_cycle_fetch_cost_reported", unit="bytes") == 3_000_000.0
         assert value(m, "recrawl_cycle_spent", unit="bytes") > value(
             m, "recrawl_cycle_budget", unit="bytes"
         )
         clock.advance(3600)  # a new cycle starts from nothing
-        assert value(scrape(client), "recrawl_cycle_spent", unit="bytes") == 0.0
+        m = scrape(client)
+        assert value(m, "recrawl_cycle_spent", unit="bytes") == 0.0
+        assert value(m, "recrawl_cycle_fetch_cost_reported", unit="bytes") == 0.0
 
 
 def test_the_freshness_estimate_per_site_decays_until_the_next_fetch(serve: Serve) -> None:

@@ -45,6 +45,12 @@ def _view(stats: CrawlStats) -> Table:
         f"{rate:.1f} requests/s · spent {stats.spent:,.0f} of {stats.budget:,.0f} {stats.unit} · "
         f"{stats.bytes_received / 1e6:,.1f} MB received · {stats.stored} stored"
     )
+    last = stats.cycle_spend[-1] if stats.cycle_spend else None
+    if last is not None and last.ratio is not None:
+        t.caption += (
+            f"\nlast cycle's {last.fetches} fetches cost {last.reported:,.0f} {stats.unit} "
+            f"against {last.expected:,.0f} planned ({100 * (last.ratio - 1):+.0f} %)"
+        )
     return t
 
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote, urlsplit
 
 from recrawl._exceptions import InvalidObservation
@@ -158,6 +158,36 @@ class SiteStats:
     """Hostile answers (403, 429, challenges, resets) in a row."""
 
 
+SPEND_CHECK_CYCLES: Final = 240
+"""Cycles whose spend check a crawl keeps (ten days of hourly cycles)."""
+SPEND_CHECK_MIN_FETCHES: Final = 20
+"""Fetches a cycle needs before its cost estimates are said to be off."""
+
+
+@dataclass
+class SpendCheck:
+    """One cycle's spend beside its plan, in the billing unit.
+
+    ``expected`` is what the plan's estimates said the cycle's ``fetches``
+    page fetches would cost, ``reported`` what they cost (wire bytes or
+    credits as reported; 304s and failures at their own cost); ``signals``
+    what sitemap, feed and listing reads cost besides; ``spent`` the whole.
+    """
+
+    start: float
+    budget: float
+    spent: float
+    signals: float
+    fetches: int
+    expected: float
+    reported: float
+
+    @property
+    def ratio(self) -> float | None:
+        """Reported over expected cost of the cycle's fetches (None before any)."""
+        return self.reported / self.expected if self.expected > 0 else None
+
+
 @dataclass
 class CrawlStats:
     """What a crawl did. Money in the billing unit; times in the crawl clock's seconds."""
@@ -198,6 +228,8 @@ class CrawlStats:
     budget: float = 0.0
     """Sum of the cycles' budgets so far."""
     over_budget_cycles: int = 0
+    cycle_spend: list[SpendCheck] = field(default_factory=list)
+    """The last :data:`SPEND_CHECK_CYCLES` cycles' spend checks, oldest first."""
     stored: int = 0
     rejected: int = 0
     spooled: int = 0
@@ -212,6 +244,8 @@ class CrawlStats:
         """A JSON-ready summary (``recrawl crawl --json``)."""
         d = asdict(self)
         d["statuses"] = dict(self.statuses)
+        for row, c in zip(d["cycle_spend"], self.cycle_spend, strict=True):
+            row["ratio"] = c.ratio
         d["requests_per_real_second"] = (
             self.requests / self.real_seconds if self.real_seconds > 0 else None
         )
@@ -601,6 +635,7 @@ class Crawler:
         self._bands: dict[str, str] = {}
         self._cycle_spent = 0.0
         self._cycle_committed = 0.0
+        self._check = [0, 0.0, 0.0]  # this cycle's fetches, their estimates, their costs
         self._spent_total = 0.0
         self._cycle_budget = math.inf
         self._last_progress = 0.0
@@ -669,6 +704,7 @@ class Crawler:
         self.stats.cycles += 1
         self.stats.budget += budget
         self._cycle_spent, self._cycle_committed, self._cycle_budget = 0.0, 0.0, budget
+        self._check = [0, 0.0, 0.0]
         try:
             self._bands = await self.source.bands(start)
         except Exception as exc:  # keep crawling on the bands last known
@@ -711,6 +747,7 @@ class Crawler:
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent
+        self._spend_check(start, budget)
         await self._flush(wait=True)
 
     async def _signal_news(self) -> None:
@@ -725,6 +762,32 @@ class Crawler:
         except Exception as exc:
             log.warning("signal reads not counted yet: %s", exc)
             self.signals.reads[:0], self.signals.left[:0] = reads, left
+
+    def _spend_check(self, start: float, budget: float) -> None:
+        """Set the cycle's spend beside its plan in the billing unit
+        (:attr:`CrawlStats.cycle_spend`), and say so when the fetches cost more
+        than a quarter over or under what the plan expected of them."""
+        n, expected, cost = self._check
+        row = SpendCheck(
+            start=start,
+            budget=budget,
+            spent=self._cycle_spent,
+            signals=self._cycle_spent - cost,
+            fetches=int(n),
+            expected=expected,
+            reported=cost,
+        )
+        checks = self.stats.cycle_spend
+        checks.append(row)
+        del checks[: max(0, len(checks) - SPEND_CHECK_CYCLES)]
+        ratio = row.ratio
+        if ratio is not None and n >= SPEND_CHECK_MIN_FETCHES and abs(ratio - 1.0) > 0.25:
+            log.warning(
+                "cycle from %s: its %d fetches cost %.4g %s against %.4g planned (%+.0f %%): "
+                "the plan's cost estimates are off",
+                time.strftime("%Y-%m-%d %H:%M", time.gmtime(start)),
+                n, cost, self.source.unit, expected, 100.0 * (ratio - 1.0),
+            )  # fmt: skip
 
     async def _listing_worth(self, now: float) -> None:
         """Give each listing page read so far the value what it reveals is
@@ -966,6 +1029,12 @@ class Crawler:
     def _commit(self, delta: float) -> None:
         self._cycle_committed += delta
 
+    def _settled(self, expected: float, cost: float) -> None:
+        """Count a planned fetch's estimate and what it was reported to cost (the spend check)."""
+        self._check[0] += 1
+        self._check[1] += expected
+        self._check[2] += cost
+
     def _route(self, origin: str) -> str:
         turn = self._route_turn[origin]
         self._route_turn[origin] += 1
@@ -1075,6 +1144,7 @@ class Crawler:
                 self._cycle_spent += cost
                 self._spent_total += cost
                 self._cycle_committed += cost - expected
+                self._settled(expected, cost)
             return None
         await self._before_hop(task.url)
         async with self._slots:
@@ -1234,6 +1304,7 @@ class Crawler:
             self._spent_total += cost
             # the fetch now counts at what it cost, not at what it was expected to
             self._cycle_committed += cost - expected
+            self._settled(expected, cost)
         key = str(res.status) if res.status is not None else (res.error or "error")
         s.statuses[key] += 1
         if res.status == 304:

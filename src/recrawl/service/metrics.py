@@ -122,6 +122,8 @@ class MeteredService(Protocol):
 
     def cycle_spent(self, now: float | None = None) -> float: ...
 
+    def spend_check(self, now: float | None = None) -> tuple[int, float, float]: ...
+
     def ingest_rate(self) -> float: ...
 
     def plan(self, now: float | None = None) -> PlanResult: ...
@@ -397,6 +399,24 @@ class ServiceCollector(Collector):
         )
         spent.add_metric([unit], svc.cycle_spent(now))
         yield from (budget, spent)
+        n, expected, reported = svc.spend_check(now)
+        yield GaugeMetricFamily(
+            "recrawl_cycle_fetches_reported",
+            "Fetches leased by this service and reported in the current cycle.",
+            value=n,
+        )
+        for name, what, v in (
+            ("expected", "what the plan expected them to cost", expected),
+            ("reported", "what they reported costing (wire bytes or credits)", reported),
+        ):
+            g = GaugeMetricFamily(
+                f"recrawl_cycle_fetch_cost_{name}",
+                f"The current cycle's reported fetches: {what}, in the billing unit. "
+                "reported / expected far from 1 means the plan's cost model is off.",
+                labels=["unit"],
+            )
+            g.add_metric([unit], v)
+            yield g
         yield GaugeMetricFamily(
             "recrawl_cycle_seconds", "Length of one planning cycle, seconds.", value=svc.cycle_s
         )

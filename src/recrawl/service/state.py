@@ -145,6 +145,7 @@ class Service:
         # report comes back and the cycle is charged what the fetch really cost;
         # an expired lease is refunded first (see _refund_expired)
         self._charged: dict[str, _Charge] = {}
+        self._spend_check = [0, 0.0, 0.0]  # this cycle's reported leases, expected, reported
         self._expiries: list[tuple[float, str]] = []  # heap of (expires_at, lease id)
         # a refunded lease whose URL the current plan does not hold (a re-plan
         # while it was out spent without it): a re-plan brings it back
@@ -231,6 +232,18 @@ class Service:
             if self._shared is not None:
                 return self._shared.cycle_spend(self._plan_cycle)[0]
             return self._spent
+
+    def spend_check(self, now: float | None = None) -> tuple[int, float, float]:
+        """The current cycle's reported fetches leased here: how many, what the
+        plan expected them to cost and what they reported costing, in the
+        billing unit (``/metrics``: a cost model that is off shows as the two
+        drifting apart)."""
+        t = self.now() if now is None else now
+        with self._lock:
+            if int(t // self.cycle_s) != self._plan_cycle:
+                return 0, 0.0, 0.0
+            n, expected, reported = self._spend_check
+            return int(n), expected, reported
 
     # -- health ----------------------------------------------------------------------------
 
@@ -439,6 +452,7 @@ class Service:
     def _install(self, plan: PlanResult, t: float, cycle: int, done: set[str], mark: int) -> None:
         if cycle != self._plan_cycle:
             self._spent = 0.0
+            self._spend_check = [0, 0.0, 0.0]
             self._charged = {k: v for k, v in self._charged.items() if v.cycle == cycle}
             self._expiries = [(c.expires_at, k) for k, c in self._charged.items()]
             heapq.heapify(self._expiries)
@@ -670,6 +684,8 @@ class Service:
             # a lease refunded at its expiry charges the whole fetch again
             refunded = entry.cost if not entry.refunded else 0.0
             delta += real - refunded
+            check = self._spend_check
+            check[0], check[1], check[2] = check[0] + 1, check[1] + entry.cost, check[2] + real
         self._charge(delta)
 
     def _committed(self, good: Sequence[Observation], share: Committed) -> None:

@@ -112,7 +112,7 @@ def test_a_listing_finds_changes_cheaper_than_the_schedule_and_notes_an_item_tha
     gone = f"http://{host}/p/5"
     assert states[gone] == "delisted"
     assert [u for u, s in states.items() if s == "delisted"] == [gone]
-    assert report["delisted"] == {host: 1}
+    assert report["delisted"] == {host: 1} and crawler.stats.delisted == 1
     i = list(cols["url"]).index(gone)
     assert pages.checked_at is None or math.isnan(pages.checked_at[i])
     assert pages.known_stale is None or not pages.known_stale[i]

@@ -218,6 +218,8 @@ class CrawlStats:
     """What they cost, in the billing unit (part of ``spent``)."""
     signals: list[dict[str, Any]] = field(default_factory=list)
     """Each sitemap and feed read: reads, changes, 304s, hints, pages discovered."""
+    delisted: int = 0
+    """Items that left every listing of their site (noted in the store: ``recrawl pages``)."""
     listings: list[dict[str, Any]] = field(default_factory=list)
     """Each listing page read: items, reads, read interval, the plan's rate
     for it and the value its items' worth gave it
@@ -744,6 +746,7 @@ class Crawler:
         self.stats.signal_spent = self.signals.spent
         self.stats.signals = self.signals.figures()
         self.stats.listings = [p.figures() for p in self.signals.listing_pages.values()]
+        self.stats.delisted = self.signals.delisted
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent

@@ -40,6 +40,14 @@ as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
 to its own value.
 
+Each read's cost goes to its signal (:meth:`SignalReader.take`: the crawl
+counts sitemap and feed reads in the store, a listing page's fetch is reported
+as the listing's read), so that each signal's cost per change found can be
+told (:meth:`recrawl.engine.Engine.signal_costs`). An item that no listing
+page of its site shows any more, once every page of the chain was read since
+it was last seen, is noted as having left the listings (an item listed again
+loses the note).
+
 Only URLs on the source's own origin are taken (sitemaps.org's rule): a site
 cannot plant pages of another. State lives in memory for the crawl process.
 Times are unix seconds of the crawl's clock, which is given.
@@ -517,11 +525,6 @@ class SignalReader:
                 mem.left = True
                 self.delisted += 1
                 self.left.append((u, site, now))
-
-    def is_left(self, url: str) -> bool:
-        """Whether ``url`` is an item that left every listing of its site."""
-        mem = self._items.get(url)
-        return mem is not None and mem.left
 
     def take(self) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
         """The sitemap and feed reads and the delisting notes since the last take."""

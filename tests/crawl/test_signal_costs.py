@@ -154,7 +154,7 @@ def test_a_crawl_leasing_from_the_service_reports_what_caused_each_fetch(
     sitemap = rows["sitemap"]
     assert sitemap["reads"] >= 5 and sitemap["fetches"] >= 5, sitemap
     assert sitemap["changes"] >= 0.8 * sitemap["fetches"], sitemap  # an honest sitemap
-    assert rows["listing"]["reads"] >= 3  # the listing page's fetches, marked as its reads
+    assert rows["listing"]["reads"] >= 1  # the listing page's fetches, marked as its reads
     assert sitemap["per_change"] < rows["schedule"]["per_change"], rows
     # every read and fetch is counted, under the crawl's site names
     assert {r["site"] for r in doc["signals"]} == {host}

@@ -994,8 +994,10 @@ class Engine:
         left = self.store.listing_left()
         if left and "listing" in k_index:
             # an item that left every listing of its site: the listing no longer speaks for it
-            gone = np.isin(np.asarray(cols["url"], dtype=object), list(left))
-            known &= ~((src == k_index["listing"]) & gone[np.where(known, idx, 0)])
+            urls = cols["url"]
+            rows = np.flatnonzero(known & (src == k_index["listing"]))
+            out = [urls[j] in left for j in idx[rows].tolist()]
+            known[rows[np.array(out, dtype=bool)]] = False
         checked = np.full(n, np.nan)
         vouched = known & ~np.isnan(c)
         np.fmax.at(checked, idx[vouched], c[vouched])  # the latest vouching source
@@ -1507,11 +1509,10 @@ class Engine:
         last_fetch = cols["last_fetch"][rows]
         state = np.full(len(rows), "ok", dtype=object)
         left = self.store.listing_left()
-        delisted = (
-            np.isin(np.asarray(cols["url"], dtype=object)[rows], list(left))
-            if left
-            else np.zeros(len(rows), dtype=bool)
-        )
+        delisted = np.zeros(len(rows), dtype=bool)
+        if left:
+            urls = cols["url"]
+            delisted[:] = [urls[j] in left for j in rows.tolist()]
         # the first that holds wins: fill from the last to the first
         for name, mask in (
             ("delisted", delisted),

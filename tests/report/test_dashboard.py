@@ -592,3 +592,68 @@ def test_a_quoted_name_is_drawn_as_it_is_in_a_headless_browser(
     # the DOM's serialisation of the text a"b<c>&d: < > & as entities, the quote as it is
     assert 'a"b&lt;c&gt;&amp;d' in legends, legends
     assert "&amp;quot;" not in dom.stdout and "<c>" not in dom.stdout
+
+
+def _signal_lines(t0: float) -> list[dict[str, Any]]:
+    """A listing read twice; the item fetch it caused finds a change, the schedule's do not."""
+    return [
+        {"url": "https://shop.example/list/0", "fetched_at": t0 - 3600, "status": 200,
+         "record": {"n": 1}, "signal": "listing", "signal_read": True},
+        {"url": "https://shop.example/list/0", "fetched_at": t0 - 1800, "status": 200,
+         "record": {"n": 2}, "signal": "listing", "signal_read": True},
+        {"url": "https://shop.example/p/1", "fetched_at": t0 - 7200, "status": 200, "record": {"p": 1}},
+        {"url": "https://shop.example/p/1", "fetched_at": t0 - 1700, "status": 200,
+         "record": {"p": 2}, "signal": "listing"},
+        {"url": "https://shop.example/p/2", "fetched_at": t0 - 7200, "status": 200, "record": {"p": 1}},
+        {"url": "https://shop.example/p/2", "fetched_at": t0 - 1700, "status": 200, "record": {"p": 1}},
+    ]  # fmt: skip
+
+
+def test_the_dashboard_shows_each_signals_cost_per_change_per_site(populated: Engine) -> None:
+    t0 = populated.clock()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    lines = _signal_lines(t0)
+    with serve_in_thread(_app(populated)) as base:
+        r = httpx.post(
+            f"{base}/v1/observations",
+            content=b"\n".join(orjson.dumps(o) for o in lines),
+            headers=auth,
+        )
+        assert r.status_code == 200 and not r.json()["rejected"]
+        r = httpx.post(
+            f"{base}/v1/signals",
+            json={"reads": [{"site": "shop.example", "signal": "sitemap", "bytes": 900}],
+                  "delisted": [{"url": "https://shop.example/p/2", "site": "shop.example",
+                                "at": t0}]},
+            headers=auth,
+        )  # fmt: skip
+        assert r.json() == {"reads": 1, "delisted": 1}
+        doc = httpx.get(f"{base}/v1/signals", params={"site": "shop.example"}).json()
+        page = httpx.get(f"{base}/").text
+    per = {r["signal"]: r["per_change"] for r in doc["signals"]}
+    assert per == {"listing": 3.0, "schedule": None, "sitemap": None}
+    assert doc["delisted"] == {"shop.example": 1}
+    section = page[page.index("Cost per change detected, per signal") : page.index("Spend against")]
+    assert "<td>shop.example</td><td>listing</td>" in section
+    assert "<li>shop.example: 1 item left every listing</li>" in section
+    window = TimeWindow.choose(t0, _data_end(populated), days=1)
+    figs = dashboard_figures(read_dashboard(populated, window))
+    bars = {t["name"]: t["y"] for t in figs["fig-cheap"].to_plotly_json()["data"]}
+    assert bars["listing"] == [3.0]
+
+
+@needs_chromium
+def test_the_signal_figure_draws_in_a_headless_browser(populated: Engine, tmp_path: Path) -> None:
+    t0 = populated.clock()
+    with serve_in_thread(_app(populated)) as base:
+        _load(populated, base)
+        body = b"\n".join(orjson.dumps(o) for o in _signal_lines(t0))
+        r = httpx.post(
+            f"{base}/v1/observations", content=body, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert r.status_code == 200 and not r.json()["rejected"]
+    dom, _ = _draw(populated, {"days": "7"}, populated.plan(now=t0), tmp_path)
+    part = _figure_doms(dom, FIGURES)["fig-cheap"]
+    # bars for the listing and the schedule of shop.example, the schedule of news.example
+    assert 'class="trace bars"' in part and part.count('class="point"') >= 3
+    assert "shop.example" in part and "news.example" in part

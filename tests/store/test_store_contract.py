@@ -359,3 +359,31 @@ def test_an_engine_answers_the_same_on_every_backend(
     assert reference[0][0] == 3000  # the sample log, whole
     assert len(reference[3]["tasks"]) > 0
     assert {h["band"] for h in reference[-4]} == {"healthy"}  # judged, not "unknown"
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_each_signal_counts_its_reads_the_fetches_it_caused_and_their_changes(
+    kind: str, make_any: Callable[[str], Any]
+) -> None:
+    store: Any = make_any(kind)
+    store_batch(
+        store,
+        [
+            obs(A, T0, record={"p": 1}, bytes_received=1000),
+            obs(A, T0 + H, record={"p": 2}, bytes_received=1000, signal="sitemap"),
+            obs(B, T0, record={"p": 1}, bytes_received=4000, signal="listing", signal_read=True),
+            obs(
+                B, T0 + H, record={"p": 1}, bytes_received=4000, signal="listing", signal_read=True
+            ),
+        ],
+    )
+    store_batch(store, [obs(A, T0 + H, record={"p": 2}, signal="sitemap")])  # a duplicate
+    store.add_signal_spend([("shop.example", "sitemap", 2, 300.0, 2.0, 0, 0.0, 0.0, 0)])
+    assert store.signal_spend() == [
+        ("shop.example", "listing", 2, 8000.0, 2.0, 0, 0.0, 0.0, 0),
+        ("shop.example", "schedule", 0, 0.0, 0.0, 1, 1000.0, 1.0, 0),
+        ("shop.example", "sitemap", 2, 300.0, 2.0, 1, 1000.0, 1.0, 1),
+    ]
+    store.set_listing_left([(A, "shop.example", T0), (B, "shop.example", T0)])
+    store.set_listing_left([(B, "shop.example", None)])  # listed again
+    assert store.listing_left() == {A: ("shop.example", T0)}

@@ -706,7 +706,7 @@ def _print_plan(result: PlanResult, unit: str, limit: int) -> None:
     for t in result.tasks[:limit]:
         table.add_row(
             escape(t["url"]),
-            t["reason"],
+            t["reason"] + (f" ({escape(sig)})" if (sig := result.signals.get(t["url"])) else ""),
             f"{t['priority']:.4g}",
             f"{t['expected_gain']:.4f}",
             f"{t['cost']:.4g}",
@@ -809,6 +809,47 @@ def pages(
         sys.stdout.write(json.dumps(doc, default=json_default, allow_nan=False, indent=2) + "\n")
         return
     _print_pages(table)
+
+
+@app.command()
+def signals(
+    site: Annotated[
+        str | None, typer.Option("--site", help="Only this site.", show_default=False)
+    ] = None,
+    db: DbOpt = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What each cheap signal cost per change it found, per site: its own reads
+    (sitemaps, feeds, listing pages) plus the fetches it caused (it proved the
+    page changed), over the changes those fetches found; ``schedule`` is every
+    other fetch. Also the items per site that left every listing.
+
+    The document of ``GET /v1/signals``; the fields are those of
+    :meth:`Engine.signal_costs <recrawl.engine.engine.Engine.signal_costs>`.
+    """
+    settings = load_settings(config)
+    with cli_store(db, settings, existing=True) as store:
+        doc = Engine(store, settings).signal_report(site=site)
+    if as_json:
+        print_json(doc)
+        return
+    unit = doc["unit"]
+    t = Table(title=f"Cost per change found, per signal (in {unit})", title_justify="left")
+    for col in ("site", "signal", "reads", "read cost", "fetches", "fetch cost", "changes",
+                "cost/change"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("site", "signal") else "right")
+    for r in doc["signals"]:
+        t.add_row(
+            escape(r["site"]), escape(r["signal"]), f"{r['reads']:,}", f"{r['read_cost']:,.4g}",
+            f"{r['fetches']:,}", f"{r['fetch_cost']:,.4g}", f"{r['changes']:,}",
+            "–" if r["per_change"] is None else f"{r['per_change']:,.4g}",
+        )  # fmt: skip
+    out.print(t)
+    if not doc["signals"]:
+        out.print("No fetch counted per signal yet (`recrawl crawl` counts them).")
+    for s, n in doc["delisted"].items():
+        out.print(f"{escape(s)}: {n:,} item{'s' if n != 1 else ''} left every listing")
 
 
 def _print_pages(table: PageTable) -> None:

@@ -131,6 +131,9 @@ class CrawlTask:
     lease_id: str | None = None
     rate_per_day: float | None = None
     """The plan's estimate of the page's change rate (embedded source only)."""
+    signal: str | None = None
+    """The hint source that proved the page changed, when a signal caused the
+    fetch (reported as the observation's ``signal``)."""
 
     @property
     def canary(self) -> bool:
@@ -215,6 +218,8 @@ class CrawlStats:
     """What they cost, in the billing unit (part of ``spent``)."""
     signals: list[dict[str, Any]] = field(default_factory=list)
     """Each sitemap and feed read: reads, changes, 304s, hints, pages discovered."""
+    delisted: int = 0
+    """Items that left every listing of their site (noted in the store: ``recrawl pages``)."""
     listings: list[dict[str, Any]] = field(default_factory=list)
     """Each listing page read: items, reads, read interval, the plan's rate
     for it and the value its items' worth gave it
@@ -278,6 +283,14 @@ class TaskSource(Protocol):
         ``site``, ``page_type`` when known) that are new, for discovery."""
         ...
 
+    async def signal_news(
+        self, reads: Sequence[Mapping[str, Any]], left: Sequence[tuple[str, str, float | None]]
+    ) -> None:
+        """Count sitemap and feed ``reads`` (``site``, ``signal``, ``bytes``,
+        ``credits``) in their signal's cost; note items that ``left`` every
+        listing (``(url, site, at)``, ``at`` None: listed again)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -331,6 +344,7 @@ class EmbeddedSource:
                     headers=headers.get(t["url"], {}),
                     cost=float(t.get("cost") or 0.0),
                     rate_per_day=plan.rates.get(t["url"], (None, None))[0],
+                    signal=plan.signals.get(t["url"]),
                 )
                 for t in plan.tasks
             ]
@@ -370,6 +384,17 @@ class EmbeddedSource:
                     self._known.update(r["url"] for r in new)
             if hints:
                 self.engine.ingest_hints(hints)
+
+        await self._run(work)
+
+    async def signal_news(
+        self, reads: Sequence[Mapping[str, Any]], left: Sequence[tuple[str, str, float | None]]
+    ) -> None:
+        def work() -> None:
+            if reads:
+                self.engine.add_signal_reads(reads)
+            if left:
+                self.engine.note_listing_left(left)
 
         await self._run(work)
 
@@ -462,6 +487,7 @@ class ServiceSource:
                     reason=t.get("reason", ""),
                     headers=t.get("headers") or {},
                     lease_id=t["lease_id"],
+                    signal=t.get("signal"),
                 )
                 for t in got
                 if t["url"] not in exclude and t["site"] not in sites
@@ -505,6 +531,21 @@ class ServiceSource:
             params={"add_urls": "true" if urls else "false"},
             content=body,
             headers={"Content-Type": "application/x-ndjson"},
+        )
+        r.raise_for_status()
+
+    async def signal_news(
+        self, reads: Sequence[Mapping[str, Any]], left: Sequence[tuple[str, str, float | None]]
+    ) -> None:
+        """``POST /v1/signals``."""
+        if not reads and not left:
+            return
+        r = await self._client.post(
+            "/v1/signals",
+            json={
+                "reads": [dict(x) for x in reads],
+                "delisted": [{"url": u, "site": s, "at": at} for u, s, at in left],
+            },
         )
         r.raise_for_status()
 
@@ -701,14 +742,29 @@ class Crawler:
             jobs.append(self._refill(start, end, planned))
         await asyncio.gather(*jobs)
         await self._drain()
+        await self._signal_news()
         self.stats.signal_spent = self.signals.spent
         self.stats.signals = self.signals.figures()
         self.stats.listings = [p.figures() for p in self.signals.listing_pages.values()]
+        self.stats.delisted = self.signals.delisted
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1
         self.stats.spent += self._cycle_spent
         self._spend_check(start, budget)
         await self._flush(wait=True)
+
+    async def _signal_news(self) -> None:
+        """Send the signals' reads and delisting notes to the source (kept for
+        the next cycle when it fails)."""
+        news = getattr(self.source, "signal_news", None)  # (a source of the protocol's before)
+        reads, left = self.signals.take()
+        if news is None or (not reads and not left):
+            return
+        try:
+            await news(reads, left)
+        except Exception as exc:
+            log.warning("signal reads not counted yet: %s", exc)
+            self.signals.reads[:0], self.signals.left[:0] = reads, left
 
     def _spend_check(self, start: float, budget: float) -> None:
         """Set the cycle's spend beside its plan in the billing unit
@@ -1213,6 +1269,10 @@ class Crawler:
             raw.pop("moved_to", None)
         if task.canary:
             raw["canary"] = task.url
+        elif task.page_type in self.signals.listing_rules:
+            raw["signal"], raw["signal_read"] = "listing", True
+        elif task.signal:
+            raw["signal"] = task.signal
         if task.lease_id:
             raw["lease_id"] = task.lease_id
         return raw

@@ -40,6 +40,14 @@ as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
 to its own value.
 
+Each read's cost goes to its signal (:meth:`SignalReader.take`: the crawl
+counts sitemap and feed reads in the store, a listing page's fetch is reported
+as the listing's read), so that each signal's cost per change found can be
+told (:meth:`recrawl.engine.Engine.signal_costs`). An item that no listing
+page of its site shows any more, once every page of the chain was read since
+it was last seen, is noted as having left the listings (an item listed again
+loses the note).
+
 Only URLs on the source's own origin are taken (sitemaps.org's rule): a site
 cannot plant pages of another. State lives in memory for the crawl process.
 Times are unix seconds of the crawl's clock, which is given.
@@ -65,7 +73,7 @@ from recrawl.crawl.robots import site_root
 from recrawl.estimate.rates import raw_rates, update_evidence
 from recrawl.observe.extract import ListingExtractor
 from recrawl.observe.feeds import read_feed
-from recrawl.observe.observation import normalize_url
+from recrawl.observe.observation import host_of, normalize_url
 from recrawl.observe.sitemaps import (
     MAX_INDEX_DEPTH,
     MAX_SITEMAPS,
@@ -227,6 +235,8 @@ class _Item:
     moves: int = 0
     digest: str | None = None
     unsure: tuple[float, float, str | None] | None = None
+    left: bool = False
+    """It left every listing page of its site (:meth:`SignalReader.listing`)."""
 
 
 @dataclass
@@ -318,6 +328,7 @@ class SignalReader:
         self.requests = 0
         self._spend: deque[_Spend] = deque()
         self._sites: dict[str, tuple[str, str]] = {}
+        self._site_of: dict[str, str] = {}  # origin -> site name, from any page crawled there
         for url in c.sitemaps:
             self.add(url, "sitemap")
         for url in c.feeds:
@@ -332,6 +343,15 @@ class SignalReader:
         self.listing_pages: dict[str, ListingPage] = {}
         self.listing_reads = 0
         self.listing_hints = 0
+        self.delisted = 0
+        """Items that left every listing of their site (noted, not come back)."""
+        self._by_origin: dict[str, set[str]] = {}
+        self.reads: list[dict[str, Any]] = []
+        """Sitemap and feed reads not yet taken (:meth:`take`): ``site``,
+        ``signal`` (the kind), wire ``bytes``, ``credits``."""
+        self.left: list[tuple[str, str, float | None]] = []
+        """Items that left every listing, or came back (``at`` None), not yet
+        taken (:meth:`take`): ``(url, site, at)``."""
 
     # -- sources -----------------------------------------------------------
 
@@ -365,6 +385,7 @@ class SignalReader:
     def learn(self, origin: str, site: str, page_type: str) -> None:
         """The site name and page type new pages of ``origin`` are registered with
         (the first crawled page's)."""
+        self._site_of.setdefault(origin, site)
         if page_type not in self._listings:
             self._sites.setdefault(origin, (site, page_type))
 
@@ -444,8 +465,13 @@ class SignalReader:
             mem = self._items.get(u)
             if mem is None:
                 self._items[u] = _Item(key, now, now, now)
+                self._by_origin.setdefault(origin, set()).add(u)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue
+            if mem.left:  # listed again
+                mem.left = False
+                self.delisted -= 1
+                self.left.append((u, site, None))
             if mem.summary != key:
                 mem.summary, mem.moves = key, mem.moves + 1
                 f = mem.fetched
@@ -476,10 +502,35 @@ class SignalReader:
             if nxt is not None and nxt not in pages:
                 pages.add(nxt)
                 rows.append({"url": nxt, "site": site, "page_type": page_type})
+        self._note_left(origin, site, now)
         self.listing_reads += 1
         self.listing_hints += len(hints)
         if hints or rows:
             await self._sink(hints, rows)
+
+    def _note_left(self, origin: str, site: str, now: float) -> None:
+        """Note the items of ``origin`` that left every listing: once every
+        listing page of its chain (those read, and the next pages found but
+        not read yet) was read after an item's last sighting, no page shows
+        it. A chain page that is no longer read (it failed, or the chain got
+        shorter) holds its items as listed."""
+        chain = [p for p in self.listing_pages.values() if site_root(p.url) == origin]
+        unread = self._next_pages.get(origin, set()) - {p.url for p in chain}
+        if unread or not chain:
+            return
+        since = min(p.last_read or -math.inf for p in chain)
+        for u in self._by_origin.get(origin, ()):
+            mem = self._items[u]
+            if not mem.left and mem.seen < since:
+                mem.left = True
+                self.delisted += 1
+                self.left.append((u, site, now))
+
+    def take(self) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
+        """The sitemap and feed reads and the delisting notes since the last take."""
+        reads, left = self.reads, self.left
+        self.reads, self.left = [], []
+        return reads, left
 
     def listing_worth(
         self,
@@ -599,6 +650,15 @@ class SignalReader:
                 continue
             cost = self._cost(res)
             self._commit(cost - expected)
+            ok = res.status is not None and 200 <= res.status < 400 and res.error is None
+            self.reads.append(
+                {
+                    "site": self._site_of.get(src.origin) or host_of(src.url),
+                    "signal": src.kind,
+                    "bytes": res.bytes_sent + res.bytes_received,
+                    "credits": 1.0 if ok else 0.0,
+                }
+            )
             self._spend.append(_Spend(self._clock(), cost))
             self.spent += cost
             self.requests += 1

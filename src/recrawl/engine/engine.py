@@ -11,7 +11,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -55,6 +55,7 @@ from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.cluster import SUPPORTED_POLICIES
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import (
+    SCORE,
     Plan,
     PlannerConfig,
     PlanPages,
@@ -64,6 +65,7 @@ from recrawl.plan.planner import (
 )
 from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
 from recrawl.records.pages import evidence_blob
+from recrawl.records.signals import SignalCost, signal_costs
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -147,6 +149,10 @@ class PlanResult:
     """How many live pages' rates the revisits only bound from below (None: no pages)."""
     unit: str = "fetches"
     """The billing unit of ``budget``, ``spent`` and each task's ``cost``."""
+    signals: Mapping[str, str] = field(default_factory=dict)
+    """URL → the hint source that proved the planned page changed (a trusted
+    ``sitemap``, ``feed``, ``listing``...), for the score tasks a signal caused; the
+    fetcher reports it as the observation's ``signal``."""
 
     def split(self) -> dict[str, int]:
         """How many tasks each reason holds (score, discovery, reestimate, verify, canary)."""
@@ -164,7 +170,8 @@ class PlanResult:
         """The document of ``recrawl plan --json`` and ``GET /v1/plan``: the first
         ``limit`` tasks (all by default; ``tasks_total`` counts them all), each
         with its change-rate estimate (per day, None for canaries) and the
-        ``headers`` its lease carries (see :meth:`Engine.plan_dict`)."""
+        ``headers`` its lease carries (see :meth:`Engine.plan_dict`) and the
+        ``signal`` that proved the page changed (None: the schedule's)."""
         shown = self.tasks if limit is None else self.tasks[:limit]
         got = headers or {}
         tasks = []
@@ -177,6 +184,7 @@ class PlanResult:
                     "headers": dict(got.get(t["url"], {})),
                     "rate_per_day": rate[0] if rate else None,
                     "rate_sd_per_day": rate[1] if rate else None,
+                    "signal": self.signals.get(t["url"]),
                 }
             )
         return {
@@ -826,6 +834,64 @@ class Engine:
             lags=self.hint_lags(days=days, until=until),
         )
 
+    # -- what each signal cost and found (recrawl.records.signals) ---------------------------
+
+    def signal_costs(self, *, site: str | None = None) -> list[SignalCost]:
+        """What each cheap signal cost and found on each site (of ``site``),
+        cheapest change first: ``recrawl signals``, ``GET /v1/signals``, the
+        dashboard and ``/metrics``.
+
+        A signal's cost is its own reads (sitemaps, feeds, listing pages:
+        observations with ``signal_read``) plus the fetches it caused (the plan
+        fetched a page because the signal proved it changed: the observation's
+        ``signal``), in the billing unit; its changes are those the fetches it
+        caused found. ``schedule`` is every other fetch. Cost per change is
+        cost over changes (None before a change). Running totals since the
+        store began keeping them."""
+        rows = self.store.signal_spend()
+        if site is not None:
+            rows = [r for r in rows if r[0] == site]
+        return signal_costs(rows, self.settings.billing_unit)
+
+    def signal_report(self, *, site: str | None = None) -> dict[str, Any]:
+        """``recrawl signals --json`` and ``GET /v1/signals``: the billing
+        ``unit``, :meth:`signal_costs` as dicts, and per site the items that
+        left every listing (``delisted``)."""
+        delisted: dict[str, int] = {}
+        for s, _ in self.store.listing_left().values():
+            if site is None or s == site:
+                delisted[s] = delisted.get(s, 0) + 1
+        return {
+            "unit": self.settings.billing_unit,
+            "signals": [c.as_dict() for c in self.signal_costs(site=site)],
+            "delisted": dict(sorted(delisted.items())),
+        }
+
+    def add_signal_reads(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Count reads of signals that are no observation (a sitemap or feed
+        fetch): each row ``site``, ``signal``, ``bytes`` (wire bytes, headers
+        included) and ``credits`` (default: one for a successful read, as a
+        fetch). Returns how many were counted."""
+        acc: dict[tuple[str, str], list[float]] = {}
+        n = 0
+        for r in rows:
+            g = acc.setdefault((str(r["site"]), str(r["signal"])), [0.0, 0.0, 0.0])
+            g[0] += 1
+            g[1] += float(r.get("bytes") or 0)
+            g[2] += float(r.get("credits", 1.0) or 0)
+            n += 1
+        self.store.add_signal_spend(
+            [(site, sig, int(g[0]), g[1], g[2], 0, 0.0, 0.0, 0) for (site, sig), g in acc.items()]
+        )
+        return n
+
+    def note_listing_left(self, rows: Iterable[tuple[str, str, float | None]]) -> None:
+        """Note item pages that left every listing of their site (``(url, site,
+        at)``: unix seconds, when noticed) or came back (``at`` None). A noted
+        item is no longer vouched for, nor proven changed, by its listing
+        hints; ``recrawl pages`` shows it ``delisted``."""
+        self.store.set_listing_left(list(rows))
+
     def _judged_hints(self, now: float) -> tuple[list[SourceTrust], dict[tuple[str, str], float]]:
         """The plan's trust in the hint sources and their lags (:meth:`hint_trust`,
         :meth:`hint_lags` over :data:`HINT_TRUST_DAYS`), judged at most once an
@@ -925,11 +991,27 @@ class Engine:
             latest.lastmod, latest.last_seen, quiet[row_site, src], proves[row_site, src],
             lastmod_seen=latest.lastmod_seen, now=now, lag=lag[row_site, src],
         )  # fmt: skip
+        left = self.store.listing_left()
+        if left and "listing" in k_index:
+            # an item that left every listing of its site: the listing no longer speaks for it
+            urls = cols["url"]
+            rows = np.flatnonzero(known & (src == k_index["listing"]))
+            out = [urls[j] in left for j in idx[rows].tolist()]
+            known[rows[np.array(out, dtype=bool)]] = False
         checked = np.full(n, np.nan)
         vouched = known & ~np.isnan(c)
         np.fmax.at(checked, idx[vouched], c[vouched])  # the latest vouching source
         stale = np.zeros(n, dtype=bool)
         stale[idx[known & st]] = True  # any change proven
+        # the source that proved each stale page changed: of several, the first to say so
+        proven = np.full(n, None, dtype=object)
+        rows = np.flatnonzero(known & st)
+        if rows.size:
+            rows = rows[np.lexsort((latest.lastmod_seen[rows], idx[rows]))]
+            _, first = np.unique(idx[rows], return_index=True)
+            rows = rows[first]
+            proven[idx[rows]] = np.asarray(latest.sources, dtype=object)[src[rows]]
+        cols["signal"] = proven
         return checked, stale
 
     def planner_config(self) -> PlannerConfig:
@@ -1003,6 +1085,7 @@ class Engine:
         spent = 0.0
         resolution = None
         table: TaskTable | None = None
+        signals: dict[str, str] = {}
         if len(pages):
             cfg = self.planner_config()
             # live fetched pages, leased or not; paused sites learn nothing until resumed
@@ -1045,11 +1128,20 @@ class Engine:
                 tasks, cols["url"], cols["site"], cols["page_type"], plan.index,
                 plan.reason, plan.expected_gain, plan.cost, plan.priority, rate, rate_sd,
             )  # fmt: skip
+            proven = cols.get("signal")
+            if proven is not None:
+                urls = cols["url"]
+                # the score's tasks: a verification or re-estimation sample is not the signal's doing
+                signals = {
+                    urls[p]: str(proven[p])
+                    for p, r in zip(plan.index.tolist(), plan.reason.tolist(), strict=True)
+                    if r == SCORE and proven[p] is not None
+                }
         if table is None:
             table = TaskTable.of(tasks)
         return PlanResult(
             at=t, budget=budget, spent=spent, tasks=table, rates=TaskRates(table),
-            resolution=resolution, unit=s.billing_unit,
+            resolution=resolution, unit=s.billing_unit, signals=signals,
         )  # fmt: skip
 
     def cluster_root(self) -> str:
@@ -1363,7 +1455,9 @@ class Engine:
         Each row: ``url``, ``site``, ``page_type``, ``value``; ``state``:
         ``moved`` (retired by a permanent redirect), ``gone`` (re-checked
         rarely), ``canary``, ``paused`` (its site is paused), ``backing_off``
-        (its last ``fails`` fetches failed), ``new`` (never fetched) or ``ok``;
+        (its last ``fails`` fetches failed), ``new`` (never fetched),
+        ``delisted`` (an item that left every listing of its site:
+        :meth:`note_listing_left`) or ``ok``;
         ``rate_per_day`` (the estimated changes per day), ``rate_sd_per_day``
         and a 90 % interval ``rate_low_per_day`` – ``rate_high_per_day``: the
         estimator's Laplace approximation is normal in ln λ with standard
@@ -1414,8 +1508,14 @@ class Engine:
         never = pages.never_fetched[rows]
         last_fetch = cols["last_fetch"][rows]
         state = np.full(len(rows), "ok", dtype=object)
+        left = self.store.listing_left()
+        delisted = np.zeros(len(rows), dtype=bool)
+        if left:
+            urls = cols["url"]
+            delisted[:] = [urls[j] in left for j in rows.tolist()]
         # the first that holds wins: fill from the last to the first
         for name, mask in (
+            ("delisted", delisted),
             ("new", never),
             ("backing_off", fails > 0),
             ("paused", paused),

@@ -34,6 +34,7 @@ from recrawl.observe.batch import CANARY_CODES, ObservationColumns, observation_
 from recrawl.observe.observation import Observation, with_keys
 from recrawl.records.buckets import BUCKET_SECONDS, OUTCOMES
 from recrawl.records.pages import CODE, CONTENT_OUTCOMES, Classifier, PageState
+from recrawl.records.signals import spend_rows
 from recrawl.store import BatchResult, PruneReport, Store, WriteTx
 from recrawl.store.logrows import PRUNE_CHUNK_ROWS, from_checkpoint, logged_observation
 
@@ -303,6 +304,7 @@ def _store(
     leases = [o.lease_id for o in todo if o.lease_id is not None]
     if leases:
         tx.release_leases(leases)
+    tx.add_signal_spend(spend_rows(todo, names))
 
     adjust: dict[tuple[str, str, str, int], list[float]] = {}
     ends = np.r_[first[1:], n]  # rows are sorted by page: page j's are first[j]:ends[j]

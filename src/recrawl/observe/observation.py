@@ -66,6 +66,8 @@ overflowing for millions of fetches."""
 MAX_NUMBER: Final = 1 << 53
 """Largest ``credits`` / ``latency_ms`` accepted (and the largest integer a float
 holds exactly): sums of them stay finite."""
+MAX_SIGNAL_CHARS: Final = 64
+"""Longest ``signal`` name accepted (a hint source's name)."""
 CSV_FIELD_LIMIT: Final = 64 << 20
 """Longest CSV field read (characters; the csv module's default is 128 KiB)."""
 SHOWN_CHARS: Final = 200
@@ -83,6 +85,7 @@ _KNOWN_FIELDS: Final = frozenset(
         "bytes_received", "credits", "rendered", "latency_ms", "route", "etag",
         "last_modified", "conditional", "record", "record_hash", "outcome", "id",
         "title", "body_excerpt", "lease_id", "value", "canary", "moved_to",
+        "signal", "signal_read",
     }
 )  # fmt: skip
 
@@ -97,19 +100,29 @@ class Observation:
     idempotency key: 16 bytes derived from ``id``, or from the input line when
     the reporter gave no id, so the same report stored twice is stored once.
 
-    Beyond SPEC §5's table, one optional field:
+    Beyond SPEC §5's table, optional fields:
 
-    ============  ========  ==================================================
-    field         required  meaning
-    ============  ========  ==================================================
-    ``moved_to``  no        absolute http(s) URL: the request's first hop
-                            answered a permanent redirect (301 or 308) and the
-                            chain ended at this URL (``status`` and the record
-                            are the final response's). Ingest moves the page
-                            there with its history, or, when that URL is
-                            already a page, retires this one; its URL is not
-                            fetched again. Canonicalised as ``url``.
-    ============  ========  ==================================================
+    ===============  ========  ===================================================
+    field            required  meaning
+    ===============  ========  ===================================================
+    ``moved_to``     no        absolute http(s) URL: the request's first hop
+                               answered a permanent redirect (301 or 308) and the
+                               chain ended at this URL (``status`` and the record
+                               are the final response's). Ingest moves the page
+                               there with its history, or, when that URL is
+                               already a page, retires this one; its URL is not
+                               fetched again. Canonicalised as ``url``.
+    ``signal``       no        the cheap signal the fetch was spent for (at most
+                               :data:`MAX_SIGNAL_CHARS` characters): a hint
+                               source (``sitemap``, ``feed``, ``listing``, ...)
+                               that proved the page changed, so the plan fetched
+                               it; absent, the fetch was the schedule's. Counted
+                               per site and signal (cost, changes found:
+                               :meth:`recrawl.engine.Engine.signal_costs`).
+    ``signal_read``  no        true: the fetch is ``signal``'s own read (a
+                               listing page), its cost the signal's, its changes
+                               not counted as the signal's finds.
+    ===============  ========  ===================================================
     """
 
     url: str
@@ -137,6 +150,8 @@ class Observation:
     lease_id: str | None = None
     canary: str | None = None
     moved_to: str | None = None
+    signal: str | None = None
+    signal_read: bool = False
     key: bytes = b""
 
     @property
@@ -530,6 +545,13 @@ def parse_observation(
     moved_to = g("moved_to")
     if moved_to is not None:
         moved_to = _moved_to(moved_to)
+    signal = g("signal")
+    signal_read = False
+    if signal is not None:
+        signal = _signal(raw)
+        signal_read = g("signal_read", False)
+        if not (signal_read is False or signal_read is True):
+            signal_read = bool(_opt_bool(raw, "signal_read"))
     # PostgreSQL refuses text holding NUL: a JSON line can only carry one escaped,
     # a CSV row a raw one (looking for a backslash first is 4 times faster: most
     # lines hold none)
@@ -574,6 +596,8 @@ def parse_observation(
         lease_id,
         canary,
         moved_to,
+        signal,
+        signal_read,
         key,
     )
 
@@ -583,6 +607,17 @@ def _no_nul(**fields: str | None) -> None:
     for name, v in fields.items():
         if v is not None and "\0" in v:
             raise InvalidObservation("holds a NUL character (U+0000)", field=name)
+
+
+def _signal(raw: Mapping[str, Any]) -> str | None:
+    """The ``signal`` field (None when empty)."""
+    v = _opt_str(raw, "signal")
+    if v is not None and (len(v) > MAX_SIGNAL_CHARS or "\0" in v):
+        raise InvalidObservation(
+            f"{show_value(v)} is not a signal name (at most {MAX_SIGNAL_CHARS} characters)",
+            field="signal",
+        )
+    return v
 
 
 def _moved_to(v: Any) -> str | None:

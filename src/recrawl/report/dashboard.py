@@ -14,6 +14,10 @@ days) or a UTC day:
 
 * where the money goes in the range: cost per change detected and fetches that
   found no change, per site and page type;
+* cost per change detected for each cheap signal (sitemap, feed, listing) and
+  the schedule, per site, since the store began counting
+  (:meth:`recrawl.engine.Engine.signal_costs`), and the items per site that
+  left every listing;
 * spend per step against the budget (``budget_per_day``, or one fetch per page
   a day), by site;
 * fetches without change and cost per change over time, per site and page type;
@@ -92,6 +96,7 @@ FRESHNESS_SAMPLE = 2000
 
 FIGURES = (
     "fig-money",
+    "fig-cheap",
     "fig-spend",
     "fig-waste",
     "fig-signals",
@@ -113,6 +118,13 @@ REASON_COLOURS = {
     "canary": "#00838f",
 }
 """One colour per plan reason, the same in every panel (others: grey)."""
+
+_SIGNAL_COLOURS = {
+    "schedule": "#546e7a",
+    "sitemap": "#2e7d32",
+    "feed": "#ef6c00",
+    "listing": "#1565c0",
+}
 
 _DAY_S = 86_400.0
 _BAND_COLOURS = {"healthy": "#2e7d32", "degrading": "#f9a825", "critical": "#c62828"}
@@ -234,6 +246,8 @@ class DashboardData:
     routes: RouteSeries | None = None
     events: list[dict[str, Any]] | None = None
     pages: list[dict[str, Any]] | None = None
+    cheap: Mapping[str, Any] | None = None
+    """:meth:`recrawl.engine.Engine.signal_report` (of the site, on a site's page)."""
 
     def totals(self) -> dict[str, Any]:
         """The range's sums per site and page type (the shape of ``Stats.groups``)."""
@@ -319,6 +333,7 @@ def read_dashboard(
         plan=plan,
         health=list(health or []),
         controls=controls,
+        cheap=engine.signal_report(site=site),
         **extra,
     )
 
@@ -410,6 +425,63 @@ def _money_figure(data: DashboardData) -> go.Figure:
     )
     fig.update_layout(height=420, showlegend=False, margin={"t": 60, "b": 120})
     return fig
+
+
+def _cheap_figure(data: DashboardData) -> go.Figure:
+    """Cost per change detected of each signal, per site (bars by signal)."""
+    rows = list((data.cheap or {}).get("signals") or [])
+    unit = _label(data.unit)
+    fig = go.Figure()
+    found = [r for r in rows if r["changes"]]
+    if not found:
+        _empty(fig, "no change found by a fetch yet")
+        fig.update_layout(height=300)
+        return fig
+    sites = sorted({r["site"] for r in rows})
+    for sig in sorted({r["signal"] for r in rows}):
+        mine = {r["site"]: r for r in rows if r["signal"] == sig}
+        got = [mine.get(s) for s in sites]
+        fig.add_trace(
+            go.Bar(
+                x=[_label(s) for s in sites],
+                y=[r["per_change"] if r and r["per_change"] is not None else None for r in got],
+                name=_label(sig),
+                marker_color=_SIGNAL_COLOURS.get(sig, "#757575"),
+                customdata=[[r["cost"], r["changes"], r["reads"], r["fetches"]] if r else
+                            [0, 0, 0, 0] for r in got],
+                hovertemplate="%{x}: " + _label(sig) + "<br>%{y:,.2f} " + unit + " per change"
+                "<br>%{customdata[0]:,.2f} " + unit + ", %{customdata[1]:,} changes"
+                "<br>%{customdata[2]:,} reads, %{customdata[3]:,} fetches<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_layout(
+        barmode="group", height=360, margin={"t": 30}, legend={"orientation": "h"},
+        yaxis={"title": f"{unit} per change detected", "rangemode": "tozero"},
+    )  # fmt: skip
+    return fig
+
+
+def _cheap_table(cheap: Mapping[str, Any] | None) -> str:
+    rows = list((cheap or {}).get("signals") or [])
+    delisted: Mapping[str, int] = (cheap or {}).get("delisted") or {}
+    if not rows:
+        return "<p>No fetch counted per signal yet.</p>"
+    body = "".join(
+        f"<tr><td>{_e(r['site'])}</td><td>{_e(r['signal'])}</td>"
+        f"<td class='n'>{_num(r['reads'])}</td><td class='n'>{_num(r['read_cost'])}</td>"
+        f"<td class='n'>{_num(r['fetches'])}</td><td class='n'>{_num(r['fetch_cost'])}</td>"
+        f"<td class='n'>{_num(r['changes'])}</td><td class='n'>{_num(r['per_change'])}</td></tr>"
+        for r in rows
+    )
+    left = "".join(
+        f"<li>{_e(site)}: {n:,} item{'s' if n != 1 else ''} left every listing</li>"
+        for site, n in delisted.items()
+    )
+    return (
+        "<table><tr><th>site</th><th>signal</th><th>reads</th><th>read cost</th>"
+        "<th>fetches caused</th><th>fetch cost</th><th>changes found</th>"
+        "<th>cost per change</th></tr>" + body + "</table>" + (f"<ul>{left}</ul>" if left else "")
+    )
 
 
 def _spend_figure(data: DashboardData) -> go.Figure:
@@ -740,6 +812,7 @@ def dashboard_figures(data: DashboardData) -> dict[str, go.Figure]:
     extra = {} if data.site is None else {"fig-routes": _routes_figure(data)}
     return {
         "fig-money": _money_figure(data),
+        "fig-cheap": _cheap_figure(data),
         "fig-spend": _spend_figure(data),
         "fig-waste": _waste_figure(data),
         "fig-signals": _signals_figure(data),
@@ -962,6 +1035,8 @@ def render_page(
     d = {k: _div(f, k) for k, f in figures.items()}
     sections = [
         ("Where the money goes in this range", d["fig-money"]),
+        ("Cost per change detected, per signal (since counting began)",
+         d["fig-cheap"] + _cheap_table(data.cheap)),
         ("Spend against the budget", d["fig-spend"]),
         ("Fetches without change and cost per change over time", d["fig-waste"]),
         ("Blocks, challenges and latency against each site's normal (dotted)", d["fig-signals"]),
@@ -975,7 +1050,7 @@ def render_page(
         ("The current plan", d["fig-plan"] + _rates_note(plan) + _plan_table(plan)),
     ]  # fmt: skip
     if data.site is not None:
-        sections[4:4] = [
+        sections[5:5] = [
             ("Refusals by route (concentrated: the routes; even: the site)", d["fig-routes"]),
             ("Incidents and actions: pauses, resumes, band changes", _events_table(data.events)),
             ("Pages: the most failures in a row first", _pages_table(data.pages)),

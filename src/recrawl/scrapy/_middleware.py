@@ -166,6 +166,8 @@ class RecrawlDownloaderMiddleware:
             raw["lease_id"] = task["lease_id"]
         if task.get("reason") == "canary":
             raw["canary"] = task["url"]
+        elif task.get("signal"):
+            raw["signal"] = task["signal"]
         if meta.get("retry_times"):
             raw["retry"] = True
         carry = meta.pop(_CARRY, None)

@@ -55,7 +55,8 @@ log = logging.getLogger("recrawl.scrapy")
 
 META_KEY: Final = "recrawl"
 """The request meta key holding the task: ``url``, ``site``, ``page_type``,
-``reason``, ``lease_id``, ``cost`` (the plan's estimate, billing unit)."""
+``reason``, ``lease_id``, ``cost`` (the plan's estimate, billing unit) and
+``signal`` (the hint source that proved the page changed, if one did)."""
 
 REPORT_BATCH: Final = 200
 """Observations reported at once (and at every cycle's start and at close)."""
@@ -411,6 +412,7 @@ class Recrawl:
                 "reason": task.reason,
                 "lease_id": task.lease_id,
                 "cost": task.cost,
+                "signal": task.signal,
             },
             "download_slot": origin_of(task.url).split("://", 1)[1],
             "handle_httpstatus_list": [304],

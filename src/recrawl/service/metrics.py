@@ -3,7 +3,11 @@
 Per site and page type: fetches, fetches per outcome (every outcome of
 :data:`~recrawl.health.buckets.OUTCOMES`), changes detected, fetches without
 change, wire bytes sent and received, credits, cost and cost per change (in the
-billing unit, labelled ``unit``). Per site: a fetch latency histogram (seconds),
+billing unit, labelled ``unit``). Per site and signal (``sitemap``, ``feed``,
+``listing``, ``schedule``: :meth:`~recrawl.engine.Engine.signal_costs`): its
+reads, the fetches it caused, the changes they found, its cost and cost per
+change. Per site: a fetch latency histogram (seconds), items that left every
+listing,
 health score (0–100), band (one series per band, 1 for the current one), parser
 health score and band, the smoothed share of answers asking to slow down, pause,
 concurrency cap, outstanding leases and the estimated freshness of its live
@@ -137,6 +141,7 @@ class ServiceCollector(Collector):
         svc = self.service
         now = svc.now()
         yield from self._groups()
+        yield from self._cheap_signals()
         yield self._latency()
         yield from self._health(now)
         yield from self._service(now)
@@ -198,6 +203,51 @@ class ServiceCollector(Collector):
             if g["cost_per_change"] is not None:
                 per_change.add_metric([*lv, unit], g["cost_per_change"])
         yield from (fetches, outcomes, changes, without, sent, received, credits, cost, per_change)
+
+    def _cheap_signals(self) -> Iterator[Metric]:
+        """Per site and signal (sitemap, feed, listing, schedule): what it cost
+        and the changes the fetches it caused found; items that left every listing."""
+        engine = self.service.engine
+        report = engine.signal_report()
+        unit = report["unit"]
+        sl = ["site", "signal"]
+        reads = CounterMetricFamily(
+            "recrawl_signal_reads", "A signal's own reads (sitemap, feed, listing page).", labels=sl
+        )
+        fetches = CounterMetricFamily(
+            "recrawl_signal_fetches",
+            "Fetches a signal caused (it proved the page changed; schedule: every other).",
+            labels=sl,
+        )
+        changes = CounterMetricFamily(
+            "recrawl_signal_changes", "Changes found by the fetches a signal caused.", labels=sl
+        )
+        cost = CounterMetricFamily(
+            "recrawl_signal_cost",
+            "A signal's reads and the fetches it caused, in the billing unit.",
+            labels=[*sl, "unit"],
+        )
+        per_change = GaugeMetricFamily(
+            "recrawl_signal_cost_per_change",
+            "A signal's cost per change found, in the billing unit (absent with no change).",
+            labels=[*sl, "unit"],
+        )
+        for c in report["signals"]:
+            lv = [c["site"], c["signal"]]
+            reads.add_metric(lv, c["reads"])
+            fetches.add_metric(lv, c["fetches"])
+            changes.add_metric(lv, c["changes"])
+            cost.add_metric([*lv, unit], c["cost"])
+            if c["per_change"] is not None:
+                per_change.add_metric([*lv, unit], c["per_change"])
+        delisted = GaugeMetricFamily(
+            "recrawl_delisted_items",
+            "Item pages that left every listing of the site.",
+            labels=["site"],
+        )
+        for site, n in report["delisted"].items():
+            delisted.add_metric([site], n)
+        yield from (reads, fetches, changes, cost, per_change, delisted)
 
     def _latency(self) -> Metric:
         """Each site's fetch latency histogram, from the store's daily buckets."""

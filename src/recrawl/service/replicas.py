@@ -66,6 +66,7 @@ def encode_plan(plan: PlanResult) -> bytes:
             res.changed_every_revisit,
             None if math.isnan(res.median_interval_days) else res.median_interval_days,
         ],
+        "signals": dict(plan.signals),
     }
     return zlib.compress(orjson.dumps(doc), 1)
 
@@ -102,4 +103,5 @@ def decode_plan(body: bytes) -> PlanResult:
         if res is None
         else RateResolution(int(res[0]), int(res[1]), math.nan if res[2] is None else res[2]),
         unit=str(doc["unit"]),
+        signals={str(u): str(v) for u, v in (doc.get("signals") or {}).items()},
     )

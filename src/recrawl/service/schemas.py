@@ -281,6 +281,9 @@ class Task(Doc):
     site: str
     page_type: str
     reason: str
+    signal: str | None = None
+    """The hint source that proved the page changed, when a signal caused the
+    fetch: report it as the observation's ``signal``."""
     headers: dict[str, str]
     expires_at: float
 
@@ -426,6 +429,64 @@ class HintReportDoc(Doc):
     trust: list[SourceTrustDoc]
     trusted_means: str
     lag_means: str
+
+
+class SignalRead(BaseModel):
+    """One read of a signal that is no observation (a sitemap or feed fetch)."""
+
+    site: str = Field(..., min_length=1, max_length=500)
+    signal: str = Field(..., min_length=1, max_length=64)
+    bytes: float = Field(0.0, ge=0, allow_inf_nan=False)
+    """Wire bytes, headers included."""
+    credits: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+
+class Delisted(BaseModel):
+    """An item page that left every listing of its site (``at``: unix seconds,
+    when noticed), or came back (``at`` null)."""
+
+    url: str = Field(..., min_length=1, max_length=8000)
+    site: str = Field(..., min_length=1, max_length=500)
+    at: float | None = Field(None, allow_inf_nan=False)
+
+
+class SignalsReport(BaseModel):
+    """What a crawl's signals did that is no observation."""
+
+    reads: list[SignalRead] = Field([], max_length=MAX_URLS)
+    delisted: list[Delisted] = Field([], max_length=MAX_URLS)
+
+
+class SignalsCounted(Doc):
+    """How many reads were counted and delisting notes taken."""
+
+    reads: int
+    delisted: int
+
+
+class SignalCostDoc(Doc):
+    """One signal on one site (:class:`~recrawl.records.signals.SignalCost`):
+    costs in ``unit``; ``per_change`` null before a change."""
+
+    site: str
+    signal: str
+    unit: str
+    reads: int
+    read_cost: float
+    fetches: int
+    fetch_cost: float
+    changes: int
+    cost: float
+    per_change: float | None
+
+
+class SignalsDoc(Doc):
+    """``recrawl signals --json``: each signal's cost per change found, per site,
+    and the items per site that left every listing."""
+
+    unit: str
+    signals: list[SignalCostDoc]
+    delisted: dict[str, int]
 
 
 # -- sites and pages -------------------------------------------------------------------------
@@ -653,6 +714,8 @@ class PlanTask(Doc):
     headers: dict[str, str]
     rate_per_day: float | None
     rate_sd_per_day: float | None
+    signal: str | None = None
+    """The hint source that proved the page changed (None: the schedule's)."""
 
 
 class PlanDoc(Doc):

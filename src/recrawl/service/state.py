@@ -575,6 +575,7 @@ class Service:
             self._charge(charged)
             self.leased_total += len(got)
         headers = self.engine.headers_for_tasks(got)
+        signals = pool.plan.signals
         return [
             {
                 "lease_id": g["lease_id"],
@@ -582,6 +583,7 @@ class Service:
                 "site": g["site"],
                 "page_type": info[g["url"]]["page_type"],
                 "reason": g["reason"],
+                "signal": signals.get(g["url"]),
                 "headers": headers.get(g["url"], {}),
                 "expires_at": g["expires_at"],
             }

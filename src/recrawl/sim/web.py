@@ -485,6 +485,9 @@ class SiteSpec:
     late_share: float = 0.0
     late_pages: int = 0
     appear_days: tuple[float, float] | None = None
+    delisted: dict[str, float] = field(default_factory=dict)
+    """Normal pages (``/p/<i>``) that leave every listing page this many days
+    after the web's origin (the page itself stays, and goes on changing)."""
 
     def __post_init__(self) -> None:
         what = f"site {self.name!r}"
@@ -547,6 +550,10 @@ class SiteSpec:
                 raise ConfigError(f"{what}: {old!r} moves to {new!r}, which is not a normal page")
         for w in self.hostile:
             _window(w, f"{what}: hostile", _HOSTILE_KINDS)
+        for path, day in self.delisted.items():
+            i = _page_index(path)
+            if i is None or i >= self.n_pages or not day >= 0:
+                raise ConfigError(f"{what}: delisted {path!r} is not a normal page, or {day!r} < 0")
 
     @property
     def fault_paths(self) -> set[str]:
@@ -918,6 +925,9 @@ class _Site:
         self._pad_at = rng.integers(0, max(1, len(self._corpus) - high), n).tolist()
         self._volatile = random.Random(int(rng.integers(0, 2**63)))
         self._volatile_lock = threading.Lock()
+        self._delisted = {
+            int(_page_index(p) or 0): origin + d * _DAY_S for p, d in spec.delisted.items()
+        }
         self._faults: dict[str, Served] = {}
         for path in spec.always_500:
             self._faults[path] = "error_500"
@@ -1142,6 +1152,8 @@ class _Site:
         per = LISTING_PAGE_ITEMS
         seen = t - self.spec.listing_lag_s if self.spec.listing == "stale" else t
         listed = self.present(seen)
+        if self._delisted:
+            listed = [i for i in listed if self._delisted.get(i, math.inf) > seen]
         items = listed[k * per : (k + 1) * per]
         if not items:
             return None

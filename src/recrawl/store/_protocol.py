@@ -16,6 +16,7 @@ from recrawl.observe.observation import Observation
 from recrawl.observe.sitemaps import Hint
 from recrawl.records.buckets import BucketArrays
 from recrawl.records.pages import PageArrays, PageState
+from recrawl.records.signals import SpendRow
 
 __all__ = [
     "BatchResult",
@@ -302,6 +303,10 @@ class WriteTx(Protocol):
         """End the leases ``lease_ids``."""
         ...
 
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        """Add to the per-(site, signal) totals (:data:`~recrawl.records.signals.SPEND_COLUMNS`)."""
+        ...
+
     def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
         """The page's checkpoint from ``reached`` on (None: never pruned)."""
         ...
@@ -541,6 +546,24 @@ class EngineStore(Store, Protocol):
 
     def set_hint_verdict(self, value: str) -> None:
         """Keep a planner's judgement of the hint sources (JSON)."""
+        ...
+
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        """Add reads of signals that are no observation (sitemaps, feeds) to
+        the per-(site, signal) totals (:data:`~recrawl.records.signals.SPEND_COLUMNS`)."""
+        ...
+
+    def signal_spend(self) -> list[SpendRow]:
+        """Every (site, signal)'s totals, by site and signal."""
+        ...
+
+    def set_listing_left(self, rows: Sequence[tuple[str, str, float | None]]) -> None:
+        """Note item pages that left every listing (``(url, site, at)``; ``at``
+        None: it came back, the note is removed)."""
+        ...
+
+    def listing_left(self) -> dict[str, tuple[str, float]]:
+        """Item pages that left every listing: URL → (site, when noticed)."""
         ...
 
 

@@ -51,6 +51,7 @@ from recrawl.records.pages import (
     page_from_row,
     page_row,
 )
+from recrawl.records.signals import SPEND_COLUMNS, SpendRow
 from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
 from recrawl.store.hintfold import fold_hints
 
@@ -81,6 +82,20 @@ _BUCKET_COLS: Final = (
     + [f"h{i}" for i in range(LATENCY_BINS)]
     + ["failed_first"]
 )
+
+_SPEND_UPSERT: Final = (
+    f"INSERT INTO signal_spend ({', '.join(SPEND_COLUMNS)}) VALUES "
+    f"({', '.join('?' * len(SPEND_COLUMNS))}) ON CONFLICT (site, signal) DO UPDATE SET "
+    + ", ".join(f"{c} = signal_spend.{c} + excluded.{c}" for c in SPEND_COLUMNS[2:])
+)
+
+
+def _spend_row(r: Sequence[Any]) -> SpendRow:
+    return (
+        str(r[0]), str(r[1]), int(r[2]), float(r[3]), float(r[4]),
+        int(r[5]), float(r[6]), float(r[7]), int(r[8]),
+    )  # fmt: skip
+
 
 _PAGE_CHUNK = 10_000
 """Rows of the pages table :meth:`SQLStore.page_columns` reads at once. Its
@@ -202,6 +217,16 @@ CREATE TABLE IF NOT EXISTS published_plan (
 CREATE TABLE IF NOT EXISTS cycle_spend (
     cycle {BIGINT} PRIMARY KEY, spent {REAL} NOT NULL, refunds {BIGINT} NOT NULL
 );
+CREATE TABLE IF NOT EXISTS signal_spend (
+    site TEXT NOT NULL, signal TEXT NOT NULL,
+    reads {BIGINT} NOT NULL, read_bytes {REAL} NOT NULL, read_credits {REAL} NOT NULL,
+    fetches {BIGINT} NOT NULL, fetch_bytes {REAL} NOT NULL, fetch_credits {REAL} NOT NULL,
+    changes {BIGINT} NOT NULL,
+    PRIMARY KEY (site, signal)
+);
+CREATE TABLE IF NOT EXISTS listing_left (
+    url TEXT PRIMARY KEY, site TEXT NOT NULL, at {REAL} NOT NULL
+);
 """
 # A page's ``fails`` counts its consecutive failed fetches (the back-off of
 # recrawl.plan.backoff); ``moved_to``, set by ingest, retires a page whose URL
@@ -222,6 +247,15 @@ CREATE TABLE IF NOT EXISTS cycle_spend (
 # revisit) reads as all of the page's changed intervals in the bin of their
 # mean length ev_tc / ev_nc, the test at rest: exactly the estimate the four
 # numbers gave, so a migrated store keeps its estimates.
+#
+# What each cheap signal cost and found, per site (``signal_spend``, one row
+# per (site, signal), running totals: :data:`recrawl.records.signals.SPEND_COLUMNS`):
+# its own reads (sitemaps, feeds, listing pages) and the fetches it caused,
+# with their wire bytes and credits (the cost in any billing unit is computed
+# when read), and the changes those fetches found; the signal ``schedule`` is
+# every other fetch. ``listing_left``: item pages that left every listing of
+# their site (URL, site, when the crawl noticed). Both tables are created when
+# a store is opened: no migration (a store without them had no such figures).
 #
 # A page's checkpoint (``page_checkpoints``, written by ``prune``): its state
 # after the observations that were deleted from its log, all fetched at or
@@ -2192,6 +2226,44 @@ class SQLStore:
             ).fetchone()
         return (float(got[0]), int(got[1])) if got else (0.0, 0)
 
+    # -- what the cheap signals cost and found ---------------------------------------------
+
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        """Add ``rows`` to the per-(site, signal) totals (:data:`SPEND_COLUMNS`):
+        a signal's reads that are no observation (sitemaps, feeds)."""
+        if rows:
+            with self._write() as db:
+                db.executemany(_SPEND_UPSERT, rows)
+
+    def signal_spend(self) -> list[SpendRow]:
+        """Every (site, signal)'s totals, as :data:`SPEND_COLUMNS` tuples, by site and signal."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(SPEND_COLUMNS)} FROM signal_spend ORDER BY site, signal"
+            ).fetchall()
+        return [_spend_row(r) for r in rows]
+
+    def set_listing_left(self, rows: Sequence[tuple[str, str, float | None]]) -> None:
+        """Note item pages that left every listing (``(url, site, at)``) or came
+        back (``at`` None: the note is removed)."""
+        if not rows:
+            return
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO listing_left VALUES (?, ?, ?) ON CONFLICT (url) DO UPDATE "
+                "SET site = excluded.site, at = excluded.at",
+                [r for r in rows if r[2] is not None],
+            )
+            db.executemany(
+                "DELETE FROM listing_left WHERE url = ?", [(r[0],) for r in rows if r[2] is None]
+            )
+
+    def listing_left(self) -> dict[str, tuple[str, float]]:
+        """Item pages that left every listing: URL → (site, when noticed)."""
+        with self._lock:
+            rows = self._db.execute("SELECT url, site, at FROM listing_left").fetchall()
+        return {str(u): (str(site), float(at)) for u, site, at in rows}
+
     # -- planner input ---------------------------------------------------------------------
 
     def page_columns(self) -> dict[str, Any]:
@@ -2407,6 +2479,10 @@ class SQLWrite:
     def release_leases(self, lease_ids: Sequence[str]) -> None:
         """End the leases ``lease_ids`` (their fetches were reported)."""
         self._db.executemany("DELETE FROM leases WHERE lease_id = ?", [(x,) for x in lease_ids])
+
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        """Add ``rows`` to the per-(site, signal) totals (:data:`SPEND_COLUMNS`)."""
+        self._db.executemany(_SPEND_UPSERT, rows)
 
     def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
         """The page's checkpoint from ``reached`` on (None: its log was never pruned)."""

@@ -53,6 +53,7 @@ from recrawl.records.pages import (
     page_from_row,
     page_row,
 )
+from recrawl.records.signals import SpendRow
 from recrawl.store import ContentHistory, GroupTotals, HintResult, HintRows
 from recrawl.store.hintfold import fold_hints
 
@@ -99,6 +100,10 @@ class _State:
     buckets: dict[BucketKey, NDArray[np.float64]] = field(default_factory=dict)
     daily: dict[BucketKey, NDArray[np.float64]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    # (site, signal) -> [reads, read_bytes, read_credits, fetches, fetch_bytes, fetch_credits, changes]
+    signal_spend: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # url -> (site, at)
+    listing_left: dict[str, tuple[str, float]] = field(default_factory=dict)
 
 
 def _count(st: _State, key: str) -> None:
@@ -622,6 +627,29 @@ class MemoryStore:
         with self._lock:
             self._st.meta["hint_verdict"] = value
 
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        with self.writing() as tx:
+            tx.add_signal_spend(rows)
+
+    def signal_spend(self) -> list[SpendRow]:
+        return [
+            (site, sig, int(g[0]), g[1], g[2], int(g[3]), g[4], g[5], int(g[6]))
+            for (site, sig), g in sorted(self._st.signal_spend.items())
+        ]
+
+    def set_listing_left(self, rows: Sequence[tuple[str, str, float | None]]) -> None:
+        with self._lock:
+            left = dict(self._st.listing_left)
+            for url, site, at in rows:
+                if at is None:
+                    left.pop(url, None)
+                else:
+                    left[url] = (site, at)
+            self._st.listing_left = left
+
+    def listing_left(self) -> dict[str, tuple[str, float]]:
+        return dict(self._st.listing_left)
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -747,6 +775,13 @@ class MemoryWrite:
         ended = set(lease_ids)
         st = self._st
         st.leases = {u: v for u, v in st.leases.items() if v[0] not in ended}
+
+    def add_signal_spend(self, rows: Sequence[SpendRow]) -> None:
+        spend = dict(self._st.signal_spend)
+        for site, sig, *figures in rows:
+            old = spend.get((site, sig), [0.0] * 7)
+            spend[(site, sig)] = [a + float(b) for a, b in zip(old, figures, strict=True)]
+        self._st.signal_spend = spend
 
     def page_checkpoint(self, page_id: int) -> tuple[Any, ...] | None:
         cp = self._st.checkpoints.get(page_id)

@@ -26,6 +26,8 @@ from recrawl.service.schemas import (
     IngestAnswer,
     LeaseRequest,
     Leases,
+    SignalsCounted,
+    SignalsReport,
     UrlList,
     UrlsAdded,
     UrlsRemoved,
@@ -127,6 +129,21 @@ def router(svc: Service, guards: Guards) -> APIRouter:
             svc.writer.submit(lambda: svc.lease(body.worker, body.max))
         )
         return JSONResponse({"tasks": tasks})
+
+    @json_writes.post("/v1/signals", response_model=SignalsCounted)
+    async def post_signals(body: SignalsReport) -> Any:
+        """Report what a crawl's signals did that is no observation: ``reads`` of
+        sitemaps and feeds (``site``, ``signal``, wire ``bytes``, ``credits``),
+        counted in each signal's cost (``GET /v1/signals``); ``delisted`` items
+        that left every listing of their site (``at`` null: listed again)."""
+
+        def work() -> tuple[int, int]:
+            n = svc.engine.add_signal_reads(r.model_dump() for r in body.reads)
+            svc.engine.note_listing_left((d.url, d.site, d.at) for d in body.delisted)
+            return n, len(body.delisted)
+
+        reads, delisted = await asyncio.wrap_future(svc.writer.submit(work))
+        return JSONResponse({"reads": reads, "delisted": delisted})
 
     @writes.post(
         "/v1/observations",

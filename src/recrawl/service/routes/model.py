@@ -22,6 +22,7 @@ from recrawl.service.schemas import (
     CalibrationDoc,
     HintReportDoc,
     PlanDoc,
+    SignalsDoc,
     StatsDoc,
 )
 from recrawl.service.state import Service
@@ -78,6 +79,15 @@ def router(svc: Service, guards: Guards) -> APIRouter:
         """Each hint source, and how far its ``lastmod`` agreed with the revisits of
         the last ``days`` per site: which the plan trusts. As ``recrawl hints --json``."""
         return JSONResponse(svc.hint_report(days))
+
+    @reads.get("/v1/signals", response_model=SignalsDoc, responses=query)
+    def get_signals(
+        site: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
+    ) -> Any:
+        """What each cheap signal (sitemap, feed, listing, ``schedule``: no signal)
+        cost per change found, per site: its reads plus the fetches it caused,
+        over the changes those found. As ``recrawl signals --json``."""
+        return JSONResponse(svc.engine.signal_report(site=site))
 
     @reads.get("/v1/stats", response_model=StatsDoc)
     def get_stats() -> Any:

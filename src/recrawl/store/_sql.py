@@ -254,8 +254,21 @@ _PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(ROW_FIELDS)}) VALUES (
 _PAGE_UPDATE: Final = (
     f"UPDATE pages SET {', '.join(f'{c} = ?' for c in MUTABLE_FIELDS)} WHERE id = ?"
 )
-_ID_CACHE_MAX: Final = 1_000_000  # url -> id entries kept in memory
-_PAGE_CACHE_MAX: Final = 500_000  # pages (by id) whose state is kept in memory, ~250 B each
+_ID_CACHE_MAX: Final = 65_536
+"""URL → page id entries :class:`SQLStore` keeps in memory (about 170 bytes
+each: the entry, the URL and the id): the ids of the pages its last writes
+touched; the others are read from the ``url`` index (a 1 M-entry cache held
+170 MB, and a crawl that visits its pages in turn seldom finds one there)."""
+_PAGE_SLOTS: Final = 131_072
+"""Slots of the page state cache (:meth:`SQLStore._keep_pages`): a page's
+state stays in slot ``id % slots`` until another page takes it, so the pages
+reported again soon are read from memory. About 450 bytes a slot once filled
+(260 of columns, the URL, fingerprint and validators), 60 MB in all; it was
+one row per page id up to 500,000, 130 MB of columns on a large store. With
+65,536 slots, ingest of 1 M observations over 100,000 pages
+(``benchmarks/ingest.py``) lost 40 % of its speed: a third of the pages were
+read from the store again at each visit."""
+_GROUP_IDS_MAX: Final = 1 << 22  # page ids whose (site, page_type) group is kept, 4 bytes each
 _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
@@ -354,9 +367,9 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 _BW: Final = BUCKET_SECONDS
 
 
-def _cache_size(top: int, have: int) -> int:
+def _cache_size(top: int, have: int, most: int = _GROUP_IDS_MAX) -> int:
     """New length of an array kept by page id that must reach id ``top − 1`` (doubling)."""
-    return min(max(top, 2 * have, 1024), _PAGE_CACHE_MAX)
+    return min(max(top, 2 * have, 1024), most)
 
 
 def bucket_key(start: Any, series: Any) -> Any:
@@ -448,10 +461,12 @@ class SQLStore:
         # created them has committed.
         self._ids: dict[str, int] = {}
         self._removals_seen = 0
-        # The state of recently written pages, by id, valid while no other
-        # connection has written pages (the ``pages_gen`` counter in ``meta``).
+        # The state of recently written pages, page ``id`` in slot ``id %
+        # len(_slot_id)`` when ``_slot_id`` holds ``id`` there (−1: empty),
+        # valid while no other connection has written pages (the ``pages_gen``
+        # counter in ``meta``); at most _PAGE_SLOTS slots.
         self._cache: PageArrays | None = None
-        self._loaded = np.zeros(0, dtype=bool)
+        self._slot_id = np.zeros(0, dtype=np.int64)
         # Each cached page's (site, page_type) group for the buckets (an index of
         # _group_keys; -1: not known), with the same validity as the page cache.
         self._group_of = np.zeros(0, dtype=np.int32)
@@ -783,7 +798,7 @@ class SQLStore:
                 db.execute("BEGIN IMMEDIATE")
                 gen = self._pages_gen(db)
                 if gen != self._gen:  # another connection wrote pages: forget their state
-                    self._loaded[:] = False
+                    self._slot_id[:] = -1
                     self._group_of[:] = -1
                     self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
@@ -915,11 +930,12 @@ class SQLStore:
             new_ids.pop(old, None)
             new_ids[target] = pid
             renamed += 1
-            cache = self._cache
-            if cache is not None and pid < len(self._loaded) and self._loaded[pid]:
-                cache.url[pid] = target
+            slot = self._slot_of(pid)
+            if slot is not None:
+                assert self._cache is not None
+                self._cache.url[slot] = target
                 if redirect:
-                    cache.fails[pid] = 0
+                    self._cache.fails[slot] = 0
         if renamed:  # other connections' url → id caches: start again from the store
             self._count_in_meta(db, "urls_removed")
 
@@ -1038,11 +1054,10 @@ class SQLStore:
     ) -> PageArrays:
         """The state of ``urls`` (ids ``page_id``) before this batch: from the cache, else the store."""
         cache = self._cache
-        cap = 0 if cache is None else len(cache)
+        slots = len(self._slot_id)
         hit = np.zeros(len(urls), dtype=bool)
-        if cache is not None:
-            inside = page_id < cap
-            hit[inside] = self._loaded[page_id[inside]]
+        if cache is not None and slots:
+            hit = self._slot_id[page_id % slots] == page_id
         made = np.zeros(len(urls), dtype=bool)
         made[created] = True
         fetch = np.flatnonzero(~hit & ~made)
@@ -1060,37 +1075,66 @@ class SQLStore:
                 o = earliest[j]
                 row = new_page_row(urls[j], o.site, o.page_type, o.fetched_at)
             rows.append(row)
-        if cache is not None and not len(miss):  # every page in the cache (the common case)
-            return cache.take(page_id)
+        if cache is not None and not len(miss):  # every page in the cache
+            return cache.take(page_id % slots)
         fresh = PageArrays.from_rows(rows)
         if cache is None or not hit.any():
             return fresh
         got = np.flatnonzero(hit)
-        both = PageArrays.concat(cache.take(page_id[got]), fresh)
+        both = PageArrays.concat(cache.take(page_id[got] % slots), fresh)
         return both.take(np.argsort(np.concatenate([got, miss]), kind="stable"))
 
     def _keep_pages(
         self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays, stale: list[int]
     ) -> None:
-        """Remember the pages' state after this batch (``stale`` rows are forgotten)."""
-        keep = page_id < _PAGE_CACHE_MAX
+        """Remember the pages' state after this batch (``stale`` rows are forgotten).
+
+        Page ``id`` goes to slot ``id % slots``, taking it from the page there;
+        the slots double, up to :data:`_PAGE_SLOTS`, while the ids outgrow them
+        (a small store keeps every page it wrote)."""
+        keep = np.ones(len(page_id), dtype=bool)
         keep[stale] = False
         rows = np.flatnonzero(keep)
         if len(rows):
-            ids = page_id[rows]
-            top = int(ids.max()) + 1
-            have = len(self._loaded)
-            if top > have:
-                size = _cache_size(top, have)
-                self._cache = (self._cache or PageArrays.from_rows([])).grown(size)
-                loaded = np.zeros(size, dtype=bool)
-                loaded[:have] = self._loaded
-                self._loaded = loaded
+            top = int(page_id[rows].max()) + 1
+            have = len(self._slot_id)
+            if top > have and have < _PAGE_SLOTS:
+                self._grow_slots(min(max(1 << (top - 1).bit_length(), 2 * have, 1024), _PAGE_SLOTS))
+            n = len(self._slot_id)
+            # one row a slot: the batch's last for a slot two of its pages share
+            slot = page_id[rows] % n
+            last = len(slot) - 1 - np.unique(slot[::-1], return_index=True)[1]
+            rows, slot = rows[last], slot[last]
             assert self._cache is not None
-            self._cache.put(ids, pages if len(rows) == len(page_id) else pages.take(rows))
-            self._loaded[ids] = True
-        gone = page_id[stale]
-        self._loaded[gone[gone < len(self._loaded)]] = False
+            self._cache.put(slot, pages.take(rows))
+            self._slot_id[slot] = page_id[rows]
+        self._forget_pages(page_id[stale])
+
+    def _grow_slots(self, n: int) -> None:
+        """Make the page state cache ``n`` slots, its pages moved to theirs."""
+        old, cache = self._slot_id, self._cache
+        grown = (cache or PageArrays.from_rows([])).grown(n)
+        ids = np.full(n, -1, dtype=np.int64)
+        held = np.flatnonzero(old >= 0)
+        if cache is not None and len(held):
+            at = old[held] % n
+            grown.put(at, cache.take(held))
+            ids[at] = old[held]
+        self._cache, self._slot_id = grown, ids
+
+    def _slot_of(self, pid: int) -> int | None:
+        """The page state cache's slot holding page ``pid``, None when it holds none."""
+        n = len(self._slot_id)
+        if n and self._slot_id[pid % n] == pid:
+            return pid % n
+        return None
+
+    def _forget_pages(self, ids: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+        """Take pages ``ids`` out of the page state cache."""
+        n = len(self._slot_id)
+        if n and len(ids):
+            slot = ids % n
+            self._slot_id[slot[self._slot_id[slot] == ids]] = -1
 
     def _page_groups(
         self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays
@@ -1114,7 +1158,7 @@ class SQLStore:
                     c = code[key] = len(keys)
                     keys.append(key)
                 gp[j] = c
-            keep = miss[page_id[miss] < _PAGE_CACHE_MAX]
+            keep = miss[page_id[miss] < _GROUP_IDS_MAX]
             if len(keep):
                 top = int(page_id[keep].max()) + 1
                 if top > len(known):
@@ -1242,8 +1286,7 @@ class SQLStore:
                     ).fetchall()
                 ]
                 if revived:
-                    ids_back = np.array(revived, dtype=np.int64)
-                    self._loaded[ids_back[ids_back < len(self._loaded)]] = False
+                    self._forget_pages(np.array(revived, dtype=np.int64))
                 nid = self._next_page_id(db)
                 ids = {u: nid + i for i, u in enumerate(new)}
                 db.executemany(

@@ -40,7 +40,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
-from recrawl.records.evidence import BIN_COLUMNS, bins_from_blobs
+from recrawl.records.evidence import EVIDENCE_COLUMNS, bins_from_blobs
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
@@ -51,6 +51,7 @@ from recrawl.records.pages import (
     page_from_row,
     page_row,
 )
+from recrawl.records.strings import StringColumn
 from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
 from recrawl.store.hintfold import fold_hints
 
@@ -82,7 +83,15 @@ _BUCKET_COLS: Final = (
     + ["failed_first"]
 )
 
-_PAGE_CHUNK = 10_000
+_PAGE_NUMBERS: Final = (
+    ("value", np.float64), ("first_seen", np.float64), ("last_ok", np.float64),
+    ("last_fetch", np.float64), ("ev_nc", np.float64), ("ev_tc", np.float64),
+    ("ev_nu", np.float64), ("ev_tu", np.float64), ("nutch_interval", np.float64),
+    ("avg_bytes", np.float64), ("gone", np.bool_), ("fails", np.int64), ("moved", np.bool_),
+    ("fetches", np.int64), ("bytes_total", np.float64), ("credits_total", np.float64),
+)  # fmt: skip
+"""The number columns of :meth:`SQLStore.page_columns`, in the order it selects them."""
+_PAGE_CHUNK = 2_000
 """Rows of the pages table :meth:`SQLStore.page_columns` reads at once. Its
 row tuples are freed after each chunk, but the memory they took stays with
 the process (Python's allocator keeps an arena while one object in it
@@ -2240,8 +2249,10 @@ class SQLStore:
     def page_columns(self) -> dict[str, Any]:
         """Every page's planning state as columns (lists and numpy arrays).
 
-        Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
-        ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
+        Keys: ``id`` (page ids, int64 array); ``url`` (a sequence of str:
+        a :class:`~recrawl.records.strings.StringColumn`, 50 bytes a URL
+        instead of a list's 90); ``site``, ``page_type`` (lists of str, one
+        object per distinct value); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
         (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
         bins and change-point test, ``(n, 22)`` float32,
@@ -2251,55 +2262,49 @@ class SQLStore:
         ``fetches`` (int64), ``bytes_total`` and ``credits_total`` (float64):
         what the page's fetches cost so far (what its cost is learned from).
         """
-        urls: list[str] = []
+        urls = StringColumn()
         sites: list[str] = []
         types: list[str] = []
-        ids: list[NDArray[np.int64]] = []
-        nums: list[NDArray[np.float64]] = []
-        bins: list[NDArray[np.float32]] = []
-        spend: list[NDArray[np.float64]] = []
         # one copy of each site and page type string, not one per page
         site_of: dict[str, str] = {}
         type_of: dict[str, str] = {}
         with self._lock:
-            cur = self._db.execute(
-                "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
-                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins, fetches, bytes_total, "
-                "credits_total FROM pages ORDER BY url"
+            db = self._db
+            # the columns made at their size, filled a chunk at a time: joining
+            # chunks held every column twice at the end (a third of the peak)
+            size = int(db.execute("SELECT count(*) FROM pages").fetchone()[0])
+            cols: dict[str, Any] = {"id": np.empty(size, np.int64)}
+            for name, dtype in _PAGE_NUMBERS:
+                cols[name] = np.empty(size, dtype)
+            cols["ev_bins"] = np.empty((size, EVIDENCE_COLUMNS), np.float32)
+            cur = db.execute(
+                "SELECT url, site, page_type, id, value, first_seen, last_ok, last_fetch, ev_nc, "
+                "ev_tc, ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, fetches, bytes_total, "
+                "credits_total, ev_bins FROM pages ORDER BY url"
             )
+            at = 0
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
             while rows := cur.fetchmany(_PAGE_CHUNK):
                 n = len(rows)
-                urls.extend(r[0] for r in rows)
+                if at + n > size:  # another process added pages since the count
+                    size = max(at + n, 2 * size)
+                    for name, col in cols.items():
+                        cols[name] = np.resize(col, (size, *col.shape[1:]))
+                urls.extend([r[0] for r in rows])
                 sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
                 types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
-                ids.append(np.fromiter((r[16] for r in rows), np.int64, n))
-                num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13)
-                nums.append(num)
-                bins.append(bins_from_blobs([r[17] for r in rows], num[:, 4], num[:, 5]))
-                spend.append(np.array([r[18:21] for r in rows], dtype=np.float64).reshape(n, 3))
-        num = np.concatenate(nums) if nums else np.zeros((0, 13))
-        cols: dict[str, Any] = {
-            "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
-            "url": urls,
-            "site": sites,
-            "page_type": types,
-        }
-        for i, name in enumerate(
-            ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
-             "nutch_interval", "avg_bytes")
-        ):  # fmt: skip
-            cols[name] = np.ascontiguousarray(num[:, i])
-        cols["gone"] = num[:, 10] > 0
-        cols["fails"] = num[:, 11].astype(np.int64)
-        cols["moved"] = num[:, 12] > 0
-        cols["ev_bins"] = np.concatenate(bins) if bins else np.zeros((0, BIN_COLUMNS), np.float32)
-        paid = np.concatenate(spend) if spend else np.zeros((0, 3))
-        cols["fetches"] = paid[:, 0].astype(np.int64)
-        cols["bytes_total"] = np.ascontiguousarray(paid[:, 1])
-        cols["credits_total"] = np.ascontiguousarray(paid[:, 2])
-        return cols
+                cols["id"][at : at + n] = np.fromiter((r[3] for r in rows), np.int64, n)
+                part = np.array([r[4:20] for r in rows], dtype=np.float64).reshape(n, 16)
+                for i, (name, _) in enumerate(_PAGE_NUMBERS):
+                    cols[name][at : at + n] = part[:, i]
+                cols["ev_bins"][at : at + n] = bins_from_blobs(
+                    [r[20] for r in rows], part[:, 4], part[:, 5]
+                )
+                at += n
+        if at < size:
+            cols = {name: col[:at] for name, col in cols.items()}
+        return cols | {"url": urls, "site": sites, "page_type": types}
 
     def outside_writes(self) -> int | None:
         """A number that changes when another connection (another process: the

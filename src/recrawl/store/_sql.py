@@ -1099,16 +1099,19 @@ class SQLStore:
         """Remember the pages' state after this batch (``stale`` rows are forgotten).
 
         Page ``id`` goes to slot ``id % slots``, taking it from the page there;
-        the slots double, up to :data:`_PAGE_SLOTS`, while the ids outgrow them
-        (a small store keeps every page it wrote)."""
+        the slots double, from 1,024 up to :data:`_PAGE_SLOTS`, while the
+        pages held and written would fill more than half of them (a store
+        that wrote few pages keeps few slots, however high their ids)."""
         keep = np.ones(len(page_id), dtype=bool)
         keep[stale] = False
         rows = np.flatnonzero(keep)
         if len(rows):
-            top = int(page_id[rows].max()) + 1
-            have = len(self._slot_id)
-            if top > have and have < _PAGE_SLOTS:
-                self._grow_slots(min(max(1 << (top - 1).bit_length(), 2 * have, 1024), _PAGE_SLOTS))
+            want = int(np.count_nonzero(self._slot_id >= 0)) + len(rows)
+            n = len(self._slot_id)
+            if n < _PAGE_SLOTS and (not n or want > n // 2):
+                self._grow_slots(
+                    min(max(1 << (2 * want - 1).bit_length(), 2 * n, 1024), _PAGE_SLOTS)
+                )
             n = len(self._slot_id)
             # one row a slot: the batch's last for a slot two of its pages share
             slot = page_id[rows] % n

@@ -95,6 +95,38 @@ def test_a_batch_is_stored_once_and_folded_into_its_pages(
     assert int(b.n.sum()) == 5 and int(b.latency.sum()) == 1
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_pages_sharing_a_slot_of_the_page_cache_fold_as_without_a_cache(
+    kind: str, make_any: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQL stores keep written pages' state in a cache of a bounded number
+    of slots (page ``id`` in slot ``id % slots``): with 1,024 slots for 3,000
+    pages, three pages share each slot, and five rounds over them, in batches
+    that mix pages of one slot, fold every page as the in-memory store does."""
+    monkeypatch.setattr("recrawl.store._sql._PAGE_SLOTS", 1024)
+    store, ref = make_any(kind), make_any("memory")
+    urls = [f"https://s{p % 3}.example/p/{p}" for p in range(3000)]
+    rng = random.Random(5)
+    for r in range(5):
+        order = list(range(3000))
+        rng.shuffle(order)
+        for i in range(0, 3000, 700):
+            batch = [
+                obs(urls[p], T0 + r * H + p, 200 if (p + r) % 4 else 503,
+                    record_hash=f"v{(p + r) // 2}", bytes_received=1000 + p)
+                for p in order[i : i + 700]
+            ]  # fmt: skip
+            store_batch(store, batch)
+            store_batch(ref, batch)
+    assert len(store._slot_id) == 1024  # type: ignore[attr-defined]
+    got, want = store.page_columns(), ref.page_columns()
+    assert got["url"] == want["url"]
+    for name in ("last_fetch", "last_ok", "fails", "fetches", "bytes_total", "ev_nc", "ev_tc",
+                 "ev_nu", "ev_tu", "nutch_interval", "ev_bins"):  # fmt: skip
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert store.outcomes_many(urls[:50]) == ref.outcomes_many(urls[:50])
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 def test_a_late_report_refolds_its_page_in_time_order(
     kind: str, make_any: Callable[[str], Any]

@@ -66,6 +66,7 @@ from recrawl.plan.planner import (
 from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
 from recrawl.records.pages import evidence_blob
 from recrawl.records.signals import SignalCost, signal_costs
+from recrawl.records.strings import string_hashes
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -199,9 +200,21 @@ class PlanResult:
         }
 
 
-def _codes(values: Sequence[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
-    uniq, inv = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
-    return inv.astype(np.int64), [str(u) for u in uniq]
+def _codes(values: Iterable[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
+    """Each value's index in the sorted list of the distinct values, and that list.
+
+    One dictionary lookup a value: no array of fixed-width copies of the
+    strings (as ``np.unique`` sorts them: 60 to 100 bytes a page, twice).
+
+    >>> _codes(["b", "a", "b"])
+    (array([1, 0, 1]), ['a', 'b'])
+    """
+    seen: dict[str, int] = {}
+    first = np.fromiter((seen.setdefault(str(v), len(seen)) for v in values), np.int64)
+    names = sorted(seen)
+    rank = np.empty(len(names), np.int64)
+    rank[[seen[name] for name in names]] = np.arange(len(names))
+    return rank[first], names
 
 
 _PAGE_SORTS: Final = ("rate", "due", "value", "cost")
@@ -565,8 +578,11 @@ class Engine:
         *,
         signals: bool = True,
         exclude_sites: Collection[str] = (),
+        columns: Collection[str] | None = None,
     ) -> tuple[PlanPages, dict[str, Any]]:
-        """The planner's arrays for every page, and the columns they came from.
+        """The planner's arrays for every page, and the columns they came from
+        (only ``columns`` when given: the others are let go once read, which
+        lowers the peak of a plan by a third).
 
         The columns also hold ``live``: pages neither gone, retired (moved) nor
         canaries, whether ``exclude`` holds them or not; and ``due``: pages
@@ -581,14 +597,17 @@ class Engine:
         """
         cols = self.store.page_columns()
         n = len(cols["url"])
-        site_code, site_names = _codes(cols["site"]) if n else (np.zeros(0, np.int64), [])
-        group_code, _ = (
-            _codes([f"{s}\0{t}" for s, t in zip(cols["site"], cols["page_type"], strict=True)])
-            if n
-            else (np.zeros(0, np.int64), [])
-        )
-        hosts = [u.split("/", 3)[2] for u in cols["url"]]
-        host_code, _ = _codes(hosts) if n else (np.zeros(0, np.int64), [])
+        bins = _planner_bins(cols.get("ev_bins"))
+        if columns is not None:
+            for name in ("ev_bins", "avg_bytes"):
+                if name not in columns:
+                    cols.pop(name, None)
+        site_code, site_names = _codes(cols["site"])
+        type_code, type_names = _codes(cols["page_type"])
+        # (site, page type) pairs in the order of their names, as site_code's
+        _, group_code = np.unique(site_code * len(type_names) + type_code, return_inverse=True)
+        group_code = group_code.astype(np.int64).reshape(-1)
+        host_code, _ = _codes(u.split("/", 3)[2] for u in cols["url"])
         costs = self._unit_costs()
         if costs:
             default = self.cost_prior(costs)
@@ -608,6 +627,10 @@ class Engine:
             paid = cols["bytes_total"] if unit == "bytes" else cols["credits_total"]
             fetched = cols["fetches"].astype(np.float64)
             cost = (paid + COST_SHRINK_FETCHES * cost) / (fetched + COST_SHRINK_FETCHES)
+        if columns is not None:
+            for name in ("fetches", "bytes_total", "credits_total"):
+                if name not in columns:
+                    cols.pop(name, None)
         controls = self.store.site_controls()
         mult = np.array(
             [float(controls.get(s, {}).get("cost_multiplier") or 1.0) for s in site_names]
@@ -624,13 +647,17 @@ class Engine:
             cycle_s=self.settings.cycle_hours * 3600.0,
         )  # fmt: skip
         active = page_kind & cols["due"]
-        if exclude:
-            active &= ~np.isin(np.asarray(cols["url"], dtype=object), list(exclude))
+        if exclude and n:
+            # by hash first: no string made but for the few pages that may be excluded
+            maybe = np.isin(string_hashes(cols["url"]), [hash(u) for u in exclude])
+            for i in np.flatnonzero(maybe).tolist():
+                if cols["url"][i] in exclude:
+                    active[i] = False
         if exclude_sites and n:
             skipped = np.isin(np.asarray(site_names, dtype=object), list(exclude_sites))
             active &= ~skipped[site_code]
         pages = PlanPages(
-            value=cols["value"].astype(np.float64),
+            value=np.asarray(cols["value"], dtype=np.float64),
             cost=cost,
             site=site_code,
             host=host_code,
@@ -646,12 +673,14 @@ class Engine:
             site_cost_multiplier=mult if len(mult) else np.ones(1),
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
-            ev_bins=_planner_bins(cols.get("ev_bins")),
+            ev_bins=bins,
         )
         if signals and n:
             checked, stale = self._hint_signals(now, cols, site_code, site_names)
             if checked is not None:
                 pages = replace(pages, checked_at=checked, known_stale=stale)
+        if columns is not None:
+            cols = {name: cols[name] for name in columns}
         return pages, cols
 
     # -- cheap signals (recrawl.hints) -------------------------------------------------------
@@ -1073,7 +1102,10 @@ class Engine:
         obj: Literal["freshness", "events"] = (
             "events" if (objective or s.objective) == "events" else "freshness"
         )
-        pages, cols = self.page_arrays(t, exclude, exclude_sites=exclude_sites)
+        # of the columns, what the plan reads (the others, 150 bytes a page, go before it plans)
+        pages, cols = self.page_arrays(
+            t, exclude, exclude_sites=exclude_sites, columns=("url", "site", "page_type", "live")
+        )
         tasks: list[dict[str, Any]] = []
         for c in self.store.canaries():
             due = c["last_fetch"] is None or t - c["last_fetch"] >= c["every_s"]

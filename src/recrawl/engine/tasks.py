@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recrawl.plan.planner import REASONS
+from recrawl.records.strings import string_hashes
 
 __all__ = ["TaskRates", "TaskTable"]
 
@@ -147,6 +148,12 @@ class TaskTable(Sequence[dict[str, Any]]):
             return [REASONS[r] for r in self.reason.tolist()]
         col = {"url": self._urls, "site": self._sites, "page_type": self._types}[name]
         return [col[p] for p in self.page.tolist()]
+
+    def url_hashes(self) -> NDArray[np.int64]:
+        """The :func:`hash` of each row's (not the head's) URL, in order:
+        taken from the page columns' when they are a
+        :class:`~recrawl.records.strings.StringColumn`, no URL made."""
+        return string_hashes(self._urls, self.page)
 
     def rate_of(self, i: int) -> tuple[float, float] | None:
         """Task ``i``'s rate estimate and its standard deviation, per day (None

@@ -222,7 +222,7 @@ TRACKING_PARAMS: Final = (
 suffix): they name the campaign, not the page (``tracking_params`` in recrawl.toml)."""
 
 
-@lru_cache(maxsize=262144)
+@lru_cache(maxsize=131072)
 def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) -> str:
     """The canonical form of an absolute http(s) URL: one page, one string.
 
@@ -259,7 +259,9 @@ def normalize_url(url: str, tracking_params: tuple[str, ...] = TRACKING_PARAMS) 
         path, query = canon.path, canon.query
     if query and tracking_params:
         query = _without_tracking(query, tracking_params)
-    return urlunsplit((scheme, netloc, path or "/", query, ""))
+    out = urlunsplit((scheme, netloc, path or "/", query, ""))
+    # the URL given when it was normal: one string kept (here and wherever it goes), not two
+    return url if out == url else out
 
 
 def host_of(url: str) -> str:

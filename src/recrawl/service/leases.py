@@ -23,11 +23,24 @@ class LeasePool:
     first without those reported since.
 
     Kept as positions into the plan's :class:`~recrawl.engine.tasks.TaskTable`
-    (a URL's first task, and whether it is still to lease) rather than a dict
-    and a tuple per task: about 80 bytes a task instead of 250.
+    rather than a dict and a tuple per task: the planned pages' URL hashes,
+    sorted, with their positions (a URL is found by its hash, then its
+    string compared), the head's URLs in a small dict, and whether each task
+    is still to lease: about 17 bytes a task (a dict of URLs took 80, a dict
+    and a tuple 250).
     """
 
-    __slots__ = ("_start", "canaries", "index", "live", "plan", "sites", "table")
+    __slots__ = (
+        "_head",
+        "_pos",
+        "_sorted",
+        "_start",
+        "canaries",
+        "live",
+        "plan",
+        "sites",
+        "table",
+    )  # fmt: skip
 
     def __init__(self, plan: PlanResult, done: Collection[str] = ()) -> None:
         tasks = plan.tasks
@@ -35,30 +48,59 @@ class LeasePool:
         self.plan = plan
         self.table = table
         n, h = len(table), table.head
-        # a URL's first task wins: the rows from the last, then the head's (the canaries apart)
-        index = dict(zip(reversed(table.body("url")), range(n - 1, h - 1, -1), strict=True))
+        hashes = table.url_hashes()
+        order = np.argsort(hashes, kind="stable")  # equal hashes: the first task first
+        self._sorted = hashes[order]
+        self._pos = order + h
+        live = np.zeros(n, dtype=bool)
+        live[h:] = True
+        # a URL's first task wins: a second task of one URL (or a hash two URLs
+        # share, which its string comparison tells apart) is not leased
+        twin = np.flatnonzero(self._sorted[1:] == self._sorted[:-1]) + 1
+        for k in twin.tolist():
+            if self._find(table.url(int(self._pos[k])), stop=k) is not None:
+                live[self._pos[k]] = False
+        self._head: dict[str, int] = {}
         self.canaries: list[Candidate] = []
         for i in reversed(range(h)):
             task = table[i]
             if task["reason"] == "canary":
                 self.canaries.append((task["url"], task["site"], "canary"))
             else:
-                index[task["url"]] = i
+                self._head[task["url"]] = i
         self.canaries.reverse()
-        live = np.zeros(n, dtype=bool)
-        live[np.fromiter(index.values(), np.int64, len(index))] = True
-        for url in done:
-            at = index.get(url)
+        for url, i in self._head.items():
+            live[i] = True
+            at = self._find(url)
             if at is not None:
                 live[at] = False
-        self.index = index
         self.live = live
+        for url in done:
+            self.drop(url)
         self._start = 0  # no live position before it
         sites = table.body("site")
         self.sites = frozenset(
             [table.site(i) for i in np.flatnonzero(live[:h]).tolist()]
             + [sites[k] for k in np.flatnonzero(live[h:]).tolist()]
         )
+
+    def _find(self, url: str, stop: int | None = None) -> int | None:
+        """The position of ``url``'s first planned (not head) task, looking
+        only at the sorted hashes before ``stop``; None when there is none."""
+        key = hash(url)
+        at = int(np.searchsorted(self._sorted, key))
+        end = len(self._sorted) if stop is None else stop
+        while at < end and self._sorted[at] == key:
+            pos = int(self._pos[at])
+            if self.table.url(pos) == url:
+                return pos
+            at += 1
+        return None
+
+    def _index(self, url: str) -> int | None:
+        """The position of ``url``'s first task, canaries apart."""
+        at = self._head.get(url)
+        return self._find(url) if at is None else at
 
     def __bool__(self) -> bool:
         """Whether a task (not a canary) is left to lease."""
@@ -77,17 +119,17 @@ class LeasePool:
 
     def drop(self, url: str) -> None:
         """``url`` was reported: not to be leased from this plan again."""
-        i = self.index.get(url)
+        i = self._index(url)
         if i is not None:
             self.live[i] = False
 
     def holds(self, url: str) -> bool:
         """Whether this plan has a task for ``url`` (canaries included)."""
-        return url in self.index or any(c[0] == url for c in self.canaries)
+        return self._index(url) is not None or any(c[0] == url for c in self.canaries)
 
     def task(self, url: str) -> dict[str, Any]:
         """``url``'s task (its first, for a canary its canary task)."""
-        i = self.index.get(url)
+        i = self._index(url)
         if i is None:
             i = next(k for k in range(len(self.table)) if self.table.url(k) == url)
         return self.table[i]

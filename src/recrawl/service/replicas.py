@@ -21,6 +21,7 @@ import orjson
 from recrawl.engine.engine import PlanResult
 from recrawl.engine.tasks import TaskRates, TaskTable
 from recrawl.estimate.rates import RateResolution
+from recrawl.records.strings import StringColumn
 
 __all__ = ["decode_plan", "encode_plan"]
 
@@ -81,11 +82,14 @@ def decode_plan(body: bytes) -> PlanResult:
     if doc.get("format") != _FORMAT:
         raise ValueError(f"published plan of format {doc.get('format')!r}, expected {_FORMAT}")
     c = {k: base64.b64decode(v) for k, v in doc["columns"].items()}
-    n = len(doc["url"])
+    urls = StringColumn()
+    for i in range(0, len(doc["url"]), 10_000):  # packed as read: no list of them kept
+        urls.extend(doc["url"][i : i + 10_000])
+    n = len(urls)
     sites: dict[str, str] = {}
     table = TaskTable(
         [{k: _unfinite(v) for k, v in t.items()} for t in doc["head"]],
-        doc["url"],
+        urls,
         [sites.setdefault(x, x) for x in doc["site"]],
         [sites.setdefault(x, x) for x in doc["page_type"]],
         np.arange(n, dtype=np.int64),

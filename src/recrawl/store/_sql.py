@@ -40,7 +40,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
-from recrawl.records.evidence import BIN_COLUMNS, bins_from_blobs
+from recrawl.records.evidence import EVIDENCE_COLUMNS, bins_from_blobs
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
@@ -52,6 +52,7 @@ from recrawl.records.pages import (
     page_row,
 )
 from recrawl.records.signals import SPEND_COLUMNS, SpendRow
+from recrawl.records.strings import StringColumn
 from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
 from recrawl.store.hintfold import fold_hints
 
@@ -97,12 +98,23 @@ def _spend_row(r: Sequence[Any]) -> SpendRow:
     )  # fmt: skip
 
 
-_PAGE_CHUNK = 10_000
+_PAGE_NUMBERS: Final = (
+    ("value", np.float64), ("first_seen", np.float64), ("last_ok", np.float64),
+    ("last_fetch", np.float64), ("ev_nc", np.float64), ("ev_tc", np.float64),
+    ("ev_nu", np.float64), ("ev_tu", np.float64), ("nutch_interval", np.float64),
+    ("avg_bytes", np.float64), ("gone", np.bool_), ("fails", np.int64), ("moved", np.bool_),
+    ("fetches", np.int64), ("bytes_total", np.float64), ("credits_total", np.float64),
+)  # fmt: skip
+"""The number columns of :meth:`SQLStore.page_columns`, in the order it selects them."""
+_PAGE_CHUNK = 2_000
 """Rows of the pages table :meth:`SQLStore.page_columns` reads at once. Its
 row tuples are freed after each chunk, but the memory they took stays with
 the process (Python's allocator keeps an arena while one object in it
 lives, and the URLs read meanwhile live on): 10,000 rows a chunk instead
-of 50,000 took a 100,000-page service's peak from 1,226 to 814 bytes a page."""
+of 50,000 took a 100,000-page service's peak from 1,226 to 814 bytes a page.
+A chunk of 2,000 (a row about 1 KB as tuples) holds 2 MB at once; 10,000
+held 10 MB, a third of the peak of the page columns at 100,000 pages
+(tracemalloc: 450 -> 345 bytes a page), and the reads took no longer."""
 _OBS_COLS: Final = ("key", "page", "fetched_at", "outcome", "fixed", "rest")
 # The log: an observation's page, time and outcomes as columns, its other
 # fields (LOG_FIELDS) as one JSON array in ``rest``. A row of six columns costs
@@ -288,8 +300,21 @@ _PAGE_INSERT: Final = f"INSERT INTO pages (id, {', '.join(ROW_FIELDS)}) VALUES (
 _PAGE_UPDATE: Final = (
     f"UPDATE pages SET {', '.join(f'{c} = ?' for c in MUTABLE_FIELDS)} WHERE id = ?"
 )
-_ID_CACHE_MAX: Final = 1_000_000  # url -> id entries kept in memory
-_PAGE_CACHE_MAX: Final = 500_000  # pages (by id) whose state is kept in memory, ~250 B each
+_ID_CACHE_MAX: Final = 65_536
+"""URL → page id entries :class:`SQLStore` keeps in memory (about 170 bytes
+each: the entry, the URL and the id): the ids of the pages its last writes
+touched; the others are read from the ``url`` index (a 1 M-entry cache held
+170 MB, and a crawl that visits its pages in turn seldom finds one there)."""
+_PAGE_SLOTS: Final = 131_072
+"""Slots of the page state cache (:meth:`SQLStore._keep_pages`): a page's
+state stays in slot ``id % slots`` until another page takes it, so the pages
+reported again soon are read from memory. About 450 bytes a slot once filled
+(260 of columns, the URL, fingerprint and validators), 60 MB in all; it was
+one row per page id up to 500,000, 130 MB of columns on a large store. With
+65,536 slots, ingest of 1 M observations over 100,000 pages
+(``benchmarks/ingest.py``) lost 40 % of its speed: a third of the pages were
+read from the store again at each visit."""
+_GROUP_IDS_MAX: Final = 1 << 22  # page ids whose (site, page_type) group is kept, 4 bytes each
 _OBS_INSERT: Final = (
     f"INSERT INTO observations ({', '.join(_OBS_COLS)}) VALUES ({', '.join('?' * len(_OBS_COLS))})"
 )
@@ -388,9 +413,9 @@ def _chunks(items: Sequence[Any], n: int = _CHUNK) -> Iterable[Sequence[Any]]:
 _BW: Final = BUCKET_SECONDS
 
 
-def _cache_size(top: int, have: int) -> int:
+def _cache_size(top: int, have: int, most: int = _GROUP_IDS_MAX) -> int:
     """New length of an array kept by page id that must reach id ``top − 1`` (doubling)."""
-    return min(max(top, 2 * have, 1024), _PAGE_CACHE_MAX)
+    return min(max(top, 2 * have, 1024), most)
 
 
 def bucket_key(start: Any, series: Any) -> Any:
@@ -482,10 +507,12 @@ class SQLStore:
         # created them has committed.
         self._ids: dict[str, int] = {}
         self._removals_seen = 0
-        # The state of recently written pages, by id, valid while no other
-        # connection has written pages (the ``pages_gen`` counter in ``meta``).
+        # The state of recently written pages, page ``id`` in slot ``id %
+        # len(_slot_id)`` when ``_slot_id`` holds ``id`` there (−1: empty),
+        # valid while no other connection has written pages (the ``pages_gen``
+        # counter in ``meta``); at most _PAGE_SLOTS slots.
         self._cache: PageArrays | None = None
-        self._loaded = np.zeros(0, dtype=bool)
+        self._slot_id = np.zeros(0, dtype=np.int64)
         # Each cached page's (site, page_type) group for the buckets (an index of
         # _group_keys; -1: not known), with the same validity as the page cache.
         self._group_of = np.zeros(0, dtype=np.int32)
@@ -817,7 +844,7 @@ class SQLStore:
                 db.execute("BEGIN IMMEDIATE")
                 gen = self._pages_gen(db)
                 if gen != self._gen:  # another connection wrote pages: forget their state
-                    self._loaded[:] = False
+                    self._slot_id[:] = -1
                     self._group_of[:] = -1
                     self._bucket_rows.clear()
                 self._gen = None  # until this transaction has committed
@@ -949,11 +976,12 @@ class SQLStore:
             new_ids.pop(old, None)
             new_ids[target] = pid
             renamed += 1
-            cache = self._cache
-            if cache is not None and pid < len(self._loaded) and self._loaded[pid]:
-                cache.url[pid] = target
+            slot = self._slot_of(pid)
+            if slot is not None:
+                assert self._cache is not None
+                self._cache.url[slot] = target
                 if redirect:
-                    cache.fails[pid] = 0
+                    self._cache.fails[slot] = 0
         if renamed:  # other connections' url → id caches: start again from the store
             self._count_in_meta(db, "urls_removed")
 
@@ -1072,11 +1100,10 @@ class SQLStore:
     ) -> PageArrays:
         """The state of ``urls`` (ids ``page_id``) before this batch: from the cache, else the store."""
         cache = self._cache
-        cap = 0 if cache is None else len(cache)
+        slots = len(self._slot_id)
         hit = np.zeros(len(urls), dtype=bool)
-        if cache is not None:
-            inside = page_id < cap
-            hit[inside] = self._loaded[page_id[inside]]
+        if cache is not None and slots:
+            hit = self._slot_id[page_id % slots] == page_id
         made = np.zeros(len(urls), dtype=bool)
         made[created] = True
         fetch = np.flatnonzero(~hit & ~made)
@@ -1094,37 +1121,69 @@ class SQLStore:
                 o = earliest[j]
                 row = new_page_row(urls[j], o.site, o.page_type, o.fetched_at)
             rows.append(row)
-        if cache is not None and not len(miss):  # every page in the cache (the common case)
-            return cache.take(page_id)
+        if cache is not None and not len(miss):  # every page in the cache
+            return cache.take(page_id % slots)
         fresh = PageArrays.from_rows(rows)
         if cache is None or not hit.any():
             return fresh
         got = np.flatnonzero(hit)
-        both = PageArrays.concat(cache.take(page_id[got]), fresh)
+        both = PageArrays.concat(cache.take(page_id[got] % slots), fresh)
         return both.take(np.argsort(np.concatenate([got, miss]), kind="stable"))
 
     def _keep_pages(
         self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays, stale: list[int]
     ) -> None:
-        """Remember the pages' state after this batch (``stale`` rows are forgotten)."""
-        keep = page_id < _PAGE_CACHE_MAX
+        """Remember the pages' state after this batch (``stale`` rows are forgotten).
+
+        Page ``id`` goes to slot ``id % slots``, taking it from the page there;
+        the slots double, from 1,024 up to :data:`_PAGE_SLOTS`, while the
+        pages held and written would fill more than half of them (a store
+        that wrote few pages keeps few slots, however high their ids)."""
+        keep = np.ones(len(page_id), dtype=bool)
         keep[stale] = False
         rows = np.flatnonzero(keep)
         if len(rows):
-            ids = page_id[rows]
-            top = int(ids.max()) + 1
-            have = len(self._loaded)
-            if top > have:
-                size = _cache_size(top, have)
-                self._cache = (self._cache or PageArrays.from_rows([])).grown(size)
-                loaded = np.zeros(size, dtype=bool)
-                loaded[:have] = self._loaded
-                self._loaded = loaded
+            want = int(np.count_nonzero(self._slot_id >= 0)) + len(rows)
+            n = len(self._slot_id)
+            if n < _PAGE_SLOTS and (not n or want > n // 2):
+                self._grow_slots(
+                    min(max(1 << (2 * want - 1).bit_length(), 2 * n, 1024), _PAGE_SLOTS)
+                )
+            n = len(self._slot_id)
+            # one row a slot: the batch's last for a slot two of its pages share
+            slot = page_id[rows] % n
+            last = len(slot) - 1 - np.unique(slot[::-1], return_index=True)[1]
+            rows, slot = rows[last], slot[last]
             assert self._cache is not None
-            self._cache.put(ids, pages if len(rows) == len(page_id) else pages.take(rows))
-            self._loaded[ids] = True
-        gone = page_id[stale]
-        self._loaded[gone[gone < len(self._loaded)]] = False
+            self._cache.put(slot, pages.take(rows))
+            self._slot_id[slot] = page_id[rows]
+        self._forget_pages(page_id[stale])
+
+    def _grow_slots(self, n: int) -> None:
+        """Make the page state cache ``n`` slots, its pages moved to theirs."""
+        old, cache = self._slot_id, self._cache
+        grown = (cache or PageArrays.from_rows([])).grown(n)
+        ids = np.full(n, -1, dtype=np.int64)
+        held = np.flatnonzero(old >= 0)
+        if cache is not None and len(held):
+            at = old[held] % n
+            grown.put(at, cache.take(held))
+            ids[at] = old[held]
+        self._cache, self._slot_id = grown, ids
+
+    def _slot_of(self, pid: int) -> int | None:
+        """The page state cache's slot holding page ``pid``, None when it holds none."""
+        n = len(self._slot_id)
+        if n and self._slot_id[pid % n] == pid:
+            return pid % n
+        return None
+
+    def _forget_pages(self, ids: np.ndarray[Any, np.dtype[np.int64]]) -> None:
+        """Take pages ``ids`` out of the page state cache."""
+        n = len(self._slot_id)
+        if n and len(ids):
+            slot = ids % n
+            self._slot_id[slot[self._slot_id[slot] == ids]] = -1
 
     def _page_groups(
         self, page_id: np.ndarray[Any, np.dtype[np.int64]], pages: PageArrays
@@ -1148,7 +1207,7 @@ class SQLStore:
                     c = code[key] = len(keys)
                     keys.append(key)
                 gp[j] = c
-            keep = miss[page_id[miss] < _PAGE_CACHE_MAX]
+            keep = miss[page_id[miss] < _GROUP_IDS_MAX]
             if len(keep):
                 top = int(page_id[keep].max()) + 1
                 if top > len(known):
@@ -1276,8 +1335,7 @@ class SQLStore:
                     ).fetchall()
                 ]
                 if revived:
-                    ids_back = np.array(revived, dtype=np.int64)
-                    self._loaded[ids_back[ids_back < len(self._loaded)]] = False
+                    self._forget_pages(np.array(revived, dtype=np.int64))
                 nid = self._next_page_id(db)
                 ids = {u: nid + i for i, u in enumerate(new)}
                 db.executemany(
@@ -2269,8 +2327,10 @@ class SQLStore:
     def page_columns(self) -> dict[str, Any]:
         """Every page's planning state as columns (lists and numpy arrays).
 
-        Keys: ``id`` (page ids, int64 array); ``url``, ``site``,
-        ``page_type`` (lists of str); ``value``, ``first_seen``, ``last_ok``,
+        Keys: ``id`` (page ids, int64 array); ``url`` (a sequence of str:
+        a :class:`~recrawl.records.strings.StringColumn`, 50 bytes a URL
+        instead of a list's 90); ``site``, ``page_type`` (lists of str, one
+        object per distinct value); ``value``, ``first_seen``, ``last_ok``,
         ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
         (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
         bins and change-point test, ``(n, 22)`` float32,
@@ -2280,55 +2340,49 @@ class SQLStore:
         ``fetches`` (int64), ``bytes_total`` and ``credits_total`` (float64):
         what the page's fetches cost so far (what its cost is learned from).
         """
-        urls: list[str] = []
+        urls = StringColumn()
         sites: list[str] = []
         types: list[str] = []
-        ids: list[NDArray[np.int64]] = []
-        nums: list[NDArray[np.float64]] = []
-        bins: list[NDArray[np.float32]] = []
-        spend: list[NDArray[np.float64]] = []
         # one copy of each site and page type string, not one per page
         site_of: dict[str, str] = {}
         type_of: dict[str, str] = {}
         with self._lock:
-            cur = self._db.execute(
-                "SELECT url, site, page_type, value, first_seen, last_ok, last_fetch, ev_nc, ev_tc, "
-                "ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, id, ev_bins, fetches, bytes_total, "
-                "credits_total FROM pages ORDER BY url"
+            db = self._db
+            # the columns made at their size, filled a chunk at a time: joining
+            # chunks held every column twice at the end (a third of the peak)
+            size = int(db.execute("SELECT count(*) FROM pages").fetchone()[0])
+            cols: dict[str, Any] = {"id": np.empty(size, np.int64)}
+            for name, dtype in _PAGE_NUMBERS:
+                cols[name] = np.empty(size, dtype)
+            cols["ev_bins"] = np.empty((size, EVIDENCE_COLUMNS), np.float32)
+            cur = db.execute(
+                "SELECT url, site, page_type, id, value, first_seen, last_ok, last_fetch, ev_nc, "
+                "ev_tc, ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
+                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, fetches, bytes_total, "
+                "credits_total, ev_bins FROM pages ORDER BY url"
             )
+            at = 0
             # in chunks: the rows as Python tuples cost about 1 KB a page at once
             while rows := cur.fetchmany(_PAGE_CHUNK):
                 n = len(rows)
-                urls.extend(r[0] for r in rows)
+                if at + n > size:  # another process added pages since the count
+                    size = max(at + n, 2 * size)
+                    for name, col in cols.items():
+                        cols[name] = np.resize(col, (size, *col.shape[1:]))
+                urls.extend([r[0] for r in rows])
                 sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
                 types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
-                ids.append(np.fromiter((r[16] for r in rows), np.int64, n))
-                num = np.array([r[3:16] for r in rows], dtype=np.float64).reshape(n, 13)
-                nums.append(num)
-                bins.append(bins_from_blobs([r[17] for r in rows], num[:, 4], num[:, 5]))
-                spend.append(np.array([r[18:21] for r in rows], dtype=np.float64).reshape(n, 3))
-        num = np.concatenate(nums) if nums else np.zeros((0, 13))
-        cols: dict[str, Any] = {
-            "id": np.concatenate(ids) if ids else np.zeros(0, np.int64),
-            "url": urls,
-            "site": sites,
-            "page_type": types,
-        }
-        for i, name in enumerate(
-            ("value", "first_seen", "last_ok", "last_fetch", "ev_nc", "ev_tc", "ev_nu", "ev_tu",
-             "nutch_interval", "avg_bytes")
-        ):  # fmt: skip
-            cols[name] = np.ascontiguousarray(num[:, i])
-        cols["gone"] = num[:, 10] > 0
-        cols["fails"] = num[:, 11].astype(np.int64)
-        cols["moved"] = num[:, 12] > 0
-        cols["ev_bins"] = np.concatenate(bins) if bins else np.zeros((0, BIN_COLUMNS), np.float32)
-        paid = np.concatenate(spend) if spend else np.zeros((0, 3))
-        cols["fetches"] = paid[:, 0].astype(np.int64)
-        cols["bytes_total"] = np.ascontiguousarray(paid[:, 1])
-        cols["credits_total"] = np.ascontiguousarray(paid[:, 2])
-        return cols
+                cols["id"][at : at + n] = np.fromiter((r[3] for r in rows), np.int64, n)
+                part = np.array([r[4:20] for r in rows], dtype=np.float64).reshape(n, 16)
+                for i, (name, _) in enumerate(_PAGE_NUMBERS):
+                    cols[name][at : at + n] = part[:, i]
+                cols["ev_bins"][at : at + n] = bins_from_blobs(
+                    [r[20] for r in rows], part[:, 4], part[:, 5]
+                )
+                at += n
+        if at < size:
+            cols = {name: col[:at] for name, col in cols.items()}
+        return cols | {"url": urls, "site": sites, "page_type": types}
 
     def outside_writes(self) -> int | None:
         """A number that changes when another connection (another process: the

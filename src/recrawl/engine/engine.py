@@ -680,7 +680,7 @@ class Engine:
             if checked is not None:
                 pages = replace(pages, checked_at=checked, known_stale=stale)
         if columns is not None:
-            cols = {name: cols[name] for name in columns}
+            cols = {name: cols[name] for name in columns if name in cols}
         return pages, cols
 
     # -- cheap signals (recrawl.hints) -------------------------------------------------------
@@ -1104,7 +1104,10 @@ class Engine:
         )
         # of the columns, what the plan reads (the others, 150 bytes a page, go before it plans)
         pages, cols = self.page_arrays(
-            t, exclude, exclude_sites=exclude_sites, columns=("url", "site", "page_type", "live")
+            t,
+            exclude,
+            exclude_sites=exclude_sites,
+            columns=("url", "site", "page_type", "live", "signal"),
         )
         tasks: list[dict[str, Any]] = []
         for c in self.store.canaries():

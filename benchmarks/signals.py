@@ -296,17 +296,37 @@ def crawl_both(specs: list[SiteSpec], a: argparse.Namespace, tmp: Path) -> dict[
             w.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--days", type=float, default=8.0)
-    ap.add_argument("--pages", type=int, default=60, help="pages per site")
-    ap.add_argument("--budget", type=float, default=120.0, help="fetches a day, all sites")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--day-seconds", type=float, default=4.0, help="real seconds a simulated day")
-    ap.add_argument("--scenario", choices=("signals", "listings"), default="signals")
-    ap.add_argument("--steady-days", type=float, default=2.0,
-                    help="listings: also count from this day on (the listing judged by then)")  # fmt: skip
-    a = ap.parse_args(argv)
+def kept_up(run: CrawlRun, days: float) -> dict[str, Any]:
+    """Whether the crawl kept up with the clock: cycles run against the
+    cycles of ``days`` (one an hour), and its spend against its budgets."""
+    return {
+        "cycles": run.stats.cycles,
+        "cycles_expected": int(days * 24),
+        "spent_over_budget": run.stats.spent / run.stats.budget if run.stats.budget else None,
+    }
+
+
+def curve_point(result: dict[str, Any]) -> dict[str, Any]:
+    """One budget's line of ``--budgets``: per crawl and site, requests per
+    change detected and freshness, over the whole crawl and (listings) from
+    ``--steady-days`` on."""
+    out: dict[str, Any] = {"budget": result["budget"], "seed": result["seed"]}
+    for label in ("with_signals", "without"):
+        r = result[label]
+        out[label] = {"kept_up": r["kept_up"]}
+        for name, f in r["sites"].items():
+            st = f.get("steady", {})
+            out[label][name] = {
+                "requests_per_change": f["requests_per_change"],
+                "freshness": f["freshness"],
+                "steady_requests_per_change": st.get("requests_per_change"),
+                "steady_freshness": st.get("freshness"),
+            }
+    return out
+
+
+def one_budget(a: argparse.Namespace) -> dict[str, Any]:
+    """Both crawls at ``a.budget``: the figures :func:`main` prints."""
     listing = a.scenario == "listings"
     specs = listing_web(a.pages) if listing else web(a.pages)
     names = LISTING_SITES if listing else SITES
@@ -322,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 "trust": trust(run),
                 "signal_requests": run.stats.signal_requests,
                 "signal_spent": run.stats.signal_spent,
-                "spent_over_budget": run.stats.spent / run.stats.budget,
+                "kept_up": kept_up(run, a.days),
                 "listings": [{k: d[k] for k in LISTING_KEYS} for d in run.stats.listings],
                 "sources": [
                     {
@@ -344,6 +364,31 @@ def main(argv: list[str] | None = None) -> int:
             result["replay_honest"] = replay_figures(runs, result, a)
         for run in runs.values():
             run.engine.store.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--days", type=float, default=8.0)
+    ap.add_argument("--pages", type=int, default=60, help="pages per site")
+    ap.add_argument("--budget", type=float, default=120.0, help="fetches a day, all sites")
+    ap.add_argument("--budgets", type=str, default=None,
+                    help="a sweep, e.g. 100,200,400,800: one crawl pair per budget, one after "
+                         "the other; prints each budget's figures (curve) and the full results")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--day-seconds", type=float, default=4.0, help="real seconds a simulated day")
+    ap.add_argument("--scenario", choices=("signals", "listings"), default="signals")
+    ap.add_argument("--steady-days", type=float, default=2.0,
+                    help="listings: also count from this day on (the listing judged by then)")  # fmt: skip
+    a = ap.parse_args(argv)
+    if a.budgets is None:
+        result = one_budget(a)
+    else:
+        runs = []
+        for b in (float(x) for x in a.budgets.split(",")):
+            a.budget = b
+            runs.append(one_budget(a))
+        result = {"curve": [curve_point(r) for r in runs], "runs": runs}
     json.dump(result, sys.stdout, indent=1)
     print()
     return 0

@@ -4,7 +4,8 @@ One crawl (module fixture) of a synthetic web on 127.0.0.1 by a ``CrawlerProcess
 in a subprocess, a simulated day at a day per 6 real seconds: a shop whose
 pages have a JSON twin (``/p/<i>.json``) and one whose twins answer 404, the
 page type reading the JSON with ``jmespath:`` fields and the page with
-``html_fields`` when its twin is missing. Checked against the server's own
+``html_fields`` when its twin is missing; and a shop whose robots.txt
+disallows the twins. Checked against the server's own
 request log and the store.
 """
 
@@ -89,6 +90,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     specs = [
         SiteSpec("twin", n_pages=8, rate_per_day=3.0, json_twin=True),
         SiteSpec("html", n_pages=8, rate_per_day=3.0),  # every /p/<i>.json answers 404
+        SiteSpec(
+            "robots", n_pages=8, json_twin=True, robots="User-agent: *\nDisallow: /p/*.json\n"
+        ),
     ]
     with SimWeb(specs, clock=clock, seed=5, origin=ORIGIN, horizon_s=2 * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
@@ -147,8 +151,16 @@ def test_a_missing_twin_falls_back_to_the_page_once_per_page(run: Run) -> None:
     for tw in twins:  # the page follows its twin's 404 at once
         first = min(r.t for r in pages if r.path + ".json" == tw.path)
         assert first >= tw.t
-    assert run.stats["recrawl/json_fallbacks"] == len(twins) == 8
+    assert len(twins) == 8
     assert "for the JSON of" in run.stderr  # logged once for the site
+
+
+def test_a_twin_robots_txt_disallows_falls_back_to_the_page(run: Run) -> None:
+    got = _requests(run, "robots")
+    assert got and not [r for r in got if r.path.endswith(".json")]
+    assert len({r.path for r in got}) == 8  # every page, read from its HTML
+    assert run.stats["recrawl/json_fallbacks"] == 16  # 8 missing twins, 8 disallowed
+    assert run.stats.get("recrawl/disallowed", 0) == 0
 
 
 def test_one_observation_per_planned_fetch_and_no_twin_404_reported(run: Run) -> None:
@@ -158,8 +170,10 @@ def test_one_observation_per_planned_fetch_and_no_twin_404_reported(run: Run) ->
         cols = store.page_columns()
         fetches = int(cols["fetches"].sum())
         assert not cols["gone"].any()
-    planned = len(_requests(run, "twin")) + sum(
-        not r.path.endswith(".json") for r in _requests(run, "html")
+    planned = (
+        len(_requests(run, "twin"))
+        + sum(not r.path.endswith(".json") for r in _requests(run, "html"))
+        + len(_requests(run, "robots"))
     )
     assert fetches == planned == run.stats["recrawl/observations"]
 

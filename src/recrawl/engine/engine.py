@@ -676,9 +676,9 @@ class Engine:
             ev_bins=bins,
         )
         if signals and n:
-            checked, stale = self._hint_signals(now, cols, site_code, site_names)
+            checked, stale, notified = self._hint_signals(now, cols, site_code, site_names)
             if checked is not None:
-                pages = replace(pages, checked_at=checked, known_stale=stale)
+                pages = replace(pages, checked_at=checked, known_stale=stale, notified=notified)
         if columns is not None:
             cols = {name: cols[name] for name in columns if name in cols}
         return pages, cols
@@ -971,15 +971,19 @@ class Engine:
         site_code: np.ndarray[Any, np.dtype[np.int64]],
         site_names: list[str],
     ) -> tuple[
-        np.ndarray[Any, np.dtype[np.float64]] | None, np.ndarray[Any, np.dtype[np.bool_]] | None
+        np.ndarray[Any, np.dtype[np.float64]] | None,
+        np.ndarray[Any, np.dtype[np.bool_]] | None,
+        np.ndarray[Any, np.dtype[np.bool_]] | None,
     ]:
-        """The planner's ``checked_at`` and ``known_stale`` for the pages of
+        """The planner's ``checked_at``, ``known_stale`` and ``notified`` for the pages of
         ``cols`` (:meth:`~recrawl.store.EngineStore.page_columns`; ``site_code`` indexes
         ``site_names``, one per page): each trusted (site, source)
         pair's latest hints through :func:`recrawl.hints.signal_state` against
         the page's last success, several sources combined (the latest
-        vouching, any change proven). ``(None, None)`` when no source is
-        trusted on any site, or the store holds no hints (one read of a counter).
+        vouching, any change proven; ``notified``: listed by a source trusted
+        both ways, :attr:`~recrawl.plan.planner.PlanPages.notified`).
+        ``(None, None, None)`` when no source is trusted on any site, or the
+        store holds no hints (one read of a counter).
 
         The trust (:meth:`hint_trust` over :data:`HINT_TRUST_DAYS`: it reads
         and replays the fetch log, seconds on a large store) is judged again at
@@ -989,11 +993,11 @@ class Engine:
         """
         version = self.store.hints_version()
         if version == 0:
-            return None, None
+            return None, None, None
         trust, lags = self._judged_hints(now)
         trusted = {(t.site, t.source): t for t in trust if t.quiet or t.changes}
         if not trusted:
-            return None, None
+            return None, None, None
         if self._hint_cache is None or self._hint_cache[0] != version:
             self._hint_cache = (version, self.store.hint_state())
         latest = self._hint_cache[1]
@@ -1041,7 +1045,10 @@ class Engine:
             rows = rows[first]
             proven[idx[rows]] = np.asarray(latest.sources, dtype=object)[src[rows]]
         cols["signal"] = proven
-        return checked, stale
+        notified = np.zeros(n, dtype=bool)
+        both = quiet[row_site, src] & proves[row_site, src]
+        notified[idx[known & both & ~np.isnan(latest.last_seen)]] = True
+        return checked, stale, notified
 
     def planner_config(self) -> PlannerConfig:
         """The planner settings from the configuration."""

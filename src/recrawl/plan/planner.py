@@ -82,6 +82,7 @@ from recrawl.estimate.rates import (
     raw_rates,
 )
 from recrawl.plan.freshness import Objective, freshness_gain, optimal_allocation
+from recrawl.plan.notified import notified_allocation
 from recrawl.records.evidence import BIN_COLUMNS
 
 __all__ = [
@@ -218,6 +219,13 @@ class PlanPages:
         page merely due, if its allocation gives it visits at all (a page
         changing too fast to be worth following stays unfetched); ``greedy``
         scores it with P(stale) = 1; the baselines take it as due.
+    notified : ndarray of bool, optional
+        A source trusted both to vouch and to prove lists the page: it is under
+        complete observation (:mod:`recrawl.plan.notified`). The ``recrawl``
+        policy gives it no visits of its own, only the fetches of its
+        announced changes worth following, chosen with the rest of the
+        allocation; it becomes due again only if the source falls silent for
+        as long as the page takes to change once on average.
 
     Every per-page array must have shape ``(n,)``, ``n`` the length of
     ``value``; one of another shape raises ValueError.
@@ -242,6 +250,7 @@ class PlanPages:
     checked_at: FloatArray | None = None
     known_stale: BoolArray | None = None
     ev_bins: NDArray[np.floating[Any]] | None = None
+    notified: BoolArray | None = None
 
     def __post_init__(self) -> None:
         if self.value.ndim != 1:
@@ -267,7 +276,7 @@ class PlanPages:
             shape = getattr(self, name).shape
             if shape != (n,):
                 raise ValueError(f"PlanPages.{name} must have shape ({n},), got {shape}")
-        for name in ("checked_at", "known_stale"):
+        for name in ("checked_at", "known_stale", "notified"):
             a = getattr(self, name)
             if a is not None and a.shape != (n,):
                 raise ValueError(f"PlanPages.{name} must have shape ({n},), got {a.shape}")
@@ -469,6 +478,12 @@ class Model:
         ``"freshness"`` or ``"events"``.
     policy : str
         The policy whose targets ``visits_per_day`` holds.
+    notified : ndarray of bool, optional
+        The pages allocated as under complete observation
+        (:attr:`PlanPages.notified`): their ``visits_per_day`` is the fetches
+        their announced changes cost, ``p λ``; None when there are none.
+    follow_probability : ndarray, optional
+        For those pages, the probability ``p`` an announced change is fetched.
     """
 
     rate_per_day: FloatArray
@@ -477,6 +492,8 @@ class Model:
     budget_per_day: float
     objective: str
     policy: str
+    notified: BoolArray | None = None
+    follow_probability: FloatArray | None = None
     # greedy: per-page factor of the last (interval, value, cost) asked, float32
     _greedy: list[Any] = field(default_factory=list, compare=False, repr=False)
 
@@ -722,15 +739,25 @@ class Overdue(Ranking):
             raise ValueError("this policy ranks by an allocation: pass a model")
         super().__init__(pages, model, interval_days, cost, objective)
         self.visits = model.visits_per_day
+        self.notified = model.notified
 
     def score(self, q: NDArray[Any], sl: slice, now: float, last: FloatArray) -> None:
         np.subtract(now, last, out=q)
         q *= 1.0 / DAY_S
         np.maximum(q, 0.0, out=q)
         q *= self.visits[sl]
+        if self.notified is not None and (nt := self.notified[sl]).any():
+            # announced when it changes: no visit of its own until its source
+            # has been silent for one mean change interval (q = days × p λ)
+            q[nt & (q < 1.0)] = 0.0
 
     def stale(self, q: NDArray[Any], sl: slice, st: BoolArray) -> None:
-        q[st & (self.visits[sl] > 0)] += STALE_FIRST
+        v = self.visits[sl]
+        q[st & (v > 0)] += STALE_FIRST
+        if self.notified is not None and (idle := st & self.notified[sl] & (v == 0)).any():
+            # announced, but its following not paid for: fetched only with
+            # budget no other page takes (a cycle's budget is not carried over)
+            q[idle] = LAST_RESORT
 
 
 class Greedy(Ranking):
@@ -802,6 +829,10 @@ class PolicyRule:
         they leave, :meth:`PlannerConfig.score_pool_share`).
     ranking : type[Ranking]
         How the score pool's pages are ranked in a cycle.
+    notified : bool
+        The allocation takes the pages under complete observation
+        (:attr:`PlanPages.notified`) jointly with the rest
+        (:func:`~recrawl.plan.notified.notified_allocation`).
     """
 
     name: str
@@ -811,6 +842,7 @@ class PolicyRule:
     learns: bool = False
     reserves: bool = False
     ranking: type[Ranking] = Ranking
+    notified: bool = False
 
 
 POLICY_RULES: dict[str, PolicyRule] = {
@@ -819,6 +851,7 @@ POLICY_RULES: dict[str, PolicyRule] = {
         PolicyRule(
             "recrawl", "the optimal allocation on estimated rates, most overdue first",
             estimates=True, allocate=_optimal, learns=True, reserves=True, ranking=Overdue,
+            notified=True,
         ),
         PolicyRule(
             "greedy", "the seed's value × freshness gain ÷ cost, best first",
@@ -908,10 +941,22 @@ def reallocate(
     if np.any(pages.site_paused):
         live &= ~pages.site_paused[pages.site]
     visits = np.zeros(len(pages))
+    notified: BoolArray | None = None
+    follow: FloatArray | None = None
     if rule.allocate is not None and np.any(live) and budget_per_day > 0:
         every = bool(live.all())
         idx: slice | IntArray = slice(None) if every else np.flatnonzero(live)
-        got = rule.allocate(rate[idx], pages.value[idx], eff_cost[idx], budget_per_day, objective)
+        nt = pages.notified
+        if rule.notified and nt is not None and np.any(nt[idx]):
+            got, p = notified_allocation(
+                rate[idx], pages.value[idx], eff_cost[idx], budget_per_day, objective, nt[idx]
+            )
+            notified, follow = nt & live, np.zeros(len(pages))
+            follow[idx] = p
+        else:
+            got = rule.allocate(
+                rate[idx], pages.value[idx], eff_cost[idx], budget_per_day, objective
+            )
         if every:
             visits = got
         else:
@@ -921,7 +966,7 @@ def reallocate(
             _learning_floor(pages, live, eff_cost, visits, budget_per_day, now, cfg)
         if rule.learns and learning and cfg.probe_days > 0 and cfg.probe_revisits > 0:
             _probe_floor(pages, live, visits, now, cfg)
-    return Model(rate, sd, visits, float(budget_per_day), objective, policy)
+    return Model(rate, sd, visits, float(budget_per_day), objective, policy, notified, follow)
 
 
 def _estimate(
@@ -1141,6 +1186,10 @@ _PRIORITY_CHUNK = 1 << 16
 
 STALE_FIRST = 1e9
 """Added to the priority of a page known to be stale (:attr:`PlanPages.known_stale`)."""
+
+LAST_RESORT = 1e-12
+"""The priority of a notified page known stale whose following the allocation
+does not pay for (:mod:`recrawl.plan.notified`): behind every other candidate."""
 
 
 def _best_first(priority: NDArray[np.floating[Any]], idx: IntArray) -> IntArray:

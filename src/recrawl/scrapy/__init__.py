@@ -38,7 +38,9 @@ Scrapy stats under ``recrawl/``: ``observations``, ``not_modified`` (304s),
 ``rejected``, ``cycles``, ``tasks``, ``budget`` and ``spent`` (billing unit),
 ``disallowed`` (robots.txt), ``items``, ``registered``, ``held``
 (Retry-After holds), ``paused_sites``, ``not_fetched`` (dropped before the
-network); with an embedded
+network), ``json_requests`` and ``json_fallbacks`` (a page type's
+``json_url``: requests for the JSON twins, twins missing after which the page
+was fetched); with an embedded
 store, the store's outcomes: ``new``, ``changed``, ``unchanged``, ``gone``,
 ``error``, ``blocked``.
 """

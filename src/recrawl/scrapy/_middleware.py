@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from recrawl.scrapy._observation import bytes_received, bytes_sent, error_word
-from recrawl.scrapy._runtime import META_KEY, Recrawl
+from recrawl.scrapy._runtime import JSON_KEY, META_KEY, Recrawl
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -26,6 +26,7 @@ _ENTERED: Final = "recrawl_entered"
 _CARRY: Final = "recrawl_carry"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _PERMANENT: Final = frozenset({301, 308})
+_JSON_MISSING: Final = frozenset({404, 410})
 
 
 class RecrawlDownloaderMiddleware:
@@ -40,6 +41,13 @@ class RecrawlDownloaderMiddleware:
     first hop was permanent (301/308). A 2xx waits for the callback's items (its record); anything
     else is reported at once. Requests without the key (robots.txt, the
     spider's own follow-ups) are left alone.
+
+    A request for a page's JSON twin (``json_url``, :data:`~recrawl.scrapy._runtime.JSON_KEY`)
+    that answers 404 or 410 does not stand for the page: with ``html_fields``
+    the page is requested instead (through the site's gate again, its
+    observation carrying both requests' bytes, as a redirect hop), and
+    directly for the rest of the crawl; without, the observation is the error
+    ``json_missing``, as ``recrawl crawl`` reports it.
     """
 
     def __init__(self, recrawl: Recrawl, *, redirects: int = 20) -> None:
@@ -87,7 +95,7 @@ class RecrawlDownloaderMiddleware:
 
     def process_response(
         self, request: Request, response: Response, spider: Spider | None = None
-    ) -> Response:
+    ) -> Response | Request:
         task = request.meta.get(META_KEY)
         if task is None or _STARTED not in request.meta:
             return response
@@ -100,6 +108,24 @@ class RecrawlDownloaderMiddleware:
         raw["bytes_received"] += bytes_received(
             response.status, response.headers.items(), response.body
         )
+        if request.meta.get(JSON_KEY):
+            self.recrawl.json_request()
+            if response.status in _JSON_MISSING:
+                why = f"{request.url} answered {response.status}"
+                if not self.recrawl.json_missing(task, why):
+                    raw.pop("permanent", None)
+                    self.recrawl.observed(self.recrawl.json_missing_observation(raw))
+                    return response
+                page = request.replace(url=task["url"])
+                page.meta.pop(JSON_KEY, None)
+                page.meta[_CARRY] = {
+                    "at": raw["fetched_at"],
+                    "bytes_sent": raw["bytes_sent"],
+                    "bytes_received": raw["bytes_received"],
+                    "latency_ms": raw["latency_ms"],
+                    "permanent": raw.get("permanent", False),
+                }
+                return page
         if self._followed(request, response):
             request.meta[_CARRY] = {
                 "at": raw["fetched_at"],

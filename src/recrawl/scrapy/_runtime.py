@@ -24,8 +24,9 @@ from urllib.parse import urlsplit
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.clock import Clock
-from recrawl.config import Settings, load_settings
+from recrawl.config import PageTypeRule, Settings, json_origin_differs, load_settings
 from recrawl.crawl.loop import (
+    JSON_MISSING,
     PAUSE_AFTER,
     REFILLS,
     TOP_UPS,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
     from recrawl.engine.engine import Engine
 
-__all__ = ["META_KEY", "Recrawl", "site_capacity"]
+__all__ = ["JSON_KEY", "META_KEY", "Recrawl", "site_capacity"]
 
 log = logging.getLogger("recrawl.scrapy")
 
@@ -57,6 +58,10 @@ META_KEY: Final = "recrawl"
 """The request meta key holding the task: ``url``, ``site``, ``page_type``,
 ``reason``, ``lease_id``, ``cost`` (the plan's estimate, billing unit) and
 ``signal`` (the hint source that proved the page changed, if one did)."""
+
+JSON_KEY: Final = "recrawl_json"
+"""Request meta key: the request is for the task's JSON twin (its page type's
+``json_url``), not the page."""
 
 REPORT_BATCH: Final = 200
 """Observations reported at once (and at every cycle's start and at close)."""
@@ -202,6 +207,18 @@ class Recrawl:
             for name, rule in self.settings.page_types.items()
             if rule.fields
         }
+        self._json_rules: dict[str, PageTypeRule] = {
+            name: rule
+            for name, rule in self.settings.page_types.items()
+            if rule.json_url is not None
+        }
+        self._html_extractors = {
+            name: Extractor(dict(rule.html_fields))
+            for name, rule in self._json_rules.items()
+            if rule.html_fields
+        }
+        self._no_json: set[str] = set()  # pages whose JSON twin answered 404/410 or was refused
+        self._json_said: set[tuple[str, str]] = set()  # (what, site) logged once
         self._pending: list[dict[str, Any]] = []
         self._reporting: set[asyncio.Task[None]] = set()
         self._held: dict[int, dict[str, Any]] = {}
@@ -418,6 +435,79 @@ class Recrawl:
             "handle_httpstatus_list": [304],
         }
 
+    # -- JSON twins (json_url) -------------------------------------------------------
+
+    def _say_once(self, what: str, site: str, message: str, *args: Any) -> None:
+        if (what, site) not in self._json_said:
+            self._json_said.add((what, site))
+            log.warning(message, *args)
+
+    def target_for(self, task: CrawlTask) -> str | None:
+        """The URL a task fetches, ``recrawl crawl``'s rule: its page type's
+        JSON twin (``json_url``) when it has one on the page's own origin, else
+        the page. A twin on another origin or a ``json_url`` function that
+        fails is logged once per page type and site; then the page is fetched
+        when the page type has ``html_fields`` to read it with, else nothing
+        (None). A page whose twin answered 404 or 410, or robots.txt
+        disallowed, earlier in this crawl is fetched as a page."""
+        rule = self._json_rules.get(task.page_type)
+        if rule is None or task.url in self._no_json:
+            return task.url
+        fallback = task.url if rule.html_fields else None
+        then = "fetching the pages" if rule.html_fields else "not fetching them (no html_fields)"
+        try:
+            target = rule.json_url_for(task.url)
+        except Exception as exc:  # a user's function
+            self._say_once(
+                f"error:{task.page_type}", task.site,
+                "json_url of page type %r failed on %s (%s): %s",
+                task.page_type, task.url, exc, then,
+            )  # fmt: skip
+            return fallback
+        if target is None:
+            return task.url
+        if json_origin_differs(task.url, target):
+            self._say_once(
+                f"origin:{task.page_type}", task.site,
+                "json_url of page type %r refused: %s is not on the site of %s "
+                "(only the page's own scheme, host and port are fetched); %s",
+                task.page_type, target, task.url, then,
+            )  # fmt: skip
+            return fallback
+        return target
+
+    def json_request(self) -> None:
+        """Count a request for a JSON twin (``recrawl/json_requests``)."""
+        self._inc("json_requests")
+
+    def json_missing(self, task: Mapping[str, Any], why: str) -> bool:
+        """The JSON twin of ``task`` (its meta) answered 404 or 410, or
+        robots.txt disallows it (``why``): whether the page is fetched instead
+        (its page type has ``html_fields``; then it is, for the rest of the
+        crawl). Logged once per site."""
+        rule = self._json_rules.get(str(task["page_type"]))
+        fallback = rule is not None and bool(rule.html_fields)
+        self._say_once(
+            "missing", str(task["site"]),
+            "%s for the JSON of %s: %s", why, task["url"],
+            "fetching the page instead (and each page of the site whose JSON is missing)"
+            if fallback
+            else "reported as the error json_missing (no html_fields to read the page with)",
+        )  # fmt: skip
+        if fallback:
+            self._no_json.add(str(task["url"]))
+            self._inc("json_fallbacks")
+        return fallback
+
+    @staticmethod
+    def json_missing_observation(raw: dict[str, Any]) -> dict[str, Any]:
+        """A twin's 404 or 410 as the page's observation when there is no page
+        to read instead: the error ``json_missing``, no status (neither gone
+        nor changed), as ``recrawl crawl`` reports it."""
+        out = dict(raw)
+        out["status"], out["error"] = None, JSON_MISSING
+        return out
+
     # -- observations ------------------------------------------------------------
 
     def observed(self, raw: dict[str, Any], *, hold: bool = False) -> int | None:
@@ -490,7 +580,10 @@ class Recrawl:
         body = response.body
         ct = response.headers.get(b"Content-Type")
         content_type = ct.decode("latin-1") if ct else None
-        extractor = self._extractors.get(str(raw.get("page_type", "")))
+        page_type = str(raw.get("page_type", ""))
+        extractor = self._extractors.get(page_type)
+        if page_type in self._json_rules and not response.meta.get(JSON_KEY):
+            extractor = self._html_extractors.get(page_type)  # the page, not its JSON
         title, excerpt, extracted = summarize(body, content_type, extractor)
         raw["title"], raw["body_excerpt"] = title, excerpt
         challenged = find_marker(title, excerpt, self.settings.block_markers) is not None

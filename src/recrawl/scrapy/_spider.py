@@ -10,7 +10,7 @@ from itemadapter import ItemAdapter, is_item
 
 from recrawl.crawl.loop import CrawlTask
 from recrawl.scrapy._middleware import ATTEMPTS_KEY, HELD_KEY
-from recrawl.scrapy._runtime import META_KEY, Recrawl
+from recrawl.scrapy._runtime import JSON_KEY, META_KEY, Recrawl
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -46,17 +46,28 @@ class RecrawlSpider(scrapy.Spider):
         recrawl = Recrawl.of(self.crawler)
         await recrawl.register(getattr(self, "start_urls", ()), self.page_type)
         async for task in recrawl.cycles():
+            if recrawl.target_for(task) is None:  # its JSON refused, no html_fields
+                recrawl.not_fetched(task.url, disallowed=False)
+                continue
             yield self.request_for(task)
 
     def request_for(self, task: CrawlTask) -> scrapy.Request:
         """The request for one planned fetch (override to add headers or cookies;
-        keep the meta)."""
+        keep the meta). For a page type with a ``json_url``, the request is for
+        the page's JSON twin (``response.meta["recrawl_json"]`` is then True):
+        the page type's ``fields`` read its body (``jmespath:``) when the
+        callback yields no item; a twin that answers 404 or 410 is replaced by
+        the page itself when the page type has ``html_fields``."""
+        meta = Recrawl.meta_for(task)
+        url = Recrawl.of(self.crawler).target_for(task) or task.url
+        if url != task.url:
+            meta[JSON_KEY] = True
         return scrapy.Request(
-            task.url,
+            url,
             callback=self._recrawl_parse,
             errback=self._recrawl_failed,
             headers=dict(task.headers),
-            meta=Recrawl.meta_for(task),
+            meta=meta,
             dont_filter=True,  # a revisit is the point
         )
 
@@ -95,7 +106,7 @@ class RecrawlSpider(scrapy.Spider):
                 recrawl.complete(held, response, items)
             recrawl.done(meta[META_KEY]["url"])
 
-    def _recrawl_failed(self, failure: Failure) -> None:
+    def _recrawl_failed(self, failure: Failure) -> scrapy.Request | None:
         from scrapy.exceptions import IgnoreRequest
         from scrapy.spidermiddlewares.httperror import HttpError
 
@@ -109,9 +120,16 @@ class RecrawlSpider(scrapy.Spider):
             recrawl.done(task["url"])
         elif isinstance(failure.value, IgnoreRequest) and not request.meta.get(ATTEMPTS_KEY):
             why = str(failure.value)
-            recrawl.not_fetched(task["url"], disallowed="robots.txt" in why)
+            robots = "robots.txt" in why
+            twin = robots and request.meta.get(JSON_KEY)
+            if twin and recrawl.json_missing(task, f"robots.txt disallows {request.url}"):
+                page: scrapy.Request = request.replace(url=task["url"])
+                page.meta.pop(JSON_KEY, None)
+                return page  # the page itself, as recrawl crawl does
+            recrawl.not_fetched(task["url"], disallowed=robots)
         else:
             recrawl.done(task["url"])
+        return None
 
 
 async def _each(result: Any) -> AsyncIterator[Any]:

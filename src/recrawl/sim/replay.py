@@ -493,6 +493,15 @@ class _SitemapView:
             lastmod_seen=self.lastmod_seen, now=now, lag=self.site_lag[self.site],
         )  # fmt: skip
 
+    def notified(self) -> BoolArray | None:
+        """The pages the sitemap lists on sites that trust it both ways (under
+        complete observation, :attr:`~recrawl.planner.PlanPages.notified`);
+        None while no site trusts it."""
+        if self.quiet is None or self.changes is None:
+            return None
+        both: BoolArray = self.quiet & self.changes & ~np.isnan(self.last_listed)
+        return both
+
     def quiet_until(self, idx: IntArray, prev: FloatArray, at: FloatArray) -> FloatArray | None:
         """:func:`recrawl.hints.quiet_until` for revisits of pages ``idx``, from what
         the sitemap showed so far on sites that trust it both ways (as the store's fold)."""
@@ -707,6 +716,7 @@ def _run_policy(
             view.read_until(t)
             if t >= next_judge:
                 view.judge()
+                state.notified = view.notified()
                 next_judge += DAY_S * math.floor((t - next_judge) / DAY_S + 1.0)
         if progress is not None and (k % every == 0 or k == n_cycles):
             progress(name, k, n_cycles)

@@ -52,11 +52,12 @@ from urllib.parse import quote, urlsplit
 
 from recrawl._exceptions import InvalidObservation
 from recrawl.clock import Clock, system_clock
-from recrawl.config import PageTypeRule, Settings, json_origin_differs
+from recrawl.config import Settings
 from recrawl.crawl.fetch import Fetcher, FetchRequest, FetchResult
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.robots import RobotsCache
 from recrawl.crawl.signals import SignalReader
+from recrawl.crawl.twins import JsonTwins
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.observation import Observation, parse_observation
@@ -619,16 +620,7 @@ class Crawler:
             for name, rule in settings.page_types.items()
             if rule.fields
         }
-        self._json_rules: dict[str, PageTypeRule] = {
-            name: rule for name, rule in settings.page_types.items() if rule.json_url is not None
-        }
-        self._html_extractors = {
-            name: Extractor(dict(rule.html_fields))
-            for name, rule in self._json_rules.items()
-            if rule.html_fields
-        }
-        self._no_json: set[str] = set()  # pages whose JSON twin answered 404/410
-        self._json_said: set[tuple[str, str]] = set()  # (what, site) logged once
+        self._twins = JsonTwins(settings.page_types, log)
         self._pending: list[dict[str, Any]] = []
         self._reporting: set[asyncio.Task[None]] = set()
         self._queues: dict[str, deque[CrawlTask]] = {}
@@ -1043,11 +1035,6 @@ class Crawler:
         self._route_turn[origin] += 1
         return self._routes[turn % len(self._routes)]
 
-    def _say_once(self, what: str, site: str, message: str, *args: Any) -> None:
-        if (what, site) not in self._json_said:
-            self._json_said.add((what, site))
-            log.warning(message, *args)
-
     def _target(self, task: CrawlTask, allowed: Callable[[str], bool]) -> str | None:
         """The URL a task fetches: its page type's JSON twin of the page
         (``json_url``) when it has one on the page's own origin that
@@ -1058,38 +1045,7 @@ class Crawler:
         ``html_fields`` to read it with, else nothing (None: the task is
         refused, and not planned again in this crawl). A page whose twin
         answered 404 or 410 earlier in this crawl is fetched as a page."""
-        rule = self._json_rules.get(task.page_type)
-        if rule is None or task.url in self._no_json:
-            return task.url
-        fallback = task.url if rule.html_fields else None
-        then = "fetching the pages" if rule.html_fields else "not fetching them (no html_fields)"
-        try:
-            target = rule.json_url_for(task.url)
-        except Exception as exc:  # a user's function
-            self._say_once(
-                f"error:{task.page_type}", task.site,
-                "json_url of page type %r failed on %s (%s): %s",
-                task.page_type, task.url, exc, then,
-            )  # fmt: skip
-            return fallback
-        if target is None:
-            return task.url
-        if json_origin_differs(task.url, target):
-            self._say_once(
-                f"origin:{task.page_type}", task.site,
-                "json_url of page type %r refused: %s is not on the site of %s "
-                "(only the page's own scheme, host and port are fetched); %s",
-                task.page_type, target, task.url, then,
-            )  # fmt: skip
-            return fallback
-        if not allowed(target):
-            self._say_once(
-                f"robots:{task.page_type}", task.site,
-                "robots.txt disallows %s, the JSON of %s (page type %r): %s",
-                target, task.url, task.page_type, then,
-            )  # fmt: skip
-            return fallback
-        return target
+        return self._twins.target(task.url, task.page_type, task.site, allowed)
 
     async def _fetch_target(
         self, task: CrawlTask, target: str, expected: float
@@ -1118,8 +1074,8 @@ class Crawler:
         self.stats.json_requests += 1
         if res.error is not None or res.status not in (404, 410):
             return res
-        rule = self._json_rules[task.page_type]
-        self._say_once(
+        rule = self._twins.rules[task.page_type]
+        self._twins.say_once(
             "missing", task.site,
             "%s answered %s for the JSON of %s: %s",
             target, res.status, task.url,
@@ -1129,7 +1085,7 @@ class Crawler:
         )  # fmt: skip
         if not rule.html_fields:
             return replace(res, status=None, error=JSON_MISSING, headers={}, body=b"")
-        self._no_json.add(task.url)
+        self._twins.missing.add(task.url)
         self.stats.json_fallbacks += 1
         origin = origin_of(task.url)
         rules = await self.robots.rules(origin, self.clock())
@@ -1255,8 +1211,8 @@ class Crawler:
         ok = res.status is not None and 200 <= res.status < 300 and res.error is None
         if ok and res.body:
             ex = self._extractors.get(task.page_type)
-            if task.page_type in self._json_rules and res.request.url == task.url:
-                ex = self._html_extractors.get(task.page_type)  # the page, not its JSON
+            if task.page_type in self._twins.rules and res.request.url == task.url:
+                ex = self._twins.html_extractors.get(task.page_type)  # the page, not its JSON
             title, excerpt, record = summarize(res.body, res.content_type, ex)
             kw["title"], kw["body_excerpt"] = title, excerpt
             if record is not None:

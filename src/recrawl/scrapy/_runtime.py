@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.clock import Clock
-from recrawl.config import PageTypeRule, Settings, json_origin_differs, load_settings
+from recrawl.config import Settings, load_settings
 from recrawl.crawl.loop import (
     JSON_MISSING,
     PAUSE_AFTER,
@@ -37,6 +37,7 @@ from recrawl.crawl.loop import (
 )
 from recrawl.crawl.politeness import SiteGate
 from recrawl.crawl.simclock import simulation_clock
+from recrawl.crawl.twins import JsonTwins
 from recrawl.observe.classify import find_marker
 from recrawl.observe.extract import Extractor, summarize
 from recrawl.observe.fingerprint import fingerprint
@@ -207,18 +208,7 @@ class Recrawl:
             for name, rule in self.settings.page_types.items()
             if rule.fields
         }
-        self._json_rules: dict[str, PageTypeRule] = {
-            name: rule
-            for name, rule in self.settings.page_types.items()
-            if rule.json_url is not None
-        }
-        self._html_extractors = {
-            name: Extractor(dict(rule.html_fields))
-            for name, rule in self._json_rules.items()
-            if rule.html_fields
-        }
-        self._no_json: set[str] = set()  # pages whose JSON twin answered 404/410 or was refused
-        self._json_said: set[tuple[str, str]] = set()  # (what, site) logged once
+        self._twins = JsonTwins(self.settings.page_types, log)
         self._pending: list[dict[str, Any]] = []
         self._reporting: set[asyncio.Task[None]] = set()
         self._held: dict[int, dict[str, Any]] = {}
@@ -437,11 +427,6 @@ class Recrawl:
 
     # -- JSON twins (json_url) -------------------------------------------------------
 
-    def _say_once(self, what: str, site: str, message: str, *args: Any) -> None:
-        if (what, site) not in self._json_said:
-            self._json_said.add((what, site))
-            log.warning(message, *args)
-
     def target_for(self, task: CrawlTask) -> str | None:
         """The URL a task fetches, ``recrawl crawl``'s rule: its page type's
         JSON twin (``json_url``) when it has one on the page's own origin, else
@@ -450,31 +435,7 @@ class Recrawl:
         when the page type has ``html_fields`` to read it with, else nothing
         (None). A page whose twin answered 404 or 410, or robots.txt
         disallowed, earlier in this crawl is fetched as a page."""
-        rule = self._json_rules.get(task.page_type)
-        if rule is None or task.url in self._no_json:
-            return task.url
-        fallback = task.url if rule.html_fields else None
-        then = "fetching the pages" if rule.html_fields else "not fetching them (no html_fields)"
-        try:
-            target = rule.json_url_for(task.url)
-        except Exception as exc:  # a user's function
-            self._say_once(
-                f"error:{task.page_type}", task.site,
-                "json_url of page type %r failed on %s (%s): %s",
-                task.page_type, task.url, exc, then,
-            )  # fmt: skip
-            return fallback
-        if target is None:
-            return task.url
-        if json_origin_differs(task.url, target):
-            self._say_once(
-                f"origin:{task.page_type}", task.site,
-                "json_url of page type %r refused: %s is not on the site of %s "
-                "(only the page's own scheme, host and port are fetched); %s",
-                task.page_type, target, task.url, then,
-            )  # fmt: skip
-            return fallback
-        return target
+        return self._twins.target(task.url, task.page_type, task.site)
 
     def json_request(self) -> None:
         """Count a request for a JSON twin (``recrawl/json_requests``)."""
@@ -485,9 +446,9 @@ class Recrawl:
         robots.txt disallows it (``why``): whether the page is fetched instead
         (its page type has ``html_fields``; then it is, for the rest of the
         crawl). Logged once per site."""
-        rule = self._json_rules.get(str(task["page_type"]))
+        rule = self._twins.rules.get(str(task["page_type"]))
         fallback = rule is not None and bool(rule.html_fields)
-        self._say_once(
+        self._twins.say_once(
             "missing", str(task["site"]),
             "%s for the JSON of %s: %s", why, task["url"],
             "fetching the page instead (and each page of the site whose JSON is missing)"
@@ -495,7 +456,7 @@ class Recrawl:
             else "reported as the error json_missing (no html_fields to read the page with)",
         )  # fmt: skip
         if fallback:
-            self._no_json.add(str(task["url"]))
+            self._twins.missing.add(str(task["url"]))
             self._inc("json_fallbacks")
         return fallback
 
@@ -582,8 +543,8 @@ class Recrawl:
         content_type = ct.decode("latin-1") if ct else None
         page_type = str(raw.get("page_type", ""))
         extractor = self._extractors.get(page_type)
-        if page_type in self._json_rules and not response.meta.get(JSON_KEY):
-            extractor = self._html_extractors.get(page_type)  # the page, not its JSON
+        if page_type in self._twins.rules and not response.meta.get(JSON_KEY):
+            extractor = self._twins.html_extractors.get(page_type)  # the page, not its JSON
         title, excerpt, extracted = summarize(body, content_type, extractor)
         raw["title"], raw["body_excerpt"] = title, excerpt
         challenged = find_marker(title, excerpt, self.settings.block_markers) is not None

@@ -38,6 +38,9 @@ class FakeRecrawl:
     def paused(self, site: str) -> bool:
         return site in self.stopped
 
+    def robots_allows(self, request: Any) -> bool:
+        return True  # no robots.txt here
+
     async def enter(self, site: str, *, netloc: str | None = None, canary: bool = False) -> bool:
         if site in self.stopped:
             return False

@@ -76,18 +76,21 @@ class RecrawlDownloaderMiddleware:
     async def process_request(self, request: Request, spider: Spider | None = None) -> None:
         """Stamp the attempt's start, once the site's gate lets it go (the
         request waits here, before Scrapy's slot); drop it when its site is
-        paused."""
+        paused, or when the site's robots.txt disallows it (checked again
+        after Scrapy's own middleware: :meth:`Recrawl.robots_allows`)."""
         task = request.meta.get(META_KEY)
         if task is not None:
             site = task["site"]
+            from scrapy.exceptions import IgnoreRequest
             from scrapy.utils.httpobj import urlparse_cached
+
+            if not self.recrawl.robots_allows(request):
+                raise IgnoreRequest("Forbidden by robots.txt")
 
             netloc = urlparse_cached(request).netloc.lower()
             if not await self.recrawl.enter(
                 site, netloc=netloc, canary=task.get("reason") == "canary"
             ):
-                from scrapy.exceptions import IgnoreRequest
-
                 raise IgnoreRequest(f"recrawl: site {site} paused")
             request.meta[_ENTERED] = True
             request.meta[_STARTED] = (self.recrawl.clock(), time.monotonic())

@@ -232,6 +232,8 @@ class Recrawl:
         from scrapy import signals
 
         crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+        self._robots: dict[str, Any] = {}  # netloc -> Scrapy's robots.txt parser
 
     # -- the stats -----------------------------------------------------------
 
@@ -575,6 +577,36 @@ class Recrawl:
         if netloc is not None and netloc in self._crawl_delays:
             found[0].set_crawl_delay(self._crawl_delays[netloc])
         return found
+
+    def _robots_parsed(self, robotparser: Any, request: Any) -> None:
+        from scrapy.utils.httpobj import urlparse_cached
+
+        self._robots[urlparse_cached(request).netloc.lower()] = robotparser
+
+    def robots_allows(self, request: Any) -> bool:
+        """Whether the robots.txt Scrapy parsed for the request's site lets it
+        through (True before one is parsed, or with ``ROBOTSTXT_OBEY`` off;
+        a refusal counts in ``robotstxt/forbidden``).
+        The add-on's middleware asks again after Scrapy's: in Scrapy 2.19 the
+        requests that waited for a site's robots.txt beyond the first two were
+        let through unchecked (each waiter's future took the parser from the
+        shared Deferred, and the next ones got None)."""
+        settings = self.crawler.settings
+        if not settings.getbool("ROBOTSTXT_OBEY") or request.meta.get("dont_obey_robotstxt"):
+            return True
+        from scrapy.utils.httpobj import urlparse_cached
+
+        rp = self._robots.get(urlparse_cached(request).netloc.lower())
+        if rp is None:
+            return True
+        agent = settings.get("ROBOTSTXT_USER_AGENT") or request.headers.get(
+            b"User-Agent", settings.get("USER_AGENT")
+        )
+        if rp.allowed(request.url, agent):
+            return True
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value("robotstxt/forbidden")
+        return False
 
     def crawl_delay(self, netloc: str, seconds: float | None) -> None:
         """The robots.txt ``Crawl-delay`` of ``netloc`` (``host:port``), in the

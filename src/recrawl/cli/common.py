@@ -41,6 +41,23 @@ ConfigOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+RowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        help="Rows shown (default: 50 in the table, every row with --json).",
+        min=0,
+        show_default=False,
+    ),
+]
+
+
+def rows_shown(limit: int | None, as_json: bool) -> int | None:
+    """The rows a listing shows (:data:`RowsOpt`): ``limit``, else every one
+    with ``--json`` (None), else 50."""
+    return limit if limit is not None or as_json else 50
+
+
 AtOpt = Annotated[
     str | None,
     typer.Option("--at", help="As of this time (RFC 3339 or unix seconds; default now)."),

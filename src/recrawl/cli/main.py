@@ -33,18 +33,18 @@ from recrawl.cli.common import (
     JsonOpt,
     Rejections,
     RejectsOpt,
+    RowsOpt,
     at_required,
     at_time,
     cli_store,
     err,
     extra_sentence,
-    finite,
     iso,
-    json_default,
     missing_module,
     out,
     print_json,
     require_extra,
+    rows_shown,
     write_json,
 )
 from recrawl.cli.crawl import crawl
@@ -587,14 +587,7 @@ def urls_list(
     page_type: Annotated[
         str | None, typer.Option("--page-type", help="Only URLs of this page type.")
     ] = None,
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Rows shown (default: 50 in the table, every URL with --json).",
-            min=0,
-            show_default=False,
-        ),
-    ] = None,
+    limit: RowsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The URLs the store knows, by URL: site, page type, value, state (new: never
@@ -602,7 +595,7 @@ def urls_list(
     `recrawl canary list`."""
     with cli_store(db, existing=True) as store:
         rows = Engine(store).urls(site=site, page_type=page_type)
-    shown = rows if (limit is None and as_json) else rows[: 50 if limit is None else limit]
+    shown = rows[: rows_shown(limit, as_json)]
     if as_json:
         write_json(shown)
         return
@@ -778,14 +771,7 @@ def pages(
             help="rate (fastest first), due (soonest first), value or cost (highest first)."
         ),
     ] = "rate",
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Rows shown (default: 50 in the table, every page with --json).",
-            min=0,
-            show_default=False,
-        ),
-    ] = None,
+    limit: RowsOpt = None,
     db: DbOpt = None,
     config: ConfigOpt = None,
     at: AtOpt = None,
@@ -800,13 +786,11 @@ def pages(
     """
     settings = load_settings(config)
     now = at_time(at)
-    shown = limit if (limit is not None or as_json) else 50
+    shown = rows_shown(limit, as_json)
     with cli_store(db, settings, existing=True) as store:
         table = Engine(store, settings).pages(site=site, now=now, limit=shown, sort=sort)
     if as_json:
-        # rich's print_json takes minutes over 100,000 rows: the same text, written directly
-        doc = finite(table.as_dict())
-        sys.stdout.write(json.dumps(doc, default=json_default, allow_nan=False, indent=2) + "\n")
+        write_json(table.as_dict())
         return
     _print_pages(table)
 

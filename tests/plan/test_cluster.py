@@ -196,6 +196,8 @@ def test_a_dask_cluster_over_parquet_gives_the_in_process_plan(tmp_path: Path) -
     from recrawl.plan.dask import open_partitions, write_partitions
 
     pages = _pages(60_000, seed=6)
+    # some pages under complete observation: the Parquet files carry them
+    pages.notified = np.random.default_rng(7).random(len(pages)) < 0.2
     cfg = PlannerConfig()
     priors = group_priors(pages)
     write_partitions(pages, str(tmp_path / "pages"), n_partitions=4)
@@ -249,3 +251,47 @@ def test_plan_on_cluster_plans_through_a_scheduler_address(tmp_path: Path) -> No
     assert model.log_multiplier == m1.log_multiplier
     np.testing.assert_array_equal(plan.index, p1.index)
     assert plan.spent <= 200.0 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("budget_share", [0.02, 0.1, 0.5])
+def test_notified_pages_get_the_one_machine_allocation_and_plan(budget_share: float) -> None:
+    """Pages under complete observation (a trusted listing or feed announces
+    their changes, issue 28 item 4) are planned over partitions as on one
+    machine: the same announced changes followed (the page on the budget's
+    jump with the same share), the rest at the same multiplier, and the
+    same cycle, announced changes first."""
+    n = 40_000
+    pages = _pages(n, seed=9, new_share=0.0)
+    rng = np.random.default_rng(10)
+    pages.notified = rng.random(n) < 0.3
+    # a third of the notified pages have an announced change, a third are vouched for
+    pages.known_stale = pages.notified & (rng.random(n) < 0.33)
+    pages.checked_at = np.where(
+        pages.notified & ~pages.known_stale, NOW - rng.uniform(0, 2, n) * DAY, np.nan
+    )
+    cfg = PlannerConfig(reestimate_after_days=200.0)
+    per_day = budget_share * n
+    priors = group_priors(pages)
+    one = reallocate(pages, per_day * cfg.score_pool_share(), NOW, config=cfg, priors=priors)
+    assert one.notified is not None and one.follow_probability is not None
+    followed = one.follow_probability[one.notified]
+    assert np.any(followed == 1.0) and np.any(followed == 0.0)  # the budget binds
+    runner = LocalRunner(split_pages(pages, 5))
+    model = cluster_reallocate(
+        runner, per_day * cfg.score_pool_share(), NOW, config=cfg, priors=priors
+    )
+    visits, _ = _gathered(runner, n)
+    np.testing.assert_allclose(visits, one.visits_per_day, rtol=1e-3, atol=1e-6)
+    cost = pages.cost * pages.site_cost_multiplier[pages.site]
+    assert math.isclose(float(cost @ visits), float(cost @ one.visits_per_day), rel_tol=1e-9)
+    per_cycle = per_day * cfg.cycle_hours / 24.0
+    p1 = plan_cycle(pages, per_cycle, NOW, config=cfg, rng=np.random.default_rng(1), model=one)
+    p2 = cluster_plan_cycle(runner, per_cycle, NOW, model=model, config=cfg,
+                            rng=np.random.default_rng(1))  # fmt: skip
+    for code, reason in enumerate(REASONS):
+        a, b = p1.index[p1.reason == code], p2.index[p2.reason == code]
+        assert a.size == b.size, reason
+        assert np.setdiff1d(a, b).size <= (2 if reason == "score" else 0), reason
+    # announced changes are taken first: the score pool's first tasks
+    score = p2.index[p2.reason == REASONS.index("score")]
+    assert score.size and pages.known_stale[score[0]]

@@ -12,7 +12,11 @@ combines them:
   partitions, :func:`fit_priors`);
 * **the multiplier**: each partition returns its spend for a vector of
   candidate ``ln μ`` (first from a fine log-histogram of its pages, then
-  exactly, with the slope), so a few rounds find the root; the final
+  exactly, with the slope), so a few rounds find the root; pages under
+  complete observation (:mod:`recrawl.plan.notified`) add a step to each
+  partition's spend (an announced change is followed where its return is at
+  least μ), the bracket closes on the step the budget falls in and its pages
+  get the share of their changes the budget leaves, as on one machine; the final
   corrections of :func:`~recrawl.plan.freshness.optimal_allocation` (pages on
   the cut-off, the last Newton step, the exact rescale) and the learning and
   close-revisit floors are sums over partitions too;
@@ -51,6 +55,7 @@ from recrawl._exceptions import ConfigError
 from recrawl.estimate.rates import GroupPriors, estimate_rates, fit_group_priors
 from recrawl.plan.freshness import Objective, freshness_gain, inverse_marginal, marginal
 from recrawl.plan.planner import (
+    LAST_RESORT,
     PROBE_GAP,
     REASONS,
     STALE_FIRST,
@@ -124,6 +129,10 @@ class Partition:
         the partitions were split from one :class:`PlanPages`).
     rate_per_day, rate_sd_per_day, visits_per_day : ndarray of float, optional
         The partition's part of the model, set by :func:`cluster_reallocate`.
+    notified : ndarray of bool, optional
+        The live pages under complete observation
+        (:attr:`~recrawl.plan.planner.Model.notified`), set by
+        :func:`cluster_reallocate` where the pages have any.
     """
 
     pages: PlanPages
@@ -131,6 +140,7 @@ class Partition:
     rate_per_day: FloatArray | None = None
     rate_sd_per_day: FloatArray | None = None
     visits_per_day: FloatArray | None = None
+    notified: BoolArray | None = None
     host_code: IntArray | None = field(default=None, repr=False)
     n_hosts: int = field(default=0, repr=False)
     scratch: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -168,6 +178,7 @@ def _subset(pages: PlanPages, idx: IntArray) -> PlanPages:
         active=pages.active[idx],
         checked_at=opt(pages.checked_at),
         known_stale=opt(pages.known_stale),
+        notified=opt(pages.notified),
         ev_bins=opt(pages.ev_bins),
     )
 
@@ -349,13 +360,26 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
     live = pages.active & fetched
     if np.any(pages.site_paused):
         live &= ~pages.site_paused[pages.site]
-    useful = np.flatnonzero(live & (rate > 0) & (pages.value > 0))
+    cand = live & (rate > 0) & (pages.value > 0)
+    nt = pages.notified
+    told = np.zeros(0, dtype=np.int64)
+    if nt is not None and np.any(nt & live):
+        # under complete observation (recrawl.plan.notified): followed while
+        # the return w / (λc) (events: w / c) is at least the multiplier, for
+        # b = cλ a day; the others as usual
+        told = np.flatnonzero(cand & nt)
+        cand &= ~nt
+    useful = np.flatnonzero(cand)
     lam, w, c = rate[useful], pages.value[useful], eff[useful]
     b = c * lam
     av = b / w if a.objective == "freshness" else c / w
     log_a = np.log(av)
-    lo = float(log_a.min(initial=np.inf))
-    hi = float(log_a.max(initial=-np.inf))
+    t_b = eff[told] * rate[told]
+    t_a = t_b / pages.value[told] if a.objective == "freshness" else eff[told] / pages.value[told]
+    t_log = np.log(t_a)
+    t_order = np.argsort(t_log, kind="stable")
+    lo = float(min(log_a.min(initial=np.inf), t_log.min(initial=np.inf)))
+    hi = float(max(log_a.max(initial=-np.inf), t_log.max(initial=-np.inf)))
     if useful.size:
         nb = int(min(max((hi - lo) / 2e-3, 1), 5_000))
         hist, edges = np.histogram(log_a, bins=nb, range=(lo, hi + 1e-9), weights=b)
@@ -373,10 +397,16 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
         "lam": lam,
         "hist": (centres, hist),
         "eff": eff,
+        "told": told,
+        "told_log_a": t_log[t_order],  # ascending, with the running spend
+        "told_cum": np.concatenate([[0.0], np.cumsum(t_b[t_order])]),
+        "told_log_a_page": t_log,
+        "told_b": t_b,
     }
     total_cost = float(np.sum(eff, where=live))
     start = float(np.sum(b / np.sqrt(2.0 * av)))
-    return part, (lo, hi, start, float(useful.size), total_cost, float(np.count_nonzero(live)))
+    n_cand = float(useful.size + told.size)
+    return part, (lo, hi, start, n_cand, total_cost, float(np.count_nonzero(live)), told.size)
 
 
 def _spend(a: FloatArray, b: FloatArray, log_mu: FloatArray, slope: bool) -> FloatArray:
@@ -398,19 +428,34 @@ def _spend(a: FloatArray, b: FloatArray, log_mu: FloatArray, slope: bool) -> Flo
     return out
 
 
+def _told_spend(log_a: FloatArray, cum: FloatArray, log_mu: FloatArray) -> FloatArray:
+    """What following the notified pages costs at each ``ln μ``: the ``b`` of
+    those with ``μ a ≤ 1`` (``log_a`` ascending, ``cum`` its running ``Σ b``)."""
+    out: FloatArray = cum[np.searchsorted(log_a, -log_mu, side="right")]
+    return out
+
+
 def _s_spend(part: Partition, q: tuple[FloatArray, bool]) -> tuple[Partition, FloatArray]:
     log_mu, exact = q
     s = part.scratch
     if exact:
-        return part, _spend(s["a"], s["b"], log_mu, True)
-    centres, hist = s["hist"]
-    return part, _spend(centres, hist, log_mu, False)
+        out = _spend(s["a"], s["b"], log_mu, True)
+    else:
+        centres, hist = s["hist"]
+        out = _spend(centres, hist, log_mu, False)
+    if s["told"].size:  # a step in μ: no slope
+        out[0] += _told_spend(s["told_log_a"], s["told_cum"], log_mu)
+    return part, out
 
 
 def _solve_multiplier(
-    runner: PartitionRunner, stats: list[tuple[float, ...]], budget: float
-) -> float:
-    """``ln μ`` at which the partitions together spend ``budget`` a day."""
+    runner: PartitionRunner, stats: list[tuple[float, ...]], budget: float, steps: bool = False
+) -> tuple[float, float, float]:
+    """``ln μ`` at which the partitions together spend ``budget`` a day, and
+    the bracket ``(lo, hi)`` it was found in (both ``ln μ`` when the spend met
+    the budget). With ``steps`` (notified pages: the spend jumps where one is
+    followed or not) the budget may fall in a jump: the bracket then closes
+    on it, by bisection where Newton's steps do not halve it."""
     lo_a = min(s[0] for s in stats)
     hi_a = max(s[1] for s in stats)
     lo, hi = -hi_a - 90.0, -lo_a  # a huge spend … nothing visited
@@ -430,7 +475,8 @@ def _solve_multiplier(
     # histograms' root, within the whole bracket (the histograms can be off)
     m = 0.5 * (lo + hi)
     lo, hi = -hi_a - 90.0, -lo_a
-    for _ in range(60):
+    width = [hi - lo] * 2  # the bracket's width two steps back
+    for k in range(60 if not steps else 100):
         got = np.sum(runner.run(_s_spend, (np.array([m]), True)), axis=0)
         spend, slope = float(got[0][0]), float(got[1][0])
         if spend <= 0:
@@ -438,7 +484,9 @@ def _solve_multiplier(
             m = 0.5 * (lo + hi)
             continue
         err = math.log(spend) - target
-        if abs(err) < 1e-10 or hi - lo < 1e-12:
+        if abs(err) < 1e-10:
+            return m, m, m
+        if hi - lo < 1e-12:
             break
         if err > 0:
             lo = m
@@ -446,12 +494,19 @@ def _solve_multiplier(
             hi = m
         dlog = slope / spend
         step = m - err / dlog if dlog < 0 else 0.5 * (lo + hi)
+        if steps and hi - lo > 0.5 * width[k % 2]:
+            step = 0.5 * (lo + hi)  # Newton does not close on a jump: bisect
+        width[k % 2] = hi - lo
         m = step if lo < step < hi else 0.5 * (lo + hi)
-    return m
+    return m, lo, hi
 
 
-def _s_visits(part: Partition, log_mu: float) -> tuple[Partition, tuple[float, ...]]:
-    """Visits at ``ln μ``; the sums the final corrections need."""
+def _s_visits(
+    part: Partition, q: tuple[float, float, float]
+) -> tuple[Partition, tuple[float, ...]]:
+    """Visits at ``ln μ``; the sums the final corrections need; what the
+    notified pages surely followed cost, and those on the jump the budget fell in."""
+    log_mu, lo, hi = q
     s = part.scratch
     av, b, c, lam = s["a"], s["b"], s["c"], s["lam"]
     x = math.exp(log_mu) * av
@@ -467,12 +522,19 @@ def _s_visits(part: Partition, log_mu: float) -> tuple[Partition, tuple[float, .
     sens = marginal(r_steep) * np.exp(r_steep) / (r_steep * r_steep)
     cf = c[steep] * f[steep]
     s.update(f=f, edge=edge, steep=steep, sens=sens)
+    t_log = s["told_log_a_page"]
+    sure = t_log <= -hi  # followed at every μ of the bracket
+    jump = ~sure & (t_log <= -lo)
+    told_b = s["told_b"]
+    s.update(told_sure=sure, told_jump=jump)
     return part, (
         float(np.dot(c, f)),
         float(np.sum(b[edge])),
         float(edge.size),
         float(np.dot(cf, sens)),
         float(cf.sum()),
+        float(np.sum(told_b, where=sure)),
+        float(np.sum(told_b, where=jump)),
     )
 
 
@@ -497,6 +559,7 @@ class _Floors:
     config: PlannerConfig
     learn_floor: float  # visits per day (0: none)
     probe: bool
+    jump_share: float = 0.0  # notified pages on the budget's jump: the share of changes followed
 
 
 def _s_floors(part: Partition, q: _Floors) -> tuple[Partition, tuple[float, float]]:
@@ -507,8 +570,16 @@ def _s_floors(part: Partition, q: _Floors) -> tuple[Partition, tuple[float, floa
     visits = np.zeros(len(pages))
     if "f" in s:
         visits[s["useful"]] = s["f"] * q.scale
-    part.visits_per_day = visits
     live = s["live"]
+    part.notified = None
+    if pages.notified is not None and np.any(pages.notified & live):
+        part.notified = pages.notified & live
+        if "told_sure" in s:
+            told, lam = s["told"], part.rate_per_day
+            assert lam is not None
+            share = np.where(s["told_sure"], 1.0, np.where(s["told_jump"], q.jump_share, 0.0))
+            visits[told] = share * lam[told]
+    part.visits_per_day = visits
     base = live & (pages.value > 0)
     n_learn = n_probe = 0.0
     if q.learn_floor > 0:
@@ -601,22 +672,30 @@ def cluster_reallocate(
         runner.run(_s_floors, _Floors(0.0, now, cfg, 0.0, False))
         runner.run(_s_apply_floors, (0.0, 0.0))
         return ClusterModel(math.nan, budget, objective, policy, pri)
-    log_mu, scale = math.nan, 0.0
+    log_mu, scale, jump_share = math.nan, 0.0, 0.0
     if n_useful:
-        log_mu = _solve_multiplier(runner, stats, budget)
-        sums = np.sum(runner.run(_s_visits, log_mu), axis=0)
-        spent, b_edge, n_edge, cf_sens, cf_steep = (float(x) for x in sums)
-        left = budget - spent
+        steps = sum(s[6] for s in stats) > 0
+        log_mu, lo, hi = _solve_multiplier(runner, stats, budget, steps)
+        sums = np.sum(runner.run(_s_visits, (log_mu, lo, hi)), axis=0)
+        spent, b_edge, n_edge, cf_sens, cf_steep, told_sure, told_jump = (float(x) for x in sums)
+        # the notified pages followed in full, those on the jump the budget
+        # fell in with the share it leaves them; the rest gets what is left
+        # (recrawl.plan.notified.notified_allocation, at one multiplier)
+        if told_jump > 0:
+            jump_share = min(max((budget - spent - told_sure) / told_jump, 0.0), 1.0)
+        target = max(budget - told_sure - jump_share * told_jump, 0.0)
+        left = target - spent
         if left > 0 and n_edge:
             spent = sum(runner.run(_s_correct, ("edge", left / b_edge)))
         elif left != 0 and spent > 0:
             t = left / (cf_sens + 0.75 * (spent - cf_steep))
             spent = sum(runner.run(_s_correct, ("newton", t)))
-        scale = budget / spent if spent > 0 else 1.0
+        scale = target / spent if spent > 0 else 1.0
     learn = cfg.learning_boost > 0 and cfg.learning_revisits > 0 and total_cost > 0
     learn_floor = cfg.learning_boost * budget / total_cost if learn else 0.0
     probe = cfg.probe_days > 0 and cfg.probe_revisits > 0
-    counts = np.sum(runner.run(_s_floors, _Floors(scale, now, cfg, learn_floor, probe)), axis=0)
+    floors = _Floors(scale, now, cfg, learn_floor, probe, jump_share)
+    counts = np.sum(runner.run(_s_floors, floors), axis=0)
     # the floors serve only while the new pages are a minority of the live pages
     lf = learn_floor if learn and 2 * counts[0] <= n_live else 0.0
     pf = 1.0 / cfg.probe_days if probe and 2 * counts[1] <= n_live else 0.0
@@ -696,8 +775,11 @@ def _capped(part: Partition, ordered: IntArray, cap: int | None) -> IntArray:
 
 def _priority(part: Partition, q: _Cycle) -> FloatArray:
     """The ``recrawl`` priority (:class:`~recrawl.plan.planner.Overdue`): days
-    since the page was last known unchanged × its visits per day; known stale first."""
-    pages, visits = part.pages, part.visits_per_day
+    since the page was last known unchanged × its visits per day; known stale
+    first; a notified page not before its source has been silent for one
+    mean change interval, its known change last where the allocation does
+    not follow it."""
+    pages, visits, nt = part.pages, part.visits_per_day, part.notified
     assert visits is not None
     last = (
         pages.last_fetch
@@ -705,8 +787,12 @@ def _priority(part: Partition, q: _Cycle) -> FloatArray:
         else np.fmax(pages.last_fetch, pages.checked_at)
     )
     p: FloatArray = np.maximum((q.now - last) * (1.0 / DAY_S), 0.0) * visits
+    if nt is not None:
+        p[nt & (p < 1.0)] = 0.0
     if pages.known_stale is not None:
         p[pages.known_stale & (visits > 0)] += STALE_FIRST
+        if nt is not None:
+            p[pages.known_stale & nt & (visits == 0)] = LAST_RESORT
     p[~part.scratch["known"]] = 0.0
     return p
 

@@ -110,6 +110,8 @@ def write_partitions(
             cols["checked_at"] = p.checked_at
         if p.known_stale is not None:
             cols["known_stale"] = p.known_stale
+        if p.notified is not None:
+            cols["notified"] = p.notified
         if p.ev_bins is not None:
             cols.update({f"ev_bin_{k}": p.ev_bins[:, k] for k in range(BIN_COLUMNS)})
         path = f"{base}/part-{i:05d}.parquet"
@@ -139,6 +141,7 @@ def read_partition(path: str, sites_path: str) -> Partition:
         site_paused=np.asarray(sites.column("paused").to_numpy(), np.bool_),
         checked_at=col("checked_at", np.float64) if "checked_at" in names else None,
         known_stale=col("known_stale", np.bool_) if "known_stale" in names else None,
+        notified=col("notified", np.bool_) if "notified" in names else None,
         ev_bins=np.stack([col(f"ev_bin_{k}", np.float32) for k in range(BIN_COLUMNS)], axis=1)
         if "ev_bin_0" in names
         else None,

@@ -680,7 +680,7 @@ def plan(
             raise typer.Exit(2) from None
         doc = engine.plan_dict(result) if as_json else None
     if doc is not None:
-        print_json(doc)
+        write_json(doc)  # a task per row: rich's print_json takes minutes over 100,000
         return
     _print_plan(result, settings.billing_unit, limit)
 

@@ -28,7 +28,6 @@ import orjson
 from w3lib.url import canonicalize_url
 
 from recrawl._exceptions import InvalidObservation
-from recrawl.health.buckets import OUTCOMES
 from recrawl.observe.fingerprint import FieldRule, fingerprint
 
 __all__ = [
@@ -49,6 +48,21 @@ __all__ = [
     "show_value",
     "with_keys",
 ]
+
+OUTCOMES: Final = (
+    "changed",
+    "unchanged",
+    "not_modified",
+    "new",
+    "hard_block",
+    "challenge",
+    "soft_block",
+    "extract_failed",
+    "gone",
+    "error",
+)
+"""Every outcome an observation can carry (SPEC §5), in storage order (the
+order of the bucket columns, :mod:`recrawl.records.buckets`)."""
 
 ERRORS: Final = ("timeout", "connection_reset", "dns", "tls")
 """Well-known values of ``error``; any other short word is accepted too."""

@@ -14,24 +14,12 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from recrawl.observe.observation import OUTCOMES  # the columns' order of outcomes
+
 __all__ = ["BUCKET_SECONDS", "LATENCY_BINS", "LATENCY_EDGES_MS", "OUTCOMES", "BucketArrays"]
 
 BUCKET_SECONDS: Final = 900
 """Width of one bucket, seconds (15 minutes)."""
-
-OUTCOMES: Final = (
-    "changed",
-    "unchanged",
-    "not_modified",
-    "new",
-    "hard_block",
-    "challenge",
-    "soft_block",
-    "extract_failed",
-    "gone",
-    "error",
-)
-"""Every outcome an observation can carry (SPEC §5), in storage order."""
 
 LATENCY_EDGES_MS: Final = np.array([10.0 * 2.0 ** (k / 2.0) for k in range(28)])
 """Upper edges of the latency bins, milliseconds; one more bin holds the overflow."""

@@ -560,6 +560,7 @@ class _Floors:
     learn_floor: float  # visits per day (0: none)
     probe: bool
     jump_share: float = 0.0  # notified pages on the budget's jump: the share of changes followed
+    allocated: bool = True  # False: no budget or no live page, no allocation (nor notified pages)
 
 
 def _s_floors(part: Partition, q: _Floors) -> tuple[Partition, tuple[float, float]]:
@@ -572,7 +573,7 @@ def _s_floors(part: Partition, q: _Floors) -> tuple[Partition, tuple[float, floa
         visits[s["useful"]] = s["f"] * q.scale
     live = s["live"]
     part.notified = None
-    if pages.notified is not None and np.any(pages.notified & live):
+    if q.allocated and pages.notified is not None and np.any(pages.notified & live):
         part.notified = pages.notified & live
         if "told_sure" in s:
             told, lam = s["told"], part.rate_per_day
@@ -669,7 +670,7 @@ def cluster_reallocate(
     n_useful = sum(s[3] for s in stats)
     total_cost, n_live = sum(s[4] for s in stats), sum(s[5] for s in stats)
     if n_live == 0 or budget <= 0:
-        runner.run(_s_floors, _Floors(0.0, now, cfg, 0.0, False))
+        runner.run(_s_floors, _Floors(0.0, now, cfg, 0.0, False, allocated=False))
         runner.run(_s_apply_floors, (0.0, 0.0))
         return ClusterModel(math.nan, budget, objective, policy, pri)
     log_mu, scale, jump_share = math.nan, 0.0, 0.0

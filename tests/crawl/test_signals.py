@@ -360,6 +360,42 @@ def test_a_summary_move_is_dated_by_the_fetch_between_two_reads() -> None:
     assert read(400.0, six) == {"1": 250.0, "2": 300.0, "3": 300.0, "4": 250.0}
 
 
+def test_a_listing_a_day_behind_is_caught_by_the_fetches_and_stops_vouching() -> None:
+    # ten items whose price moves once a day (item i at i/10 of the day), each
+    # fetched two hours after its move; the listing read every three hours,
+    # showing the prices as they are, or as they were a day before
+    day, url = 86400.0, "https://shop.example/list/0"
+
+    def price(i: int, t: float) -> str:
+        return str(int((t - i * day / 10) // day))
+
+    fetches = sorted((k * day + i * day / 10 + 2 * HOUR, i) for k in range(5) for i in range(10))
+    got = {}
+    for behind in (0.0, day):
+        reader, hints = _reader()
+        todo = list(fetches)
+        last_day = []
+        for step in range(1, 5 * 8):
+            t = step * 3 * HOUR
+            while todo and todo[0][0] < t:
+                at, i = todo.pop(0)
+                reader.fetched(f"https://shop.example/p/{i}", at, {"price": price(i, at)})
+            hints.clear()
+            shown = {i: price(i, t - behind) for i in range(10)}
+            asyncio.run(reader.listing(url, "shop", "category", _page(shown), t))
+            if t > 4 * day:
+                last_day += hints
+        got[behind] = (reader, last_day)
+    (late, late_hints), (fresh, fresh_hints) = got[day], got[0.0]
+    # the listing a day behind showed, hours after a fetch, the price the fetch
+    # replaced: it vouches for nothing more (its unchanged prices would pass
+    # items changed in the last day for unchanged)
+    assert late_hints == [], late_hints[:3]
+    assert late.late_sites() == {"shop"} and late.listing_pages[url].figures()["late"]
+    # the one showing the prices as they are goes on speaking for its items
+    assert len(fresh_hints) >= 10 and fresh.late_sites() == set()
+
+
 def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     import numpy as np
 

@@ -788,7 +788,9 @@ class Crawler:
         """Give each listing page read so far the value what it reveals is
         worth (:meth:`SignalReader.listing_worth`), through a source that can
         set values (the embedded one); the sites whose listings the revisits
-        refused are judged again every :data:`LISTING_TRUST_CYCLES` cycles."""
+        refused are judged again every :data:`LISTING_TRUST_CYCLES` cycles,
+        those the crawl's fetches found late (:meth:`SignalReader.late_sites`)
+        at every cycle."""
         pages = self.signals.listing_pages
         set_values = getattr(self.source, "set_values", None)
         if not pages or set_values is None:
@@ -800,8 +802,9 @@ class Crawler:
                     [u for p in pages.values() for u in (p.url, *p.items)]
                 ))  # fmt: skip
                 self._refused = await self.source.refused_listings(now)  # type: ignore[attr-defined]
+            refused = self._refused | self.signals.late_sites()
             rows = self.signals.listing_worth(
-                now, self._item_values, self._refused,
+                now, self._item_values, refused,
                 cycle_s=self.settings.cycle_hours * 3600.0,
             )  # fmt: skip
             if rows:

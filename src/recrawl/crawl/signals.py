@@ -40,6 +40,19 @@ as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
 to its own value.
 
+A listing that shows its items late is told by the crawl's own fetches: read
+an hour or more after the crawl fetched an item with a new summary, it still
+showed the former one, then moved to the one the fetch had seen
+(:data:`LATE_AFTER_S`). Once a site's listings were caught so
+:data:`LATE_MIN` times, and in at least :data:`LATE_SHARE` of the moves its
+fetches could date (the others showed a change the crawl had not fetched),
+they are judged late (:meth:`SignalReader.late_sites`): they give no more
+hints, and fall back to their own value. The revisits cannot always tell:
+where an item changes between most two revisits, a listing a day behind moves
+in nearly every revisit interval that found a change (an older change of the
+item surfacing), and its silence would vouch for items changed in the day it
+does not show.
+
 Each read's cost goes to its signal (:meth:`SignalReader.take`: the crawl
 counts sitemap and feed reads in the store, a listing page's fetch is reported
 as the listing's read), so that each signal's cost per change found can be
@@ -104,6 +117,20 @@ computed at lags the value it was read under)."""
 
 READ_SMOOTHING = 0.3
 """Weight of the latest interval in a listing's smoothed read interval."""
+
+LATE_AFTER_S = 3600.0
+"""Seconds after the crawl fetched an item with a new summary that a listing
+still showing the former one, then moving to the fetched one, shows the item
+late (a cache of a few minutes is not late)."""
+
+LATE_MIN = 3
+"""Late sightings (:data:`LATE_AFTER_S`) of a site's listings, at least, for
+them to be judged late (:meth:`SignalReader.late_sites`)."""
+
+LATE_SHARE = 0.05
+"""Share of a site's summary moves dated against the crawl's own fetches that
+were late, at least, for its listings to be judged late; the other dated moves
+showed a change the crawl had not fetched yet."""
 
 SignalFetch = Callable[[str, Mapping[str, str], float], Awaitable[FetchResult | None]]
 """``fetch(url, headers, end)``: the response, or None when the site could not
@@ -255,6 +282,8 @@ class ListingPage:
     rate_per_day: float | None = None
     base: float | None = None
     value: float | None = None
+    late: bool = False
+    """Its site's listings were judged late (:meth:`SignalReader.late_sites`)."""
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -266,6 +295,7 @@ class ListingPage:
             "interval_s": self.interval_s,
             "rate_per_day": self.rate_per_day,
             "value": self.value,
+            "late": self.late,
         }
 
 
@@ -345,6 +375,9 @@ class SignalReader:
         self.listing_hints = 0
         self.delisted = 0
         """Items that left every listing of their site (noted, not come back)."""
+        self._dated: dict[str, list[int]] = {}
+        """Per site: summary moves seen late and before the crawl's fetch
+        (:meth:`late_sites`)."""
         self._by_origin: dict[str, set[str]] = {}
         self.reads: list[dict[str, Any]] = []
         """Sitemap and feed reads not yet taken (:meth:`take`): ``site``,
@@ -443,7 +476,14 @@ class SignalReader:
         item gets no hint until it is fetched again (either ``lastmod`` would
         be a guess, and a wrong one a false vouch or a wasted fetch), when the
         next fetch's content, against that fetch's, tells (:meth:`fetched`).
-        Items new to the crawl and the next page are registered."""
+        Items new to the crawl and the next page are registered.
+
+        A move to the summary the item's last fetch showed, though a read at
+        least :data:`LATE_AFTER_S` after that fetch still showed the former
+        one, is the listing showing the item late; a move to a summary the
+        last fetch did not show, the listing showing a change first. A site
+        whose listings are judged late from those (:meth:`late_sites`) gets
+        no more hints: its items are still registered."""
         rule = self.listing_rules[page_type]
         items, nxt = self._listings[page_type].read(body, url)
         origin = site_root(url)
@@ -452,6 +492,7 @@ class SignalReader:
         _, seen_type = self._sites.get(origin, ("", "page"))
         item_type = rule.item_type or seen_type
         page = self.listing_pages.setdefault(url, ListingPage(url))
+        dated = self._dated.setdefault(site, [0, 0])
         shown: list[str] = []
         for it in items:
             try:
@@ -475,6 +516,12 @@ class SignalReader:
             if mem.summary != key:
                 mem.summary, mem.moves = key, mem.moves + 1
                 f = mem.fetched
+                if f is not None and f <= now:
+                    fetched_new = _same(it.summary, mem.record)
+                    if fetched_new is False:
+                        dated[1] += 1  # shown before the crawl fetched it
+                    elif fetched_new and mem.since < f and mem.seen - f >= LATE_AFTER_S:
+                        dated[0] += 1  # still the former summary well after the fetch
                 if f is not None and mem.seen < f <= now:  # fetched since the last sighting
                     before = _same(it.summary, mem.record)
                     if before is None:  # cannot tell: silent until the next fetch
@@ -486,6 +533,9 @@ class SignalReader:
             mem.seen = max(mem.seen, now)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
+        page.late = site in self.late_sites()
+        if page.late:
+            hints = []
         if page.last_read is not None and now > page.last_read:
             gap = now - page.last_read
             prev = page.interval_s
@@ -525,6 +575,16 @@ class SignalReader:
                 mem.left = True
                 self.delisted += 1
                 self.left.append((u, site, now))
+
+    def late_sites(self) -> set[str]:
+        """The sites whose listings show their items late: caught so
+        (:data:`LATE_AFTER_S`) at least :data:`LATE_MIN` times, in at least
+        :data:`LATE_SHARE` of the summary moves this crawl's fetches dated."""
+        return {
+            site
+            for site, (late, first) in self._dated.items()
+            if late >= LATE_MIN and late >= LATE_SHARE * (late + first)
+        }
 
     def take(self) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
         """The sitemap and feed reads and the delisting notes since the last take."""

@@ -421,6 +421,40 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     assert reader.listing_worth(now, {}, {"shop"}) == [(url, 1.0)]
 
 
+def test_a_listing_read_in_a_burst_is_read_again_once_its_items_had_time_to_change() -> None:
+    import numpy as np
+
+    from recrawl.plan.freshness import optimal_allocation
+
+    reader, _ = _reader()
+    url = "https://shop.example/list/0"
+    # forty items whose price moves once a day each, the listing read every
+    # hour for two days: each read found little, its value went low
+    for k in range(2 * 24):
+        t = k * HOUR
+        prices = {i: str(int((t / 86400.0) + i / 40.0)) for i in range(40)}
+        asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
+    last = 47 * HOUR
+    rates = np.r_[np.ones(40), 40.0]
+
+    def due(hours: float) -> float:
+        """How far into its allocated interval the listing is, ``hours`` after
+        its last read, the crawl setting its value at each hourly cycle."""
+        reader.listing_worth(last + hours * HOUR, {})
+        value = reader.listing_pages[url].value or 1.0
+        # the allocation: the forty items and the listing, a fetch an item a day
+        f = optimal_allocation(rates, 40.0, weight=np.r_[np.ones(40), value]).visits_per_day[-1]
+        return float(f) * hours / 24.0
+
+    overdue = [due(h) for h in range(1, 13)]
+    # not read again straight away (no burst): just read, it reveals little
+    assert overdue[0] < 1.0, overdue
+    # but read again within hours, once the items have had time to change,
+    # however low its value went (main: its value at the read rate last
+    # measured, hourly, never got it read again)
+    assert max(overdue) >= 1.0, overdue
+
+
 def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -33,8 +33,8 @@ page; each fetch is read here (:meth:`SignalReader.listing`): per item a hint
 (source ``listing``). What a listing is worth to the plan is what it reveals:
 :meth:`SignalReader.listing_worth` gives each listing page the value weight
 :func:`recrawl.plan.freshness.reveal_weight` finds for its items (their
-values, their change rates as its reads saw them, its read rate and the plan's
-estimate of its own rate), which the crawl sets on the page
+values, their change rates as its reads saw them, the time since its last
+read and the plan's estimate of its own rate), which the crawl sets on the page
 (:meth:`recrawl.engine.Engine.update_values`) so that the allocation reads it
 as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
@@ -93,7 +93,7 @@ from recrawl.observe.sitemaps import (
     Hint,
     read_sitemap_document,
 )
-from recrawl.plan.freshness import reveal_weight
+from recrawl.plan.freshness import reveal_read_rate, reveal_weight
 
 __all__ = [
     "ListingPage",
@@ -110,10 +110,6 @@ DAY = 86400.0
 PRIOR_DAYS = 1.0
 """Days at the pooled rate of a listing's items that each item's own rate
 estimate starts from (:func:`item_rates`)."""
-
-WORTH_STEP = 2.0
-"""A listing's value moves at most this factor per refresh (the read rate it is
-computed at lags the value it was read under)."""
 
 READ_SMOOTHING = 0.3
 """Weight of the latest interval in a listing's smoothed read interval."""
@@ -278,7 +274,8 @@ class ListingPage:
     reads: int = 0
     last_read: float | None = None
     interval_s: float | None = None
-    """Smoothed interval between reads (:data:`READ_SMOOTHING`)."""
+    """Smoothed interval between reads (:data:`READ_SMOOTHING`), a figure: its
+    value counts from ``last_read`` (:meth:`SignalReader.listing_worth`)."""
     rate_per_day: float | None = None
     base: float | None = None
     value: float | None = None
@@ -603,11 +600,14 @@ class SignalReader:
         """The value each listing page should have now, where it moved (by more
         than a tenth): :func:`~recrawl.plan.freshness.reveal_weight` of its
         items (``values``: the store's, by URL, 1 for an item it lacks; their
-        rates by :func:`item_rates`) at its smoothed read rate (one read a
-        cycle of ``cycle_s`` before two reads) and the plan's estimate of its
-        rate (the sum of its items' before the plan gave one), never below its
-        own value, and at most :data:`WORTH_STEP` times more or less than the
-        last one. A listing of a site in ``refused`` (site names: its listings'
+        rates by :func:`item_rates`) at the read rate
+        :func:`~recrawl.plan.freshness.reveal_read_rate` gives for the time
+        since its last read (at least a cycle, ``cycle_s``; at most one mean
+        change interval of its items) and the plan's estimate of its rate (the
+        sum of its items' before the plan gave one), never below its own
+        value. Not at its read rate as last measured: that one moves only
+        with reads, and a value too low to get the listing read would stay
+        so. A listing of a site in ``refused`` (site names: its listings'
         moves mostly found no change) goes back to its own value: ``values`` of
         the listing at the first call, capped at its most valuable item's (a
         crawl that starts again finds the value the last one gave it)."""
@@ -627,12 +627,10 @@ class SignalReader:
                     np.array([m.moves for m in mem], dtype=np.float64),
                     np.array([(m.seen - m.first) / DAY for m in mem]),
                 )
-                every = page.interval_s if page.interval_s else cycle_s
-                visits = DAY / max(every, 1.0)
+                since = now - page.last_read if page.last_read is not None else 0.0
+                visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
                 own = page.rate_per_day or float(rates.sum())
                 want = max(base, reveal_weight(rates, vals, own, visits))
-                if page.value is not None and page.value > 0:
-                    want = min(max(want, page.value / WORTH_STEP), page.value * WORTH_STEP)
             last = page.value if page.value is not None else base
             if abs(want - last) > 0.1 * max(last, 1e-9):
                 page.value = want

@@ -54,6 +54,7 @@ __all__ = [
     "inverse_marginal",
     "marginal",
     "optimal_allocation",
+    "reveal_read_rate",
     "reveal_weight",
     "time_averaged_freshness",
 ]
@@ -325,7 +326,10 @@ def reveal_weight(
     what it reveals is worth against a fetch of any page. ``item_rate``:
     changes per day of each item (≥ 0; an item that never changes adds
     nothing); ``item_value``: their values; ``rate_per_day``: the listing's
-    (> 0); ``visits_per_day``: its current read rate (> 0).
+    (> 0); ``visits_per_day``: the read rate to value it at (> 0): solved
+    again at each read rate, the allocation moves toward that agreement only
+    if the rate moves without reads too, as that of
+    :func:`reveal_read_rate` does.
 
     Forty items changing daily, the listing read every two hours (twelve a
     day) and changing forty times a day: weighted about as 6.2 pages, the
@@ -344,6 +348,48 @@ def reveal_weight(
     m = float(np.sum(v[moving] * marginal(lam[moving] / visits_per_day) / lam[moving]))
     own = marginal(rate_per_day / visits_per_day)
     return rate_per_day * m / own if own > 0 else 0.0
+
+
+def reveal_read_rate(
+    item_rate: ArrayLike,
+    item_value: ArrayLike,
+    days_since_read: float,
+    min_days: float,
+) -> float:
+    """The read rate, visits per day, at which to value a page that reveals
+    others (:func:`reveal_weight`) now: one read per its time since the last
+    read, ``days_since_read``, taken between ``min_days`` (the shortest gap
+    the crawl can make, a cycle) and one mean change interval of its items
+    (``1 / λ̄``, ``λ̄`` their value-weighted mean rate; at least ``min_days``).
+
+    Not its read rate as last measured: that one moves only when the page is
+    read, so a value computed at it from a run of close reads (low: each read
+    found little) stays too low to get the page read again. At the time since
+    the last read, the value is that of what a read would reveal now: low just
+    after a read, it grows as the items have had time to change, and the
+    allocation reads the page once it is worth a fetch, near its fixed point,
+    the rate ``f`` where the reads' marginal ``M(f)`` (:func:`reveal_weight`)
+    meets the allocation's multiplier. Past one mean item interval most items
+    have changed; the value stops growing there, so a page left unread a long
+    time (a cold start) is not valued past what reading it about as often as
+    its items change is worth. Where no item moves (or none has a value), only
+    ``min_days`` bounds it.
+
+    >>> reveal_read_rate(np.ones(40), np.ones(40), 0.25, 1 / 24)
+    4.0
+    >>> reveal_read_rate(np.ones(40), np.ones(40), 3.0, 1 / 24)
+    1.0
+    """
+    lam = np.atleast_1d(_f64(item_rate))
+    v = np.broadcast_to(_f64(item_value), lam.shape)
+    if not (min_days > 0 and days_since_read >= 0):
+        raise ValueError("min_days must be positive and days_since_read ≥ 0")
+    if np.any(lam < 0) or not np.all(np.isfinite(lam)) or np.any(v < 0):
+        raise ValueError("item rates and values must be finite and ≥ 0")
+    total = float(v.sum())
+    mean = float(np.dot(v, lam)) / total if total > 0 else 0.0
+    longest = max(min_days, 1.0 / mean) if mean > 0 else math.inf
+    return 1.0 / min(max(days_since_read, min_days), longest)
 
 
 # g⁻¹ tabulated on a uniform grid of logit(g) = log(g / (1 − g)), so a look-up

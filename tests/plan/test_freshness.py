@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -327,3 +328,21 @@ def test_freshness_gain_broadcasts_its_inputs() -> None:
     got = freshness_gain(np.array([1.0]), np.array([1.0]), np.array([1.0, 2.0]))
     want = [freshness_gain(1.0, 1.0, 1.0), freshness_gain(1.0, 1.0, 2.0)]
     assert np.allclose(got, want)
+
+
+def test_reveal_read_rate_counts_from_the_last_read_within_bounds() -> None:
+    from recrawl.plan.freshness import reveal_read_rate, reveal_weight
+
+    rates, values = np.r_[np.ones(30), 3.0 * np.ones(10)], np.ones(40)
+    cycle = 1 / 24
+    got = [reveal_read_rate(rates, values, d, cycle) for d in (0.0, 0.01, 0.1, 0.3, 0.8, 5.0)]
+    # a cycle at least, one mean item interval (1 / 1.5 days) at most
+    assert got[0] == got[1] == 24.0 and got[2] == pytest.approx(10.0)
+    assert got[3] == pytest.approx(1 / 0.3) and got[4] == got[5] == pytest.approx(1.5)
+    # the value it gives grows with the time since the last read
+    worth = [reveal_weight(rates, values, 60.0, f) for f in got]
+    assert all(a <= b for a, b in itertools.pairwise(worth)), worth
+    # nothing moves: only the cycle bounds it
+    assert reveal_read_rate(np.zeros(3), np.ones(3), 10.0, cycle) == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        reveal_read_rate(rates, values, -1.0, cycle)

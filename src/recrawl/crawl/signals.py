@@ -627,7 +627,7 @@ class SignalReader:
                     np.array([m.moves for m in mem], dtype=np.float64),
                     np.array([(m.seen - m.first) / DAY for m in mem]),
                 )
-                since = now - page.last_read if page.last_read is not None else 0.0
+                since = max(now - page.last_read, 0.0) if page.last_read is not None else 0.0
                 visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
                 own = page.rate_per_day or float(rates.sum())
                 want = max(base, reveal_weight(rates, vals, own, visits))

@@ -370,6 +370,11 @@ class Settings(BaseModel):
     objective: Literal["freshness", "events"] = "freshness"
     reserves: Reserves = Reserves()
     half_life_days: float | None = Field(None, gt=0)
+    change_hazard_per_day: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """Chance per page-day that a page's change rate jumps (None: the
+    planner's default, one jump per page every two years): an unvisited
+    page's evidence is weighed by ``e^(−h t)``, ``t`` days after its last
+    fetch (:attr:`recrawl.plan.planner.PlannerConfig.change_hazard_per_day`)."""
     page_types: dict[str, PageTypeRule] = {}
     block_markers: list[str] = []
     token: str | None = None

@@ -49,6 +49,15 @@ def test_no_cap_without_the_setting(sqlite_store: SQLiteStore) -> None:
     assert engine.planner_config().max_per_host is None
 
 
+def test_the_change_hazard_comes_from_the_settings(sqlite_store: SQLiteStore) -> None:
+    default = Engine(sqlite_store, Settings(), clock=lambda: T0).planner_config()
+    assert default.change_hazard_per_day == pytest.approx(1 / 730)
+    engine = Engine(sqlite_store, Settings(change_hazard_per_day=0.0), clock=lambda: T0)
+    assert engine.planner_config().change_hazard_per_day == 0.0
+    with pytest.raises(ValueError, match="change_hazard_per_day"):
+        Settings(change_hazard_per_day=-1.0)
+
+
 @pytest.mark.parametrize(
     ("unit", "prior"), [("bytes", 256 * 1024), ("credits", 1.0), ("fetches", 1.0)]
 )

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from recrawl.estimate.rates import (
     RateResolution,
     estimate_rates,
+    evidence_weight,
     fit_group_priors,
     rate_resolution,
     raw_rates,
@@ -168,6 +169,60 @@ def test_elapsed_time_weakens_old_evidence() -> None:
     )
     assert stale[0] == fresh[0]
     assert stale[1] > fresh[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    elapsed=st.floats(0.0, 2000.0),
+    later=st.floats(0.0, 500.0),
+    half_life=st.sampled_from([30.0, 180.0, math.inf]),
+    hazard=st.sampled_from([0.0, 1 / 730, 1 / 60]),
+)
+def test_evidence_weight_is_the_decay_times_the_chance_no_jump_happened(
+    elapsed: float, later: float, half_life: float, hazard: float
+) -> None:
+    w, w_later = evidence_weight(
+        [elapsed, elapsed + later], half_life_days=half_life, hazard_per_day=hazard
+    )
+    no_jump = math.exp(-hazard * elapsed)
+    decay = 2.0 ** (-elapsed / half_life)
+    assert w == pytest.approx(decay * no_jump, rel=1e-12, abs=1e-300)
+    assert 0.0 <= w_later <= w <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nc=st.floats(0.0, 40.0),
+    interval=st.floats(0.1, 60.0),
+    nu=st.floats(0.0, 40.0),
+    elapsed=st.floats(0.0, 1500.0),
+    hazard=st.sampled_from([1 / 730, 1 / 90]),
+)
+def test_hazard_discounts_the_evidence_and_leans_toward_the_group(
+    nc: float, interval: float, nu: float, elapsed: float, hazard: float
+) -> None:
+    # one page under its group's prior: with the hazard, its estimate is the
+    # one of its evidence discounted by e^(−h t) (and the half-life), and it lies
+    # between the estimate without the hazard and the group's mean α/β
+    ev = [np.array([nc, 3.0]), np.array([nc * interval, 20.0]),
+          np.array([nu, 10.0]), np.array([nu * interval, 100.0])]  # fmt: skip
+    priors = fit_group_priors(*ev)
+    group_mean = float(priors.alpha[0] / priors.beta[0])
+    aged, _ = estimate_rates(*ev, priors=priors, elapsed_days=[elapsed, 0.0], hazard_per_day=hazard)
+    w = float(evidence_weight([elapsed], hazard_per_day=hazard)[0])
+    discounted, _ = estimate_rates(*(np.array([a[0] * w, a[1]]) for a in ev), priors=priors)
+    plain, _ = estimate_rates(*ev, priors=priors, elapsed_days=[elapsed, 0.0])
+    assert aged[0] == pytest.approx(discounted[0], rel=1e-9)
+    lo, hi = sorted((plain[0], group_mean))
+    assert lo * (1 - 1e-9) <= aged[0] <= hi * (1 + 1e-9)
+
+
+def test_hazard_is_refused_when_negative_or_infinite() -> None:
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="hazard_per_day"):
+            evidence_weight([1.0], hazard_per_day=bad)
+        with pytest.raises(ValueError, match="hazard_per_day"):
+            estimate_rates([1.0], [1.0], [1.0], [1.0], hazard_per_day=bad)
 
 
 def test_priors_are_finite_for_degenerate_groups() -> None:

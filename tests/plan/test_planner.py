@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recrawl.estimate.rates import update_evidence
+from recrawl.estimate.rates import update_evidence, update_evidence_arrays
 from recrawl.plan.freshness import freshness_gain
 from recrawl.plan.planner import (
     NUTCH_MAX_INTERVAL_S,
@@ -26,6 +26,7 @@ from recrawl.plan.planner import (
     plan_cycle,
     reallocate,
 )
+from recrawl.records.evidence import BIN_COLUMNS
 
 DAY = 86_400.0
 NOW = 1_800_000_000.0
@@ -498,6 +499,9 @@ def test_page_state_refuses_a_per_page_array_of_the_wrong_length() -> None:
         ({"learning_boost": math.nan}, "learning"),
         ({"learning_revisits": math.inf}, "learning"),
         ({"probe_days": math.nan}, "probe"),
+        ({"change_hazard_per_day": -0.1}, "change_hazard_per_day"),
+        ({"change_hazard_per_day": math.inf}, "change_hazard_per_day"),
+        ({"change_hazard_per_day": math.nan}, "change_hazard_per_day"),
     ],
 )
 def test_planner_config_refuses_bad_settings(bad: dict[str, float], match: str) -> None:
@@ -626,3 +630,55 @@ def test_the_signal_arrays_must_match_the_pages() -> None:
         PlanPages(**{**fields, "checked_at": np.zeros(4)})
     with pytest.raises(ValueError, match="known_stale"):
         PlanPages(**{**fields, "known_stale": np.zeros(6, dtype=bool)})
+
+
+def _starved_page_and_its_group(hazard: float) -> tuple[PlanPages, PlannerConfig]:
+    """60 pages changing every 5 to 200 days, revisited every 20 days, and a
+    last page that changed at each of its ten 2-day revisits: too fast to keep
+    fresh at this budget, so the optimum leaves it (reserves off)."""
+    rng = np.random.default_rng(0)
+    n = 61
+    s = PlanPages.new(n, now=NOW - 400 * DAY, site=np.zeros(n, dtype=np.int64), n_sites=1)
+    s.never_fetched[:] = False
+    s.ev_bins = np.zeros((n, BIN_COLUMNS), dtype=np.float32)
+    rate = np.exp(rng.uniform(math.log(1 / 200), math.log(1 / 5), n - 1))
+    group = np.arange(n - 1)
+    for _ in range(15):
+        changed = rng.random(n - 1) < -np.expm1(-rate * 20.0)
+        update_evidence_arrays(
+            s.ev_nc, s.ev_tc, s.ev_nu, s.ev_tu, group, np.full(n - 1, 20.0), changed,
+            bins=s.ev_bins,
+        )  # fmt: skip
+    for _ in range(10):
+        update_evidence_arrays(
+            s.ev_nc, s.ev_tc, s.ev_nu, s.ev_tu, [n - 1], [2.0], [True], bins=s.ev_bins
+        )
+    s.last_fetch[:] = NOW - rng.uniform(0, 20, n) * DAY
+    s.last_fetch[-1] = NOW
+    return s, dataclasses.replace(NO_RESERVES, change_hazard_per_day=hazard)
+
+
+def test_a_page_left_as_too_fast_is_visited_again_and_left_again_if_still_fast() -> None:
+    budget = 61 * 0.05  # one fetch per page every 20 days on average
+    s, cfg = _starved_page_and_its_group(PlannerConfig().change_hazard_per_day)
+    _, without = _starved_page_and_its_group(0.0)
+    assert reallocate(s, budget, NOW, config=cfg).visits_per_day[-1] == 0.0
+    # unvisited for 230 days, the chance its rate jumped since (1 − e^(−230/730)
+    # ≈ 27 %) earns it visits again; without the hazard (and without the
+    # re-estimation reserve) it would still be left alone
+    later = NOW + 230 * DAY
+    assert reallocate(s, budget, later, config=without).visits_per_day[-1] == 0.0
+    again = reallocate(s, budget, later, config=cfg)
+    assert again.visits_per_day[-1] > 0.0
+    assert again.rate_per_day[-1] < 0.5 * reallocate(s, budget, NOW, config=cfg).rate_per_day[-1]
+    # a visit that finds a change (its rate stayed fast) takes visits away from
+    # it again; one that finds none (its rate fell) gives it more
+    after = {}
+    for changed in (True, False):
+        t = copy.deepcopy(s)
+        update_evidence_arrays(
+            t.ev_nc, t.ev_tc, t.ev_nu, t.ev_tu, [60], [230.0], [changed], bins=t.ev_bins
+        )
+        t.last_fetch[-1] = later
+        after[changed] = reallocate(t, budget, later, config=cfg).visits_per_day[-1]
+    assert after[True] < again.visits_per_day[-1] < after[False]

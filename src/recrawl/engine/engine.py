@@ -1061,6 +1061,8 @@ class Engine:
         }
         if s.half_life_days is not None:
             kw["half_life_days"] = s.half_life_days
+        if s.change_hazard_per_day is not None:
+            kw["change_hazard_per_day"] = s.change_hazard_per_day
         if s.max_per_host is not None:
             kw["max_per_host"] = s.max_per_host
         return PlannerConfig(**kw)

@@ -28,7 +28,10 @@ four numbers are first multiplied by ``2^(−t / half_life_days)`` and then the
 new interval is added with weight 1. An observation made ``a`` days ago
 therefore weighs ``2^(−a / half_life_days)``, however irregular the visits; a
 page that changes behaviour is re-learned within a few half-lives.
-:func:`estimate_rates` can apply the decay accrued since the last visit too.
+:func:`estimate_rates` can apply the decay accrued since the last visit too,
+and with it a change-point hazard (:func:`evidence_weight`): the longer a page
+goes unvisited, the likelier its rate has changed since, and the more its
+estimate leans on its group.
 
 **Estimator.** Changes form a Poisson process of rate λ. An interval of length
 ``t`` shows a change with probability ``1 − e^(−λt)``, so the censored
@@ -83,6 +86,7 @@ __all__ = [
     "CHANGE_FACTOR",
     "CHANGE_MIN_REVISITS",
     "CHANGE_THRESHOLD",
+    "DEFAULT_CHANGE_HAZARD_PER_DAY",
     "DEFAULT_HALF_LIFE_DAYS",
     "RESOLUTION_WARN_SHARE",
     "GroupPriors",
@@ -90,6 +94,7 @@ __all__ = [
     "change_point_step",
     "decay_evidence",
     "estimate_rates",
+    "evidence_weight",
     "fit_group_priors",
     "fold_bins",
     "fold_revisits",
@@ -105,6 +110,11 @@ IntArray = NDArray[np.integer]
 
 DEFAULT_HALF_LIFE_DAYS: float = 180.0
 """Half-life of revisit evidence, days."""
+
+DEFAULT_CHANGE_HAZARD_PER_DAY: float = 1.0 / 730.0
+"""Prior chance per page-day that a page's change rate is redrawn (a change
+point), per day: one jump per page every two years. The planner ages an
+unvisited page's evidence by it (:func:`evidence_weight`)."""
 
 _CHUNK = 1 << 15
 _NO_BINS = np.zeros((0, BIN_COLUMNS), dtype=np.float32)
@@ -473,6 +483,40 @@ def decay_evidence(
     """Evidence as it stands ``elapsed_days`` after its last update (new arrays)."""
     d = _decay_factor(elapsed_days, half_life_days)
     return nc * d, tc * d, nu * d, tu * d
+
+
+def evidence_weight(
+    elapsed_days: ArrayLike,
+    *,
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    hazard_per_day: float = 0.0,
+) -> FloatArray:
+    """Weight left to a page's evidence ``elapsed_days`` after its last fetch.
+
+    The evidence half-life gives ``2^(−t / half_life_days)``. A change-point
+    hazard ``h`` (rate redraws per page-day) multiplies it by ``e^(−h t)``, the
+    chance that the rate the evidence describes is still the page's rate:
+    with probability ``1 − e^(−h t)`` it was redrawn from the page's group
+    since, and the group's prior speaks for it. Discounting the counts before
+    the shrinkage toward the group prior is how :func:`estimate_rates` mixes
+    the two, so a page left unvisited because its evidence said "too fast to
+    keep fresh" drifts back toward its group and is visited again, while a
+    visit restores its evidence (a page still fast is confirmed by it).
+    Pure; ``t < 0`` counts as 0.
+
+    >>> evidence_weight([0.0, 180.0], half_life_days=180.0).tolist()
+    [1.0, 0.5]
+    >>> w = evidence_weight([365.0], half_life_days=math.inf, hazard_per_day=1 / 365)
+    >>> round(float(w[0]), 4)
+    0.3679
+    """
+    if not (0.0 <= hazard_per_day < math.inf):
+        raise ValueError(f"hazard_per_day must be finite and ≥ 0, got {hazard_per_day}")
+    d = _decay_factor(elapsed_days, half_life_days)
+    if hazard_per_day > 0:
+        t = np.maximum(np.asarray(elapsed_days, dtype=np.float64), 0.0)
+        d = d * np.exp(-hazard_per_day * t)
+    return d
 
 
 def raw_rates(nc: ArrayLike, tc: ArrayLike, nu: ArrayLike, tu: ArrayLike) -> FloatArray:
@@ -1136,6 +1180,7 @@ def estimate_rates(
     elapsed_days: ArrayLike | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     bins: NDArray[np.floating[Any]] | None = None,
+    hazard_per_day: float = 0.0,
 ) -> tuple[FloatArray, FloatArray]:
     """Estimate every page's change rate and its uncertainty.
 
@@ -1154,6 +1199,11 @@ def estimate_rates(
         group (priors fitted here use the undecayed evidence).
     half_life_days : float
         Evidence half-life used with ``elapsed_days``, days.
+    hazard_per_day : float
+        Change-point hazard used with ``elapsed_days``, rate redraws per
+        page-day (≥ 0): the evidence is weighed by :func:`evidence_weight`,
+        so an unvisited page's estimate drifts toward its group's mean as the
+        chance grows that its rate changed since its last fetch.
     bins : ndarray, optional
         ``(n, 12)`` length bins of every page's changed intervals
         (:mod:`recrawl.records.evidence`, kept by :func:`fold_revisits`):
@@ -1186,6 +1236,8 @@ def estimate_rates(
     bins = None if bins is None else bins[:, :BIN_COLUMNS]  # (not the change-point test)
     if priors is None:
         priors = fit_group_priors(ncf, tcf, nuf, tuf, g, bins=bins)
+    if not (0.0 <= hazard_per_day < math.inf):
+        raise ValueError(f"hazard_per_day must be finite and ≥ 0, got {hazard_per_day}")
     el = None
     if elapsed_days is not None:
         el = np.broadcast_to(np.asarray(elapsed_days, dtype=np.float64), ncf.shape)
@@ -1200,7 +1252,9 @@ def estimate_rates(
         bn = _usable_bins(bad_sl, None if bins is None else bins[sl])
         d = None
         if el is not None:
-            d = _decay_factor(el[sl], half_life_days)
+            d = evidence_weight(
+                el[sl], half_life_days=half_life_days, hazard_per_day=hazard_per_day
+            )
             c_n, c_t, u_t = c_n * d, c_t * d, u_t * d
         rate[sl], sd[sl] = _posterior_mode(a, b, c_n, c_t, u_t, bn, d)
     return rate, sd

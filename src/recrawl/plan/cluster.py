@@ -354,6 +354,7 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
         elapsed_days=elapsed,
         half_life_days=a.config.half_life_days,
         bins=pages.ev_bins,
+        hazard_per_day=a.config.change_hazard_per_day,
     )
     part.rate_per_day, part.rate_sd_per_day = rate, sd
     eff = _eff_cost(pages)

@@ -75,6 +75,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from recrawl._exceptions import ConfigError
 from recrawl.estimate.rates import (
+    DEFAULT_CHANGE_HAZARD_PER_DAY,
     DEFAULT_HALF_LIFE_DAYS,
     GroupPriors,
     estimate_rates,
@@ -361,6 +362,17 @@ class PlannerConfig:
         At most this many fetches per host per cycle (None: no cap).
     half_life_days : float
         Evidence half-life for the estimator, days.
+    change_hazard_per_day : float
+        Chance per page-day that a page's change rate jumps (a change
+        point), ≥ 0; default one jump per page every two years. At each
+        re-allocation a page's evidence is weighed by ``e^(−h t)`` beside the
+        half-life's decay, ``t`` days after its last fetch
+        (:func:`recrawl.estimate.rates.evidence_weight`): the chance its rate
+        is still the one its evidence describes. A page whose evidence says
+        "too fast to keep fresh" (few or no visits) thus drifts back toward
+        its group's rate and gets visits again, which re-learn it if its rate
+        fell; one still fast is confirmed by the visit and left again. 0
+        turns it off.
     change_points : bool
         Where this config folds revisits itself (the replay): keep each page's
         change-point test (:func:`recrawl.estimate.rates.change_point_step`)
@@ -407,6 +419,7 @@ class PlannerConfig:
     reestimate_after_days: float = 180.0
     max_per_host: int | None = None
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    change_hazard_per_day: float = DEFAULT_CHANGE_HAZARD_PER_DAY
     change_points: bool = True
     greedy_interval_days: float | None = None
     learning_revisits: float = 3.0
@@ -436,6 +449,10 @@ class PlannerConfig:
         if not self.half_life_days > 0:
             raise ValueError(
                 f"half_life_days must be positive (inf: no decay), got {self.half_life_days}"
+            )
+        if not (0 <= self.change_hazard_per_day < math.inf):
+            raise ValueError(
+                f"change_hazard_per_day must be finite and ≥ 0, got {self.change_hazard_per_day}"
             )
         gi = self.greedy_interval_days
         if gi is not None and not (0 < gi < math.inf):
@@ -976,7 +993,8 @@ def _estimate(
     fetched: BoolArray,
     priors: GroupPriors | None,
 ) -> tuple[FloatArray, FloatArray]:
-    """Every page's estimated rate and its uncertainty, from decayed evidence."""
+    """Every page's estimated rate and its uncertainty, from evidence decayed
+    and aged by the change-point hazard since each page's last fetch."""
     elapsed = np.subtract(now, pages.last_fetch, dtype=np.float64)
     elapsed *= 1.0 / DAY_S
     elapsed[~fetched] = 0.0
@@ -992,6 +1010,7 @@ def _estimate(
         elapsed_days=elapsed,
         half_life_days=cfg.half_life_days,
         bins=pages.ev_bins,
+        hazard_per_day=cfg.change_hazard_per_day,
     )
 
 

@@ -196,7 +196,11 @@ now 0.634 / 0.620 against 0.649 / 0.622 (0.668 / 0.671 against 0.681 /
 0.674), read 16 / 15 times, 10-12 of them before it was judged late, the
 others at its own value. The reads cost 4-6 % of the budget and the shop
 0.002-0.018 of freshness, within what the crawl without listings moves
-between runs (0.02).
+between runs (0.02). With the listing valued from its last read too
+(08:05-08:09, seeds 7-10): 0.634 / 0.617 / 0.621 / 0.671 against 0.650 /
+0.624 / 0.635 / 0.669, a mean of 0.009 under (from day 2 0.670 / 0.671 /
+0.668 / 0.727 against 0.683 / 0.677 / 0.685 / 0.718, 0.007 under): the
+price of the reads that judge the listing, not met as "no worse".
 
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item

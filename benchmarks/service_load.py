@@ -16,17 +16,33 @@ worker leases ``--lease-max`` tasks at a time in a loop (back to back, or every
   started, before any URL, per page (what the pages cost it: plan, lease pool,
   page columns, SQLite's page cache); ``server_bytes_per_page_by_phase``:
   the same peak once the URLs are registered, once the first plan is made
-  (the warm-up lease) and at the end (the load, during which the plan is
-  made again in the background while the first one serves);
+  (the warm-up lease), at the end of the load, and once the plan was made
+  again after it (``replan``: computed in the background while the plan
+  before serves, as the load's reports ask at the first lease 5 s after the
+  plan before began; the server is read once its CPU is idle again; a plan
+  the load itself asked for is done by then; ``replan_cpu_s`` is the CPU it
+  took, ``replanned`` whether a plan was made after the first);
+  ``server_bytes_per_page_after_replan``: the resident memory then (what
+  the service holds between plans). With ``--new-urls N``, N pages the
+  crawl found (reported, never registered) come before that plan: it is of
+  another set of pages and reads its own URLs;
 * ``server_cpu_s``: CPU seconds the server used during the load, and
   ``server_cpu_us_per_observation`` (steadier than the rate on a machine
-  shared with other work).
+  shared with other work; a plan computed during the load counts in it).
 
-Measured (2026-12-05, 2 cores shared, ``--reporters 2 --batches 5``): 100,000
-pages 851 bytes a page, 188 MB peak (489 once the URLs are registered, 851
-after the first plan); 1,000,000 pages 670 bytes a page, 773 MB peak (70 /
-392 / 670: the load's peak is a second plan made while the first serves).
-The code before: 1,827 and 1,505 bytes a page, 286 MB and 1.61 GB.
+Measured (2026-12-05, 2 cores shared, ``--reporters 2 --batches 5``, the
+same hour): 1,000,000 pages 340 bytes a page, 437 MB peak (by phase 68 /
+262 / 319 / 340; 169 held after the last plan), 394 with ``--new-urls
+1000``; 100,000 pages 904 bytes a page, 187 MB peak (484 / 738 / 738 / 904;
+694 held), 1,011 with ``--new-urls 1000``; the 484 once the URLs are
+registered are fixed caches (SQLite's 16 MB page cache, the 131,072 URLs of
+``normalize_url``'s, the 65,536 of the URL-id cache). The code before: 686
+and 1,185-1,191 bytes a page, 783 and 215 MB (1 M: 70 / 393 / 686 / 686,
+621 held; 100,000: 1,209 with ``--new-urls 1000``): it kept the plan
+before and its lease pool until the next lease, read every page column to
+plan, and left freed arrays resident. Until 2026-12-05 the end of the load
+was the last read, the second plan not done (1 M) or not begun (100,000):
+670 and 851 bytes a page.
 
 Usage: python benchmarks/service_load.py [--reporters 8] [--batch 500] [--batches 25]
 """
@@ -80,6 +96,17 @@ def _cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` so far, seconds (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_idle(pid: int, timeout: float, window: float = 0.5) -> None:
+    """Return once ``pid`` used under a tenth of a core for two windows in a row."""
+    deadline = time.monotonic() + timeout
+    calm, before = 0, _cpu_seconds(pid)
+    while calm < 2 and time.monotonic() < deadline:
+        time.sleep(window)
+        now = _cpu_seconds(pid)
+        calm = calm + 1 if now - before < 0.1 * window else 0
+        before = now
 
 
 def _batches(
@@ -157,6 +184,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             registered = _peak_rss(proc.pid)
             c.post("/v1/leases", json={"worker": "warmup", "max": 1}).raise_for_status()
             planned = _peak_rss(proc.pid)
+            first_done = time.time()
 
         t0 = time.time() - 86400
         payloads = [
@@ -213,7 +241,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu = _cpu_seconds(proc.pid) - cpu0
         stop.set()
         lease_thread.join()
-        peak = _peak_rss(proc.pid)
+        loaded = _peak_rss(proc.pid)
+        # the load's reports ask for the plan again, made in the background while
+        # the one before serves, at the first lease 5 s (replan_min_s) after it
+        # began: once the server is idle (a plan the load asked for is done),
+        # ask; wait until it is idle again, then read its memory (before GET
+        # /v1/plan tells whether the plan was made again)
+        _wait_idle(proc.pid, args.replan_timeout)
+        time.sleep(5.5)
+        with httpx.Client(base_url=base, headers=AUTH, timeout=120) as c:
+            if args.new_urls:  # pages found meanwhile: the plan is of another set
+                found = [
+                    {"url": f"https://site{p % 20}.example/new/{p}", "fetched_at": time.time() - 60,
+                     "status": 200, "page_type": "product"}
+                    for p in range(args.new_urls)
+                ]  # fmt: skip
+                body = b"\n".join(orjson.dumps(o) for o in found)
+                c.post(
+                    "/v1/observations",
+                    content=body,
+                    headers={"Content-Type": "application/x-ndjson"},
+                ).raise_for_status()
+            cpu1 = _cpu_seconds(proc.pid)
+            c.post("/v1/leases", json={"worker": "replan", "max": 1}).raise_for_status()
+            _wait_idle(proc.pid, args.replan_timeout)
+            replan_cpu = _cpu_seconds(proc.pid) - cpu1
+            peak = _peak_rss(proc.pid)
+            kept = _rss(proc.pid)
+            # (asked last: the code before counted a plan's tasks a dict at a time)
+            replanned = c.get("/v1/plan", params={"limit": 0}).json()["at"] > first_done
         ms = np.array(rtts) * 1000.0
         total = sum(accepted)
         return {
@@ -238,11 +294,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "server_bytes_per_page_by_phase": {
                 "urls_registered": round((registered - idle) / max(args.pages, 1), 1),
                 "first_plan": round((planned - idle) / max(args.pages, 1), 1),
-                "load": round((peak - idle) / max(args.pages, 1), 1),
+                "load": round((loaded - idle) / max(args.pages, 1), 1),
+                "replan": round((peak - idle) / max(args.pages, 1), 1),
             },
+            "replanned": replanned,
+            "replan_cpu_s": round(replan_cpu, 2),
+            "server_bytes_per_page_after_replan": round((kept - idle) / max(args.pages, 1), 1),
             "server_cpu_s": round(cpu, 2),
             "server_cpu_us_per_observation": round(cpu / max(total, 1) * 1e6, 1),
             "pages": args.pages,
+            "new_urls": args.new_urls,
             "fetches_per_page_day": args.fetches_per_page_day,
             "errors": errors[:5],
             "cpus": os.cpu_count(),
@@ -275,6 +336,19 @@ def main() -> None:
         type=float,
         default=0.0,
         help="Seconds the leasing worker waits between leases (0: lease back to back).",
+    )
+    ap.add_argument(
+        "--new-urls",
+        type=int,
+        default=0,
+        help="Pages reported after the load that were not registered (found by the "
+        "crawl): the second plan is of another set of pages, and reads its own URLs.",
+    )
+    ap.add_argument(
+        "--replan-timeout",
+        type=float,
+        default=600.0,
+        help="Seconds to wait, after the load, for the second plan to be made.",
     )
     print(json.dumps(run(ap.parse_args()), indent=2))
 

@@ -120,6 +120,43 @@ def test_a_late_report_of_an_expired_lease_charges_the_cycle(
     assert plan.budget == pytest.approx(6.0)  # the four fetches happened: they count
 
 
+def test_a_url_reported_while_the_next_plan_is_computed_is_not_leased_from_it(
+    tmp_path: Any, services: Callable[[Service], Service]
+) -> None:
+    """The plan computed in the background read the store before these
+    reports: its pool drops them from the store's log once installed (and
+    the service keeps no set of every URL reported meanwhile)."""
+    clock = ManualClock(T0)
+    settings = _settings(budget_per_day=7200.0, site_concurrency=1000, cycle_hours=1.0)
+    svc = services(_service(SQLiteStore(tmp_path / "s.db"), settings, clock, replan_after=5))
+    urls = [f"https://s{i % 7}.example/p{i}" for i in range(300)]
+    svc.engine.add_urls([{"url": u} for u in urls], now=T0)
+    svc.invalidate()
+    first = svc.lease("w", 20)
+    _report(svc, first, clock())  # enough reports to ask for a new plan
+    reported = {t["url"] for t in first}
+    late = [u for u in urls if u not in reported][:30]
+    plan_of = svc.engine.plan
+
+    def plan_then_report(**kw: Any) -> Any:
+        got = plan_of(**kw)  # (it read the store before the reports below)
+        svc.ingest_body(
+            b"\n".join(orjson.dumps({"url": u, "fetched_at": clock(), "status": 200}) for u in late)
+        )
+        return got
+
+    svc.engine.plan = plan_then_report  # type: ignore[method-assign]
+    clock.advance(60)
+    svc.plan()  # the new plan is computed in the background
+    svc.replan_after = 10**9  # (and no third one: the reports below came after its read)
+    _settle(svc)
+    svc.engine.plan = plan_of  # type: ignore[method-assign]
+    assert svc._lease_pool is None  # installed: the pool of the plan before is gone
+    rest = {t["url"] for t in _lease_all(svc)}
+    assert rest and not rest & set(late), "a URL reported during the re-plan was leased"
+    assert svc._done == set()  # its pool dropped them: none kept beyond (no canary here)
+
+
 # -- 2. two replicas on one store ---------------------------------------------------------------
 
 

@@ -2050,7 +2050,10 @@ def serve(
     import uvicorn
 
     from recrawl.service import create_app
+    from recrawl.service.memory import tune_allocator
 
+    # large arrays (a plan's) given back to the system when freed (see the module)
+    tune_allocator()
     settings = load_settings(config)
     application = create_app(cli_store(db, settings), settings)
     err.print(f"recrawl serving on http://{host}:{port} (store {db or default_db()})")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
 from recrawl._exceptions import ConfigError, InvalidObservation
 from recrawl.config import Settings
@@ -55,6 +54,7 @@ from recrawl.plan.backoff import due, retry_wait_s
 from recrawl.plan.cluster import SUPPORTED_POLICIES
 from recrawl.plan.freshness import allocation_value, budget_for_freshness, optimal_allocation
 from recrawl.plan.planner import (
+    REASONS,
     SCORE,
     Plan,
     PlannerConfig,
@@ -63,10 +63,10 @@ from recrawl.plan.planner import (
     plan_cycle,
     reallocate,
 )
-from recrawl.records.evidence import BIN_COLUMNS, EVIDENCE_COLUMNS
+from recrawl.records.evidence import EVIDENCE_COLUMNS, planner_bins
 from recrawl.records.pages import evidence_blob
 from recrawl.records.signals import SignalCost, signal_costs
-from recrawl.records.strings import string_hashes
+from recrawl.records.strings import CodeColumn, string_hashes
 from recrawl.store import ContentHistory, EngineStore, HintResult, HintRows
 
 __all__ = ["COST_PRIOR", "LAG_MEANS", "Engine", "HintReport", "PlanResult", "url_registration"]
@@ -157,9 +157,18 @@ class PlanResult:
 
     def split(self) -> dict[str, int]:
         """How many tasks each reason holds (score, discovery, reestimate, verify, canary)."""
+        tasks = self.tasks
+        table = tasks if isinstance(tasks, TaskTable) else None
         out: dict[str, int] = {}
-        for t in self.tasks:
+        for t in tasks[: table.head] if table is not None else tasks:
             out[t["reason"]] = out.get(t["reason"], 0) + 1
+        if table is not None and len(table.reason):
+            # the rows' reasons counted as codes, in the order they first come
+            # (a dict a task made 170 bytes a task of garbage at each /metrics scrape)
+            codes, first, counts = np.unique(table.reason, return_index=True, return_counts=True)
+            for i in np.argsort(first, kind="stable").tolist():
+                name = REASONS[int(codes[i])]
+                out[name] = out.get(name, 0) + int(counts[i])
         return out
 
     def as_dict(
@@ -200,6 +209,41 @@ class PlanResult:
         }
 
 
+def _narrow(codes: np.ndarray[Any, Any], names: int) -> np.ndarray[Any, Any]:
+    """``codes`` (into ``names`` names) in the narrowest unsigned integer that holds them."""
+    dtype = np.uint8 if names <= 1 << 8 else np.uint16 if names <= 1 << 16 else np.int64
+    return codes.astype(dtype)
+
+
+def _constant(value: np.generic, n: int) -> np.ndarray[Any, Any]:
+    """``n`` times ``value`` as a read-only view of it (no memory a page)."""
+    return np.broadcast_to(value, (n,))
+
+
+def _pair_codes(
+    a: np.ndarray[Any, np.dtype[np.int64]],
+    b: np.ndarray[Any, np.dtype[np.int64]],
+    na: int,
+    nb: int,
+) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Each ``(a, b)`` pair's rank among the distinct pairs, sorted (``a``
+    codes of ``na`` names, ``b`` of ``nb``): ``np.unique``'s inverse, by a
+    table of the ``na × nb`` pairs when it is small (no sort of every page,
+    and its four arrays a page).
+
+    >>> _pair_codes(np.array([1, 0, 1]), np.array([0, 2, 0]), 2, 3).tolist()
+    [1, 0, 1]
+    """
+    pair = a * nb + b
+    if na * nb > 4 * len(pair) + 1024:  # (a table larger than the pages)
+        _, inverse = np.unique(pair, return_inverse=True)
+        return inverse.astype(np.int64).reshape(-1)
+    seen = np.zeros(na * nb, dtype=bool)
+    seen[pair] = True
+    rank = np.cumsum(seen, dtype=np.int64) - 1
+    return rank[pair]
+
+
 def _codes(values: Iterable[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], list[str]]:
     """Each value's index in the sorted list of the distinct values, and that list.
 
@@ -209,6 +253,8 @@ def _codes(values: Iterable[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], 
     >>> _codes(["b", "a", "b"])
     (array([1, 0, 1]), ['a', 'b'])
     """
+    if isinstance(values, CodeColumn):  # coded already, its names sorted
+        return values.codes.astype(np.int64), list(values.names)
     seen: dict[str, int] = {}
     first = np.fromiter((seen.setdefault(str(v), len(seen)) for v in values), np.int64)
     names = sorted(seen)
@@ -217,6 +263,13 @@ def _codes(values: Iterable[str]) -> tuple[np.ndarray[Any, np.dtype[np.int64]], 
     return rank[first], names
 
 
+_PLAN_COLUMNS: Final = (
+    "url", "site", "page_type", "value", "first_seen", "last_ok", "last_fetch", "ev_nc",
+    "ev_tc", "ev_nu", "ev_tu", "nutch_interval", "gone", "fails", "moved", "ev_bins",
+)  # fmt: skip
+"""The page columns :meth:`Engine.page_arrays` makes a plan's arrays of
+(besides the cost history billing by bytes or credits, and the page ids
+when hints are stored)."""
 _PAGE_SORTS: Final = ("rate", "due", "value", "cost")
 """The orders of :meth:`Engine.pages`."""
 
@@ -579,10 +632,17 @@ class Engine:
         signals: bool = True,
         exclude_sites: Collection[str] = (),
         columns: Collection[str] | None = None,
+        local_policy: str | None = None,
     ) -> tuple[PlanPages, dict[str, Any]]:
         """The planner's arrays for every page, and the columns they came from
         (only ``columns`` when given: the others are let go once read, which
         lowers the peak of a plan by a third).
+
+        With ``local_policy``, the arrays are for a plan of that policy in
+        this process, which does not write them: what it does not read is a
+        read-only view of one number, not an array a page (the host codes
+        without ``max_per_host``, the Nutch intervals but for ``nutch``),
+        and so is the cost when every page has the same.
 
         The columns also hold ``live``: pages neither gone, retired (moved) nor
         canaries, whether ``exclude`` holds them or not; and ``due``: pages
@@ -595,9 +655,24 @@ class Engine:
         latest hints of the sources trusted on each page's site
         (:meth:`_hint_signals`); without hints in the store, they stay None.
         """
-        cols = self.store.page_columns()
+        unit = self.settings.billing_unit
+        hints = self.store.hints_version() if signals else 0
+        if columns is None:
+            cols = self.store.page_columns()
+        else:
+            # only what the arrays and ``columns`` are made of (no cost
+            # history billing by fetches, no page ids without hints), the
+            # bins as the planner reads them: 150 bytes a page less at the peak
+            need = {*_PLAN_COLUMNS, *columns}
+            if local_policy is not None and local_policy != "nutch":
+                need.discard("nutch_interval")
+            if unit != "fetches":
+                need |= {"fetches", "bytes_total" if unit == "bytes" else "credits_total"}
+            if hints:
+                need.add("id")
+            cols = self.store.page_columns(need, planner_bins=True)
         n = len(cols["url"])
-        bins = _planner_bins(cols.get("ev_bins"))
+        bins = planner_bins(cols.get("ev_bins"))
         if columns is not None:
             for name in ("ev_bins", "avg_bytes"):
                 if name not in columns:
@@ -605,9 +680,12 @@ class Engine:
         site_code, site_names = _codes(cols["site"])
         type_code, type_names = _codes(cols["page_type"])
         # (site, page type) pairs in the order of their names, as site_code's
-        _, group_code = np.unique(site_code * len(type_names) + type_code, return_inverse=True)
-        group_code = group_code.astype(np.int64).reshape(-1)
-        host_code, _ = _codes(u.split("/", 3)[2] for u in cols["url"])
+        group_code = _pair_codes(site_code, type_code, len(site_names), len(type_names))
+        lean = local_policy is not None
+        if lean and self.settings.max_per_host is None:
+            host_code = _constant(np.int64(0), n)  # no host cap: the hosts go unread
+        else:
+            host_code, _ = _codes(u.split("/", 3)[2] for u in cols["url"])
         costs = self._unit_costs()
         if costs:
             default = self.cost_prior(costs)
@@ -618,8 +696,8 @@ class Engine:
                 ]
             )
         else:
-            cost = np.full(n, self.cost_prior({}))
-        unit = self.settings.billing_unit
+            prior = self.cost_prior({})
+            cost = _constant(np.float64(prior), n) if lean else np.full(n, prior)
         if unit != "fetches" and n:
             # each page's own cost a fetch, shrunk toward its site and type's
             # (issue 29, item 3): a page twice as heavy as its siblings is
@@ -638,7 +716,9 @@ class Engine:
         paused = np.array([bool(controls.get(s, {}).get("paused")) for s in site_names], dtype=bool)
         never = np.isnan(cols["last_ok"])
         last = np.where(never, cols["first_seen"], cols["last_ok"])
-        page_kind = ~cols["moved"] & (np.asarray(cols["page_type"], dtype=object) != "canary")
+        page_kind = ~cols["moved"]
+        if "canary" in type_names:
+            page_kind &= type_code != type_names.index("canary")
         cols["live"] = ~cols["gone"] & page_kind
         # a failed fetch is a visit: a page that failed (or went gone: then it
         # is re-checked rarely) waits its back-off after its last fetch
@@ -659,9 +739,9 @@ class Engine:
         pages = PlanPages(
             value=np.asarray(cols["value"], dtype=np.float64),
             cost=cost,
-            site=site_code,
+            site=_narrow(site_code, len(site_names)) if lean else site_code,
             host=host_code,
-            group=group_code,
+            group=group_code.astype(np.int32) if lean and len(group_code) < 1 << 31 else group_code,
             last_fetch=last,
             first_seen=cols["first_seen"],
             never_fetched=never,
@@ -669,14 +749,18 @@ class Engine:
             ev_tc=cols["ev_tc"],
             ev_nu=cols["ev_nu"],
             ev_tu=cols["ev_tu"],
-            nutch_interval=np.nan_to_num(cols["nutch_interval"], nan=NUTCH_DEFAULT_S),
+            nutch_interval=_constant(np.float64(NUTCH_DEFAULT_S), n)
+            if lean and local_policy != "nutch"
+            else np.nan_to_num(cols["nutch_interval"], nan=NUTCH_DEFAULT_S),
             site_cost_multiplier=mult if len(mult) else np.ones(1),
             site_paused=paused if len(paused) else np.zeros(1, dtype=bool),
             active=active,
             ev_bins=bins,
         )
-        if signals and n:
-            checked, stale, notified = self._hint_signals(now, cols, site_code, site_names)
+        if hints and n:
+            checked, stale, notified = self._hint_signals(
+                now, cols, site_code, site_names, version=hints
+            )
             if checked is not None:
                 pages = replace(pages, checked_at=checked, known_stale=stale, notified=notified)
         if columns is not None:
@@ -970,6 +1054,8 @@ class Engine:
         cols: dict[str, Any],
         site_code: np.ndarray[Any, np.dtype[np.int64]],
         site_names: list[str],
+        *,
+        version: int | None = None,
     ) -> tuple[
         np.ndarray[Any, np.dtype[np.float64]] | None,
         np.ndarray[Any, np.dtype[np.bool_]] | None,
@@ -991,7 +1077,8 @@ class Engine:
         built on weeks of revisits moves little in an hour); the latest hints
         are read again whenever hints were written.
         """
-        version = self.store.hints_version()
+        if version is None:
+            version = self.store.hints_version()
         if version == 0:
             return None, None, None
         trust, lags = self._judged_hints(now)
@@ -1117,6 +1204,7 @@ class Engine:
             exclude,
             exclude_sites=exclude_sites,
             columns=("url", "site", "page_type", "live", "signal"),
+            local_policy=None if address else policy,
         )
         tasks: list[dict[str, Any]] = []
         for c in self.store.canaries():
@@ -1166,7 +1254,9 @@ class Engine:
                     rng=rng,
                     model=model,
                 )
+                del pages, learning  # (the page arrays go before the plan's rates are taken)
                 rate, rate_sd = model.rate_per_day[plan.index], model.rate_sd_per_day[plan.index]
+                del model
             spent = plan.spent
             table = TaskTable(
                 tasks, cols["url"], cols["site"], cols["page_type"], plan.index,
@@ -1878,16 +1968,3 @@ class Engine:
             event="resume",
             detail=f"by {by}",
         )
-
-
-def _planner_bins(bins: NDArray[np.float32] | None) -> NDArray[np.floating[Any]] | None:
-    """The planner's read-only copy of the length bins (the first
-    :data:`~recrawl.records.evidence.BIN_COLUMNS` evidence columns): float16 (half the
-    memory; see :attr:`~recrawl.plan.planner.PlanPages.ev_bins`) unless a
-    number would not fit in it."""
-    if bins is None:
-        return None
-    bins = bins[:, :BIN_COLUMNS]  # (not the change-point test, which only the fold reads)
-    if not bins.size or float(bins.max()) >= 6.0e4:
-        return np.ascontiguousarray(bins)
-    return bins.astype(np.float16)

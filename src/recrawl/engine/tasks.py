@@ -19,9 +19,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from recrawl.plan.planner import REASONS
-from recrawl.records.strings import string_hashes
+from recrawl.records.strings import CodeColumn, string_hashes
 
 __all__ = ["TaskRates", "TaskTable"]
+
+_ITER_CHUNK = 4096
+"""Rows :meth:`TaskTable.__iter__` reads out of the columns at once."""
 
 
 class TaskTable(Sequence[dict[str, Any]]):
@@ -104,12 +107,15 @@ class TaskTable(Sequence[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         yield from self._head
         urls, sites, types = self._urls, self._sites, self._types
-        for p, r, g, c, q in zip(
-            self.page.tolist(), self.reason.tolist(), self.gain.tolist(), self.cost.tolist(),
-            self.priority.tolist(), strict=True,
-        ):  # fmt: skip
-            yield {"url": urls[p], "site": sites[p], "page_type": types[p], "reason": REASONS[r],
-                   "expected_gain": g, "cost": c, "priority": q}  # fmt: skip
+        for a in range(0, len(self.page), _ITER_CHUNK):  # (a list of each column's: 170 B a row)
+            rows = slice(a, a + _ITER_CHUNK)
+            for p, r, g, c, q in zip(
+                self.page[rows].tolist(), self.reason[rows].tolist(), self.gain[rows].tolist(),
+                self.cost[rows].tolist(), self.priority[rows].tolist(), strict=True,
+            ):  # fmt: skip
+                yield {"url": urls[p], "site": sites[p], "page_type": types[p],
+                       "reason": REASONS[r], "expected_gain": g, "cost": c,
+                       "priority": q}  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (TaskTable, list)):
@@ -141,13 +147,30 @@ class TaskTable(Sequence[dict[str, Any]]):
         h = len(self._head)
         return str(self._head[i]["reason"]) if i < h else REASONS[int(self.reason[i - h])]
 
-    def body(self, name: str) -> list[str]:
+    def body(self, name: str, start: int = 0, stop: int | None = None) -> list[str]:
         """The rows' (not the head's) ``url``, ``site``, ``page_type`` or
-        ``reason``, in order: one list, without making a dict per row."""
+        ``reason``, in order (rows ``start`` to ``stop`` only, when given):
+        one list, without making a dict per row."""
+        rows = slice(start, stop)
         if name == "reason":
-            return [REASONS[r] for r in self.reason.tolist()]
+            return [REASONS[r] for r in self.reason[rows].tolist()]
         col = {"url": self._urls, "site": self._sites, "page_type": self._types}[name]
-        return [col[p] for p in self.page.tolist()]
+        pages = self.page[rows]
+        if isinstance(col, CodeColumn):
+            names = col.names
+            return [names[c] for c in col.codes[pages].tolist()]
+        return [col[p] for p in pages.tolist()]
+
+    def distinct(self, name: str, rows: NDArray[np.intp]) -> set[str]:
+        """The distinct ``site`` or ``page_type`` of the rows (not the head's)
+        at positions ``rows``."""
+        col = {"site": self._sites, "page_type": self._types}[name]
+        pages = self.page[rows]
+        if isinstance(col, CodeColumn):
+            names = col.names
+            seen = np.bincount(col.codes[pages], minlength=len(names))
+            return {names[c] for c in np.flatnonzero(seen).tolist()}
+        return {col[p] for p in pages.tolist()}
 
     def url_hashes(self) -> NDArray[np.int64]:
         """The :func:`hash` of each row's (not the head's) URL, in order:

@@ -95,8 +95,17 @@ def due(
     """Which pages the plan may offer at ``now`` (unix seconds): those never
     fetched (``last_fetch`` NaN), whose last fetch succeeded, or whose wait
     (:func:`retry_wait_s`) since their last fetch, of any outcome, is over."""
-    wait = retry_wait_s(fails, gone, cycle_s=cycle_s)
-    with np.errstate(invalid="ignore"):
-        over = now - np.asarray(last_fetch, dtype=np.float64) >= wait
-    out: NDArray[np.bool_] = over | np.isnan(last_fetch) | (wait <= 0)
+    last = np.asarray(last_fetch, dtype=np.float64)
+    fails, gone = np.asarray(fails), np.asarray(gone)
+    out: NDArray[np.bool_] = np.empty(last.shape, dtype=bool)
+    for a in range(0, len(last), _DUE_CHUNK):  # (its temporaries: 30 bytes a page at once)
+        sl = slice(a, a + _DUE_CHUNK)
+        wait = retry_wait_s(fails[sl], gone[sl], cycle_s=cycle_s)
+        with np.errstate(invalid="ignore"):
+            over = now - last[sl] >= wait
+        out[sl] = over | np.isnan(last[sl]) | (wait <= 0)
     return out
+
+
+_DUE_CHUNK: Final = 65_536
+"""Pages :func:`due` judges at once."""

@@ -1365,6 +1365,18 @@ def _priorities(
     return out, sum(positive.values())
 
 
+_NO_PAGES: Final[IntArray] = np.zeros(0, dtype=np.int64)
+
+
+def _take(a: FloatArray, index: IntArray) -> FloatArray:
+    """``a[index]``; a read-only view of one number when ``a`` is one (every
+    page's cost the same: no array a task)."""
+    if a.ndim == 1 and a.strides == (0,) and len(a):
+        out: FloatArray = np.broadcast_to(a[:1].copy()[0], index.shape)
+        return out
+    return a[index]
+
+
 def plan_cycle(
     pages: PlanPages,
     budget: float,
@@ -1427,7 +1439,8 @@ def plan_cycle(
     min_cost = max(scan.min_cost, 1e-300)
 
     # 1. discovery: never-fetched pages, oldest first
-    new_idx = scan.new_idx
+    new_idx, fetchable_cost = scan.new_idx, scan.fetchable_cost
+    del scan  # (its copy of new_idx goes once sorted: 8 bytes a new page)
     disc_used = 0.0
     disc_chosen = np.zeros(0, dtype=np.int64)
     if new_idx.size:
@@ -1450,7 +1463,7 @@ def plan_cycle(
     interval = cfg.greedy_interval_days
     if interval is None:
         daily = budget * cycles_per_day
-        total = scan.fetchable_cost
+        total = fetchable_cost
         interval = total / daily if daily > 0 else 1.0
     priority, n_cand = _priorities(pages, model, now, policy, objective, interval, eff_cost, known)
     parts: list[tuple[IntArray, int]] = [(disc_chosen, DISCOVERY)]
@@ -1507,15 +1520,21 @@ def plan_cycle(
     if new_idx.size and left > 0:
         parts.append((sel.take(new_idx, left)[1], DISCOVERY))
 
-    index = np.concatenate([p for p, _ in parts]).astype(np.int64)
+    index = np.concatenate([p for p, _ in parts]).astype(np.int64, copy=False)
     reason = np.concatenate([np.full(p.size, r, dtype=np.int8) for p, r in parts])
+    chosen_priority = priority[index].astype(np.float64, copy=False)
+    # what the gains are not computed from goes before them (a plan's peak is
+    # here): the priorities, the candidates and the picks, 8 bytes a page each
+    parts.clear()
+    del priority, sel, known, new_idx
+    disc_chosen = chosen = ordered = _NO_PAGES
     gain = _expected_gain(pages, index, now, model, objective, rule.allocate is not None, interval)
     return Plan(
         index=index,
         reason=reason,
         expected_gain=gain,
-        cost=eff_cost[index],
-        priority=priority[index].astype(np.float64),
+        cost=_take(eff_cost, index),
+        priority=chosen_priority,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["StringColumn", "string_hashes"]
+__all__ = ["CodeBuilder", "CodeColumn", "StringColumn", "string_hashes"]
 
 
 class StringColumn(Sequence[str]):
@@ -32,7 +32,7 @@ class StringColumn(Sequence[str]):
     ('https://b.example/é', 2, True)
     """
 
-    __slots__ = ("_buf", "_ends", "_hashes", "_n")
+    __slots__ = ("__weakref__", "_buf", "_ends", "_hashes", "_n")
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -46,6 +46,13 @@ class StringColumn(Sequence[str]):
         col = cls()
         col.extend(list(strings))
         return col
+
+    def reserve(self, size: int) -> None:
+        """Make room for ``size`` strings in all (their ends and hashes), so
+        that appending up to that many grows no array."""
+        if size > len(self._ends):
+            self._ends = np.resize(self._ends, size)
+            self._hashes = np.resize(self._hashes, size)
 
     def extend(self, strings: Sequence[str]) -> None:
         """Append ``strings`` (the arrays grow by half their size when full)."""
@@ -118,3 +125,100 @@ def string_hashes(strings: Sequence[str], at: NDArray[Any] | None = None) -> NDA
     if at is None:
         return np.fromiter(map(hash, strings), np.int64, len(strings))
     return np.fromiter((hash(strings[i]) for i in at.tolist()), np.int64, len(at))
+
+
+class CodeColumn(Sequence[str]):
+    """Strings of few distinct values (sites, page types) as each one's code
+    into ``names`` (sorted, distinct): 1 or 2 bytes an item instead of a
+    list's 8-byte pointer, and the codes ready for grouping.
+
+    Reads as the list of the strings: ``col[i]``, slices, iteration,
+    ``np.asarray(col, dtype=object)``; compares equal to that list.
+
+    >>> col = CodeColumn.of(["b.example", "a.example", "b.example"])
+    >>> col.names, col.codes.tolist(), col[2], col == ["b.example", "a.example", "b.example"]
+    (['a.example', 'b.example'], [1, 0, 1], 'b.example', True)
+    """
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self, codes: NDArray[np.integer[Any]], names: list[str]) -> None:
+        self.codes = codes
+        self.names = names
+
+    @classmethod
+    def of(cls, strings: Iterable[str]) -> CodeColumn:
+        """A column of ``strings``."""
+        build = CodeBuilder()
+        build.extend(list(strings))
+        return build.column()
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        names = self.names
+        if isinstance(i, slice):
+            return [names[c] for c in self.codes[i].tolist()]
+        return names[int(self.codes[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self.names
+        return (names[c] for c in self.codes.tolist())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> NDArray[Any]:
+        out: NDArray[Any] = np.asarray(self.names, dtype=object)[self.codes]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (CodeColumn, StringColumn, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CodeColumn({len(self)} strings, {len(self.names)} distinct)"
+
+
+class CodeBuilder:
+    """A :class:`CodeColumn` built a chunk at a time (:meth:`extend`), its
+    size known ahead or not (:meth:`reserve`)."""
+
+    __slots__ = ("_codes", "_n", "_seen")
+
+    def __init__(self, size: int = 0) -> None:
+        self._seen: dict[str, int] = {}
+        self._codes = np.empty(size, np.int32)  # in the order first seen, until column()
+        self._n = 0
+
+    def extend(self, strings: Sequence[str]) -> None:
+        k = len(strings)
+        n = self._n
+        if n + k > len(self._codes):
+            self._codes = np.resize(self._codes, max(n + k, len(self._codes) * 3 // 2))
+        seen = self._seen
+        self._codes[n : n + k] = np.fromiter(
+            (seen.setdefault(s, len(seen)) for s in strings), np.int32, k
+        )
+        self._n = n + k
+
+    def column(self) -> CodeColumn:
+        """The column: codes renumbered in the order of the sorted names, in
+        the narrowest unsigned integer that holds them."""
+        seen = self._seen
+        names = sorted(seen)
+        dtype = (
+            np.uint8 if len(names) <= 1 << 8 else np.uint16 if len(names) <= 1 << 16 else np.int32
+        )
+        rank: NDArray[np.integer[Any]] = np.empty(len(names), dtype)
+        rank[[seen[name] for name in names]] = np.arange(len(names), dtype=dtype)
+        codes: NDArray[np.integer[Any]] = rank[self._codes[: self._n]]
+        self._codes = np.empty(0, np.int32)
+        return CodeColumn(codes, names)

@@ -26,7 +26,7 @@ class LeasePool:
     rather than a dict and a tuple per task: the planned pages' URL hashes,
     sorted, with their positions (a URL is found by its hash, then its
     string compared), the head's URLs in a small dict, and whether each task
-    is still to lease: about 17 bytes a task (a dict of URLs took 80, a dict
+    is still to lease: about 13 bytes a task (a dict of URLs took 80, a dict
     and a tuple 250).
     """
 
@@ -36,6 +36,7 @@ class LeasePool:
         "_sorted",
         "_start",
         "canaries",
+        "canary_urls",
         "live",
         "plan",
         "sites",
@@ -51,7 +52,7 @@ class LeasePool:
         hashes = table.url_hashes()
         order = np.argsort(hashes, kind="stable")  # equal hashes: the first task first
         self._sorted = hashes[order]
-        self._pos = order + h
+        self._pos = (order + h).astype(np.int32 if n < 1 << 31 else np.int64)
         live = np.zeros(n, dtype=bool)
         live[h:] = True
         # a URL's first task wins: a second task of one URL (or a hash two URLs
@@ -69,6 +70,7 @@ class LeasePool:
             else:
                 self._head[task["url"]] = i
         self.canaries.reverse()
+        self.canary_urls = frozenset(c[0] for c in self.canaries)
         for url, i in self._head.items():
             live[i] = True
             at = self._find(url)
@@ -78,10 +80,9 @@ class LeasePool:
         for url in done:
             self.drop(url)
         self._start = 0  # no live position before it
-        sites = table.body("site")
         self.sites = frozenset(
-            [table.site(i) for i in np.flatnonzero(live[:h]).tolist()]
-            + [sites[k] for k in np.flatnonzero(live[h:]).tolist()]
+            {table.site(i) for i in np.flatnonzero(live[:h]).tolist()}
+            | table.distinct("site", np.flatnonzero(live[h:]))
         )
 
     def _find(self, url: str, stop: int | None = None) -> int | None:

@@ -26,6 +26,8 @@ from recrawl.records.strings import StringColumn
 __all__ = ["decode_plan", "encode_plan"]
 
 _FORMAT = 1
+_CHUNK = 10_000
+"""Tasks whose URLs :func:`encode_plan` writes at once."""
 _COLUMNS = ("reason", "gain", "cost", "priority", "rate", "sd")
 """The task table's arrays, published as their bytes (base64): exact, and
 infinite or NaN figures survive (JSON has neither)."""
@@ -44,21 +46,24 @@ def _unfinite(v: Any) -> Any:
 
 def encode_plan(plan: PlanResult) -> bytes:
     """``plan`` as the bytes the planning replica publishes: its task table's
-    columns (the URLs, sites and page types of its planned pages only)."""
+    columns (the URLs, sites and page types of its planned pages only).
+
+    The JSON document is written and compressed a part at a time (the URLs
+    :data:`_CHUNK` at a time): no list of every task's URL, nor the whole
+    document uncompressed, is held at once."""
     tasks = plan.tasks
     table = tasks if isinstance(tasks, TaskTable) else TaskTable.of(list(tasks))
     head = [table[i] for i in range(table.head)]
     res = plan.resolution
-    doc: dict[str, Any] = {
+    before: dict[str, Any] = {
         "format": _FORMAT,
         "at": plan.at,
         "budget": plan.budget,
         "spent": plan.spent,
         "unit": plan.unit,
         "head": [{k: _finite(v) for k, v in t.items()} for t in head],
-        "url": table.body("url"),
-        "site": table.body("site"),
-        "page_type": table.body("page_type"),
+    }
+    after: dict[str, Any] = {
         "columns": {k: base64.b64encode(getattr(table, k).tobytes()).decode() for k in _COLUMNS},
         "resolution": None
         if res is None
@@ -69,7 +74,18 @@ def encode_plan(plan: PlanResult) -> bytes:
         ],
         "signals": dict(plan.signals),
     }
-    return zlib.compress(orjson.dumps(doc), 1)
+    z = zlib.compressobj(1)
+    out = [z.compress(orjson.dumps(before)[:-1])]  # (the object left open)
+    n = len(table) - table.head
+    for name in ("url", "site", "page_type"):
+        out.append(z.compress(b',"' + name.encode() + b'":['))
+        for i in range(0, n, _CHUNK):
+            part = orjson.dumps(table.body(name, i, i + _CHUNK))[1:-1]
+            out.append(z.compress((b"," if i else b"") + part))
+        out.append(z.compress(b"]"))
+    out.append(z.compress(b"," + orjson.dumps(after)[1:]))
+    out.append(z.flush())
+    return b"".join(out)
 
 
 def decode_plan(body: bytes) -> PlanResult:

@@ -15,7 +15,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from recrawl.estimate.calibration import Calibration
 from recrawl.estimate.hints import Hint, InvalidHint, read_hint_document
 from recrawl.observe.observation import Observation, line_key, parse_observation
 from recrawl.service.leases import LeasePool, pick_candidates
+from recrawl.service.memory import release_free_memory
 from recrawl.service.replicas import decode_plan, encode_plan
 from recrawl.service.writer import Committed, Writer
 from recrawl.store import BatchResult, EngineStore, SharedPlanning, SQLStore, open_store
@@ -136,9 +137,11 @@ class Service:
         self._outside: int | None = None
         self._outside_changed = False
         self._obs_since_plan = 0
+        # URLs reported since the plan's mark, for its lease pool to drop once
+        # built; then only its canaries' (the pool drops the others itself)
         self._done: set[str] = set()
-        self._done_pending: set[str] | None = None
         self._replanning = False
+        self._trim_due = False  # a plan was replaced: give its memory back (out of the lock)
         self._generation = 0
         self._spent = 0.0
         # lease id → what it charged its plan cycle at lease time, until its
@@ -214,7 +217,7 @@ class Service:
         """One cycle's budget in the billing unit: :meth:`Settings.daily_budget
         <recrawl.config.Settings.daily_budget>` × cycle length."""
         s = self.settings
-        pages = 0 if s.budget_per_day is not None else len(self.store.page_columns()["url"])
+        pages = 0 if s.budget_per_day is not None else self.store.page_count()
         return s.daily_budget(pages) * s.cycle_hours / 24.0
 
     def cycle_spent(self, now: float | None = None) -> float:
@@ -325,7 +328,9 @@ class Service:
             self._refund_expired(t)
             if self._shared is not None and not self._plans_here(t, cycle):
                 assert self._plan is not None
-                return self._plan
+                plan = self._plan
+                self._release_replaced()
+                return plan
             if self._plan is None or self._dirty:
                 self._stranded = False
                 plan, mark = self._compute(t, cycle)
@@ -345,7 +350,6 @@ class Service:
                 self._stranded = False
                 self._replanning = True
                 self._generation += 1
-                self._done_pending = set()
                 threading.Thread(
                     target=self._replan_in_background,
                     args=(t, cycle, self._generation, self._obs_since_plan),
@@ -353,7 +357,20 @@ class Service:
                     daemon=True,
                 ).start()
             assert self._plan is not None
-            return self._plan
+            plan = self._plan
+        self._release_replaced()
+        return plan
+
+    def _release_replaced(self) -> None:
+        """Give the system back what the plan just replaced held (its arrays
+        and lease pool are freed at :meth:`_install`): a few milliseconds
+        (:func:`~recrawl.service.memory.release_free_memory`), out of the
+        service lock for a plan made in the background; a plan made in a
+        request (the first, or after controls or URLs changed, which that
+        request waited for) gives it back before the request answers."""
+        if self._trim_due:
+            self._trim_due = False
+            release_free_memory()
 
     def _plans_here(self, t: float, cycle: int) -> bool:
         """With replicas: whether this replica plans (it holds the store's
@@ -456,6 +473,11 @@ class Service:
             self._charged = {k: v for k, v in self._charged.items() if v.cycle == cycle}
             self._expiries = [(c.expires_at, k) for k, c in self._charged.items()]
             heapq.heapify(self._expiries)
+        if self._plan is not None:
+            self._trim_due = True
+        # the lease pool of the plan before goes now, not at the next lease:
+        # two plans are not held for longer than the swap
+        self._lease_pool = None
         self._plan = plan
         self._plan_cycle = cycle
         self._plan_at = t
@@ -465,21 +487,25 @@ class Service:
         self._done = done
         self._seen_seq = mark
         self._generation += 1
-        self._done_pending = None
         if self._shared is not None and self._leader:
             self._published = self._shared.publish_plan(cycle, mark, encode_plan(plan))
 
     def _replan_in_background(self, t: float, cycle: int, generation: int, seen: int) -> None:
+        self._replan_once(t, cycle, generation, seen)
+        self._release_replaced()  # (the plan computed is installed or freed by now)
+
+    def _replan_once(self, t: float, cycle: int, generation: int, seen: int) -> None:
         try:
             plan, mark = self._compute(t, cycle)
             with self._lock:
                 if self._generation == generation:  # no recomputation overtook this one
-                    pending = self._done_pending or set()
                     left = self._obs_since_plan - seen
                     # a write by another process noticed while ``plan`` was computed
                     # may be missing from it: it still asks for a recomputation
                     outside_changed = self._outside_changed
-                    self._install(plan, t, cycle, pending, mark)
+                    # the reports since ``mark`` (this process's and others') are
+                    # taken out of its pool from the store's log at the next lease
+                    self._install(plan, t, cycle, set(), mark)
                     self._obs_since_plan = max(left, 0)
                     self._outside_changed = outside_changed
         except Exception:  # the previous plan keeps serving; the next trigger retries
@@ -494,12 +520,25 @@ class Service:
         from the last mark seen, is the one record of what was reported."""
         mark, urls = self.store.reported_since(self._seen_seq)
         if urls:
-            # not into _done_pending: a plan being computed meanwhile read its
-            # own mark first, and the reports after it are synced once installed
-            self._done.update(urls)
+            # (a plan being computed meanwhile read its own mark first: the
+            # reports after it are synced from there once it is installed)
+            self._note_done(urls)
             for url in urls:
                 pool.drop(url)
         self._seen_seq = mark
+
+    def _note_done(self, urls: Iterable[str]) -> None:
+        """Remember reported URLs for the plan's pool (the service lock held):
+        all of them until the pool is built (it drops them then), only its
+        canaries after (it dropped the others as they came): a URL a report
+        until the next plan held 120 bytes a page reported."""
+        pool = self._lease_pool
+        if pool is None or pool.plan is not self._plan:
+            self._done.update(urls)
+        else:
+            canaries = pool.canary_urls
+            if canaries:
+                self._done.update(u for u in urls if u in canaries)
 
     def _pool(self, plan: PlanResult) -> LeasePool:
         """The lease candidates of ``plan`` (the service lock held): built once per
@@ -509,6 +548,8 @@ class Service:
             return pool
         pool = LeasePool(plan, self._done)
         self._lease_pool = pool
+        if plan is self._plan:
+            self._done = {u for u in self._done if u in pool.canary_urls}
         return pool
 
     def lease(self, worker: str, limit: int) -> list[dict[str, Any]]:
@@ -697,14 +738,12 @@ class Service:
             self.stored_total += share.stored
             self._obs_since_plan += share.stored
             self._obs_since_health += share.stored
-            self._done.update(o.url for o in good)
+            self._note_done(o.url for o in good)
             self._reconcile(good)
             pool = self._lease_pool
             if pool is not None:
                 for o in good:
                     pool.drop(o.url)
-            if self._done_pending is not None:
-                self._done_pending.update(o.url for o in good)
             log = self._ingest_log
             log.append((now, len(good)))
             while log and log[0][0] < now - _INGEST_RATE_WINDOW_S:

@@ -397,8 +397,16 @@ class EngineStore(Store, Protocol):
         """The current state of one page, or None."""
         ...
 
-    def page_columns(self) -> dict[str, Any]:
-        """Every page as columns, for the planner (``id``, ``url``, ``site_code`` ...)."""
+    def page_columns(
+        self, columns: Collection[str] | None = None, *, planner_bins: bool = False
+    ) -> dict[str, Any]:
+        """Every page as columns, for the planner (``id``, ``url``, ``site`` ...;
+        only ``columns`` when given; ``ev_bins`` as the planner reads them
+        with ``planner_bins``: see :meth:`SQLStore.page_columns`)."""
+        ...
+
+    def page_count(self) -> int:
+        """How many pages the store holds (every row of :meth:`page_columns`)."""
         ...
 
     def sites(self) -> list[str]:

@@ -18,8 +18,9 @@ import math
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import attrgetter, itemgetter
@@ -40,7 +41,7 @@ from recrawl.records.buckets import (
     OUTCOMES,
     BucketArrays,
 )
-from recrawl.records.evidence import EVIDENCE_COLUMNS, bins_from_blobs
+from recrawl.records.evidence import EVIDENCE_COLUMNS, PlannerBins, bins_from_blobs
 from recrawl.records.pages import (
     CONTENT_OUTCOMES,
     MUTABLE_FIELDS,
@@ -52,7 +53,7 @@ from recrawl.records.pages import (
     page_row,
 )
 from recrawl.records.signals import SPEND_COLUMNS, SpendRow
-from recrawl.records.strings import StringColumn
+from recrawl.records.strings import CodeBuilder, StringColumn
 from recrawl.store._protocol import ContentHistory, GroupTotals, HintResult, HintRows
 from recrawl.store.hintfold import fold_hints
 
@@ -106,6 +107,13 @@ _PAGE_NUMBERS: Final = (
     ("fetches", np.int64), ("bytes_total", np.float64), ("credits_total", np.float64),
 )  # fmt: skip
 """The number columns of :meth:`SQLStore.page_columns`, in the order it selects them."""
+_PAGE_SQL: Final = {"moved": "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END"}
+"""The expression :meth:`SQLStore.page_columns` selects for a number column
+that is not a column of ``pages`` of that name."""
+PAGE_COLUMNS: Final = (
+    "id", "url", "site", "page_type", *(name for name, _ in _PAGE_NUMBERS), "ev_bins",
+)  # fmt: skip
+"""The keys of :meth:`SQLStore.page_columns`."""
 _PAGE_CHUNK = 2_000
 """Rows of the pages table :meth:`SQLStore.page_columns` reads at once. Its
 row tuples are freed after each chunk, but the memory they took stays with
@@ -507,6 +515,10 @@ class SQLStore:
         # created them has committed.
         self._ids: dict[str, int] = {}
         self._removals_seen = 0
+        # the URL column page_columns read last and the set of pages it is of
+        # (_page_set): taken again while that column lives (a plan holds it)
+        # and the pages are the same
+        self._last_urls: tuple[tuple[int, int, int], weakref.ref[StringColumn]] | None = None
         # The state of recently written pages, page ``id`` in slot ``id %
         # len(_slot_id)`` when ``_slot_id`` holds ``id`` there (−1: empty),
         # valid while no other connection has written pages (the ``pages_gen``
@@ -2324,65 +2336,163 @@ class SQLStore:
 
     # -- planner input ---------------------------------------------------------------------
 
-    def page_columns(self) -> dict[str, Any]:
-        """Every page's planning state as columns (lists and numpy arrays).
+    def page_columns(
+        self, columns: Collection[str] | None = None, *, planner_bins: bool = False
+    ) -> dict[str, Any]:
+        """Every page's planning state as columns (sequences and numpy arrays).
 
-        Keys: ``id`` (page ids, int64 array); ``url`` (a sequence of str:
-        a :class:`~recrawl.records.strings.StringColumn`, 50 bytes a URL
-        instead of a list's 90); ``site``, ``page_type`` (lists of str, one
-        object per distinct value); ``value``, ``first_seen``, ``last_ok``,
-        ``last_fetch`` (unix seconds, NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``, ``nutch_interval``
-        (seconds), ``avg_bytes`` (float64 arrays); ``ev_bins`` (the length
-        bins and change-point test, ``(n, 22)`` float32,
-        :mod:`recrawl.records.evidence`); ``fails``
-        (consecutive failed fetches, int64 array); ``gone`` and ``moved``
-        (retired by a permanent redirect to another page) (bool arrays);
-        ``fetches`` (int64), ``bytes_total`` and ``credits_total`` (float64):
-        what the page's fetches cost so far (what its cost is learned from).
+        Keys: ``id`` (page ids, int64 array); ``url`` (a
+        :class:`~recrawl.records.strings.StringColumn`, 51 bytes a URL
+        instead of a list's 90); ``site``, ``page_type`` (each a
+        :class:`~recrawl.records.strings.CodeColumn`: a small code a page);
+        ``value``, ``first_seen``, ``last_ok``, ``last_fetch`` (unix seconds,
+        NaN when never), ``ev_nc``, ``ev_tc``, ``ev_nu``, ``ev_tu``,
+        ``nutch_interval`` (seconds), ``avg_bytes`` (float64 arrays);
+        ``ev_bins`` (the length bins and change-point test, ``(n, 22)``
+        float32, :mod:`recrawl.records.evidence`); ``fails`` (consecutive
+        failed fetches, int64 array); ``gone`` and ``moved`` (retired by a
+        permanent redirect to another page) (bool arrays); ``fetches``
+        (int64), ``bytes_total`` and ``credits_total`` (float64): what the
+        page's fetches cost so far (what its cost is learned from).
+
+        Only the keys of ``columns`` when given (a plan reads less than half
+        the bytes); with ``planner_bins``, ``ev_bins`` as the planner reads
+        them (:func:`~recrawl.records.evidence.planner_bins`: the bins
+        alone, float16 when they fit), read a chunk at a time.
         """
+        want = set(PAGE_COLUMNS if columns is None else columns)
+        half = reuse = True
+        while True:
+            cols = self._page_columns(want, planner=planner_bins, half=half, reuse=reuse)
+            if not isinstance(cols, str):
+                return cols
+            # read again: a bin did not fit float16 (the planner reads float32),
+            # or the pages changed while their URLs were taken from the last read
+            half, reuse = (False, reuse) if cols == "bins" else (half, False)
+
+    def _page_set(self, db: Any) -> tuple[int, int, int]:
+        """What tells one set of pages (and their URLs) from another: how many,
+        the highest id (ids only grow, and are never reused) and the count of
+        removals and renames (``urls_removed``)."""
+        n, top = db.execute("SELECT count(*), coalesce(max(id), 0) FROM pages").fetchone()
+        return int(n), int(top), self._meta_int(db, "urls_removed")
+
+    def _page_columns(
+        self, want: set[str], *, planner: bool, half: bool, reuse: bool = True
+    ) -> dict[str, Any] | Literal["bins", "changed"]:
+        """:meth:`page_columns` of the keys ``want``; with ``planner``, the
+        planner's bins (with ``half`` as float16: ``"bins"`` when a number
+        did not fit). With ``reuse``, the URL column of the last read is
+        taken again when the pages are the same set (a re-plan while the plan
+        before serves holds one URL column, not two): ``"changed"`` when
+        they changed during the read."""
+        bins = "ev_bins" in want
+        planner = bins and planner
         urls = StringColumn()
-        sites: list[str] = []
-        types: list[str] = []
-        # one copy of each site and page type string, not one per page
-        site_of: dict[str, str] = {}
-        type_of: dict[str, str] = {}
-        with self._lock:
+        codes: dict[str, CodeBuilder] = {
+            name: CodeBuilder() for name in ("site", "page_type") if name in want
+        }
+        with self._lock, self._pages_snapshot(self._db):
             db = self._db
+            pages_set = self._page_set(db)
+            size = pages_set[0]
+            last = self._last_urls
+            shared = last[1]() if reuse and last is not None and last[0] == pages_set else None
+            strings = [*(["url"] if "url" in want and shared is None else []), *codes]
+            numbers = [
+                (name, dtype)
+                for name, dtype in _PAGE_NUMBERS
+                if name in want or (bins and name in ("ev_nc", "ev_tc"))
+            ]
+            select = [*strings, "id", *(_PAGE_SQL.get(n, n) for n, _ in numbers)]
+            if bins:
+                select.append("ev_bins")
+            k = len(strings) + 1
+            if "url" in strings:
+                urls.reserve(size)
             # the columns made at their size, filled a chunk at a time: joining
             # chunks held every column twice at the end (a third of the peak)
-            size = int(db.execute("SELECT count(*) FROM pages").fetchone()[0])
             cols: dict[str, Any] = {"id": np.empty(size, np.int64)}
-            for name, dtype in _PAGE_NUMBERS:
-                cols[name] = np.empty(size, dtype)
-            cols["ev_bins"] = np.empty((size, EVIDENCE_COLUMNS), np.float32)
-            cur = db.execute(
-                "SELECT url, site, page_type, id, value, first_seen, last_ok, last_fetch, ev_nc, "
-                "ev_tc, ev_nu, ev_tu, nutch_interval, avg_bytes, gone, fails, "
-                "CASE WHEN moved_to IS NULL THEN 0 ELSE 1 END, fetches, bytes_total, "
-                "credits_total, ev_bins FROM pages ORDER BY url"
-            )
+            for name, dtype in numbers:
+                if name in want:
+                    cols[name] = np.empty(size, dtype)
+            if planner:
+                fold = PlannerBins(size, half=half)
+            elif bins:
+                cols["ev_bins"] = np.empty((size, EVIDENCE_COLUMNS), np.float32)
+            sql = f"SELECT {', '.join(select)} FROM pages ORDER BY url"
             at = 0
-            # in chunks: the rows as Python tuples cost about 1 KB a page at once
-            while rows := cur.fetchmany(_PAGE_CHUNK):
-                n = len(rows)
-                if at + n > size:  # another process added pages since the count
-                    size = max(at + n, 2 * size)
-                    for name, col in cols.items():
-                        cols[name] = np.resize(col, (size, *col.shape[1:]))
-                urls.extend([r[0] for r in rows])
-                sites.extend(site_of.setdefault(r[1], r[1]) for r in rows)
-                types.extend(type_of.setdefault(r[2], r[2]) for r in rows)
-                cols["id"][at : at + n] = np.fromiter((r[3] for r in rows), np.int64, n)
-                part = np.array([r[4:20] for r in rows], dtype=np.float64).reshape(n, 16)
-                for i, (name, _) in enumerate(_PAGE_NUMBERS):
-                    cols[name][at : at + n] = part[:, i]
-                cols["ev_bins"][at : at + n] = bins_from_blobs(
-                    [r[20] for r in rows], part[:, 4], part[:, 5]
-                )
-                at += n
+            with closing(self._stream(db, sql, _PAGE_CHUNK)) as cur:
+                # in chunks: the rows as Python tuples cost about 1 KB a page at once
+                while rows := cur.fetchmany(_PAGE_CHUNK):
+                    n = len(rows)
+                    if at + n > size:  # another process added pages since the count
+                        size = max(at + n, 2 * size)
+                        for name, col in cols.items():
+                            cols[name] = np.resize(col, (size, *col.shape[1:]))
+                        if planner:
+                            fold.resize(size)
+                    for j, name in enumerate(strings):
+                        got = [r[j] for r in rows]
+                        if name == "url":
+                            urls.extend(got)
+                        else:
+                            codes[name].extend(got)
+                    cols["id"][at : at + n] = np.fromiter((r[k - 1] for r in rows), np.int64, n)
+                    m = len(numbers)
+                    part = np.array([r[k : k + m] for r in rows], dtype=np.float64).reshape(n, m)
+                    for i, (name, _) in enumerate(numbers):
+                        if name in cols:
+                            cols[name][at : at + n] = part[:, i]
+                    if bins:
+                        ev = [name for name, _ in numbers]
+                        chunk = bins_from_blobs(
+                            [r[k + m] for r in rows],
+                            part[:, ev.index("ev_nc")],
+                            part[:, ev.index("ev_tc")],
+                        )
+                        if planner:
+                            fold.put(at, chunk)
+                        else:
+                            cols["ev_bins"][at : at + n] = chunk
+                    at += n
+            # the set the rows came from, when nothing was added or removed meanwhile
+            same = self._page_set(db) == pages_set and at == pages_set[0]
+            if shared is not None and not same:
+                return "changed"
+            if "url" in strings:
+                self._last_urls = (pages_set, weakref.ref(urls)) if same else None
+        if "id" not in want:
+            del cols["id"]
         if at < size:
             cols = {name: col[:at] for name, col in cols.items()}
-        return cols | {"url": urls, "site": sites, "page_type": types}
+        if planner:
+            got_bins = fold.result(at)
+            if got_bins is None:
+                return "bins"
+            cols["ev_bins"] = got_bins
+        if "url" in want:
+            cols["url"] = urls if shared is None else shared
+        for name, build in codes.items():
+            cols[name] = build.column()
+        return cols
+
+    def page_count(self) -> int:
+        """How many pages the store holds (every row of :meth:`page_columns`)."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM pages").fetchone()[0])
+
+    def _pages_snapshot(self, db: Any) -> AbstractContextManager[None]:
+        """The reads of :meth:`page_columns` in one snapshot where the
+        database needs a transaction for it (PostgreSQL overrides; SQLite's
+        statement is one, and the set of pages is checked after)."""
+        return nullcontext()
+
+    def _stream(self, db: Any, sql: str, chunk: int) -> Any:
+        """A cursor over the rows of ``sql``, fetched ``chunk`` at a time as
+        the caller asks (SQLite steps its statement; PostgreSQL overrides:
+        its default cursor would hold every row at once)."""
+        return db.execute(sql)
 
     def outside_writes(self) -> int | None:
         """A number that changes when another connection (another process: the

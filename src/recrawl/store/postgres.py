@@ -24,7 +24,7 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -234,6 +234,28 @@ class PostgresStore(SQLStore):
         """A second connection, for the reads that run outside the store's lock
         (each in a ``REPEATABLE READ`` read-only transaction: one snapshot)."""
         return _Conn(self._psycopg_connect())
+
+    @contextlib.contextmanager
+    def _pages_snapshot(self, db: Any) -> Iterator[None]:
+        """One snapshot for the reads of :meth:`page_columns` (its count, rows
+        and the set they are of), in a read-only transaction its cursor lives in."""
+        db.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):  # (the error that ended the read is raised)
+                db.conn.execute("ROLLBACK")
+            raise
+        db.conn.execute("COMMIT")
+
+    def _stream(self, db: Any, sql: str, chunk: int) -> Any:
+        """A server-side cursor, ``chunk`` rows a fetch: psycopg's default
+        cursor holds every row of the result at once (a few hundred bytes a
+        page, for the whole table)."""
+        cur = db.conn.cursor(name="recrawl_page_columns")
+        cur.itersize = chunk
+        cur.execute(_pg(sql))
+        return cur
 
     def _begin_read(self, db: Any) -> None:
         # straight to psycopg: _Conn's BEGIN would take the writers' advisory lock

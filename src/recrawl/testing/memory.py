@@ -45,6 +45,7 @@ from recrawl.records.buckets import (
     BucketArrays,
 )
 from recrawl.records.evidence import bins_from_blobs
+from recrawl.records.evidence import planner_bins as planner_bins_of
 from recrawl.records.pages import (
     MUTABLE_FIELDS,
     PageArrays,
@@ -343,7 +344,18 @@ class MemoryStore:
     def version(self) -> int:
         return self._st.seq * 1_000_003 + int(self._st.meta.get("urls_version", 0))
 
-    def page_columns(self) -> dict[str, Any]:
+    def page_count(self) -> int:
+        return len(self._st.pages)
+
+    def page_columns(
+        self, columns: Collection[str] | None = None, *, planner_bins: bool = False
+    ) -> dict[str, Any]:
+        cols = self._page_columns()
+        if planner_bins:
+            cols["ev_bins"] = planner_bins_of(cols["ev_bins"])
+        return cols if columns is None else {k: v for k, v in cols.items() if k in columns}
+
+    def _page_columns(self) -> dict[str, Any]:
         st = self._st
         rows = sorted(st.pages.items(), key=lambda kv: kv[1].url)
         nan = math.nan

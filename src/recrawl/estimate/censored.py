@@ -66,6 +66,7 @@ from numpy.typing import ArrayLike, NDArray
 from recrawl.estimate.rates import (
     DEFAULT_HALF_LIFE_DAYS,
     GroupPriors,
+    bracketed_newton_step,
     fit_group_priors,
     gamma_priors_from_posteriors,
 )
@@ -119,13 +120,7 @@ def _solve(
         sphi, sdphi = sums(lam)
         hp = alpha + sphi - b * lam
         h2 = sdphi - b * lam
-        up = hp > 0
-        lo = np.where(up, s, lo)
-        hi = np.where(up, hi, s)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = s - hp / h2
-        ok = (step >= lo) & (step <= hi) & np.isfinite(step)
-        new = np.where(ok, step, 0.5 * (lo + hi))
+        new = bracketed_newton_step(s, hp, h2, lo, hi)
         done = bool(np.all(np.abs(new - s) <= _TOL * np.maximum(1.0, np.abs(s))))
         s = new
         if done:

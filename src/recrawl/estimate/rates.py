@@ -121,6 +121,25 @@ _NO_BINS = np.zeros((0, BIN_COLUMNS), dtype=np.float32)
 _BINNED_STEPS = 12
 
 
+def bracketed_newton_step(
+    s: FloatArray, hp: FloatArray, h2: FloatArray, lo: FloatArray, hi: FloatArray
+) -> FloatArray:
+    """One safeguarded Newton step toward the root of a falling ``h'(s)``.
+
+    ``hp`` is ``h'(s)`` and ``h2`` its derivative; the bracket ``[lo, hi]``
+    (updated in place) closes on ``s`` from the side ``h'`` says the root is
+    not on. The step is taken where it stays inside the bracket, and the
+    bracket is halved where it would leave it (or is not finite).
+    """
+    up = hp > 0
+    np.copyto(lo, s, where=up)
+    np.copyto(hi, s, where=~up)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = s - hp / h2
+    ok = (step >= lo) & (step <= hi)  # False for NaN
+    return np.where(ok, step, 0.5 * (lo + hi))
+
+
 def _decay_factor(days: ArrayLike, half_life_days: float) -> FloatArray:
     d = np.asarray(days, dtype=np.float64)
     if not np.isfinite(half_life_days):
@@ -1096,12 +1115,7 @@ def _mean_length_mode(
             h2 = phi * (1.0 - phi - u)
             h2 *= nl
             h2 -= blam
-            up = hp > 0
-            np.copyto(lo, s, where=up)
-            np.copyto(hi, s, where=~up)
-            step = s - hp / h2
-            ok = (step >= lo) & (step <= hi)
-            s = np.where(ok, step, 0.5 * (lo + hi))
+            s = bracketed_newton_step(s, hp, h2, lo, hi)
     return np.exp(s), h2
 
 
@@ -1151,12 +1165,7 @@ def _binned_mode(
             blam = b * ll
             hp = alpha + np.bincount(page, weights=n * phi, minlength=m) - blam
             h2 = np.bincount(page, weights=n * phi * (1.0 - phi - u), minlength=m) - blam
-            up = hp > 0
-            np.copyto(lo, s, where=up)
-            np.copyto(hi, s, where=~up)
-            step = s - hp / h2
-            ok = (step >= lo) & (step <= hi)
-            new = np.where(ok, step, 0.5 * (lo + hi))
+            new = bracketed_newton_step(s, hp, h2, lo, hi)
             done = bool(np.all(np.abs(new - s) <= 1e-6))
             s = new
             if done:

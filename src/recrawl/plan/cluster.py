@@ -371,12 +371,17 @@ def _s_estimate(part: Partition, a: _Realloc) -> tuple[Partition, tuple[float, .
         told = np.flatnonzero(cand & nt)
         cand &= ~nt
     useful = np.flatnonzero(cand)
-    lam, w, c = rate[useful], pages.value[useful], eff[useful]
-    b = c * lam
-    av = b / w if a.objective == "freshness" else c / w
+
+    def a_b(idx: IntArray) -> tuple[FloatArray, FloatArray]:
+        """``a = cλ/w`` (events: ``c/w``) and ``b = cλ`` of the pages ``idx``."""
+        c, w = eff[idx], pages.value[idx]
+        b = c * rate[idx]
+        return (b if a.objective == "freshness" else c) / w, b
+
+    av, b = a_b(useful)
+    lam, c = rate[useful], eff[useful]
     log_a = np.log(av)
-    t_b = eff[told] * rate[told]
-    t_a = t_b / pages.value[told] if a.objective == "freshness" else eff[told] / pages.value[told]
+    t_a, t_b = a_b(told)
     t_log = np.log(t_a)
     t_order = np.argsort(t_log, kind="stable")
     lo = float(min(log_a.min(initial=np.inf), t_log.min(initial=np.inf)))

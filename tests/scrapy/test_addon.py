@@ -22,6 +22,8 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+from scrapy_run import addon_settings, crawl_with_scrapy, product_rows, run_script, spider_script
+
 from recrawl.clock import ScaledClock
 from recrawl.config import load_settings
 from recrawl.engine.engine import Engine
@@ -52,15 +54,7 @@ min_delay_s = 60
 user_agent = "{AGENT}"
 """
 
-SPIDER = """\
-import json
-import sys
-
-from scrapy.crawler import CrawlerProcess
-
-from recrawl.scrapy import RecrawlSpider
-
-
+SPIDER = """
 class Shop(RecrawlSpider):
     name = "shop"
     last = {}  # planned URL -> the page type's fields of the last item parsed
@@ -83,12 +77,6 @@ class Shop(RecrawlSpider):
         if record is not None:
             yield dict(record)  # the unchanged page's item, passed on again
 
-
-process = CrawlerProcess(json.loads(sys.argv[1]))
-crawler = process.create_crawler(Shop)
-process.crawl(crawler, **(json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}))
-process.start()
-print(json.dumps(crawler.stats.get_stats(), default=str))
 """
 
 
@@ -125,56 +113,35 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ]
     with SimWeb(specs, clock=clock, seed=11, origin=ORIGIN, horizon_s=(DAYS + 1) * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
-        (tmp / "recrawl.toml").write_text(CONFIG)
-        (tmp / "crawl.py").write_text(SPIDER)
-        db = str(tmp / "recrawl.db")
         dead = f"http://127.0.0.1:{_free_port()}/p/0"
         silent = socket.socket()
         silent.bind(("127.0.0.1", 0))
         silent.listen(64)  # the kernel completes the handshake; nobody ever reads
         hanging = f"http://127.0.0.1:{silent.getsockname()[1]}/p/0"
-        settings = load_settings(tmp / "recrawl.toml")
-        with open_store(db) as store:
-            engine = Engine(store, settings, clock=clock)
-            rows = [
-                {"url": u, "site": host, "page_type": "product"}
-                for host in sites.values()
-                for u in web.urls(host, private=True, faults=True)
-            ]
-            rows.append({"url": dead, "site": "dead", "page_type": "product"})
-            rows.append({"url": hanging, "site": "hanging", "page_type": "product"})
-            engine.add_urls(rows, now=clock())
-            engine.pause(sites["paused"], reason="test", now=clock())
-        scrapy_settings = {
-            "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
-            "RECRAWL_DB": db,
-            "RECRAWL_CONFIG": str(tmp / "recrawl.toml"),
-            "RECRAWL_RUN_FOR": f"{DAYS}d",
-            "RECRAWL_TIME_SCALE": SCALE,
-            "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
-            "RETRY_TIMES": 1,
-            "DOWNLOAD_TIMEOUT": 0.5,
-            "TELNETCONSOLE_ENABLED": False,
-            "LOG_LEVEL": "INFO",
-        }
-        t0 = time.monotonic()
-        got = subprocess.run(
-            [sys.executable, "crawl.py", json.dumps(scrapy_settings)],
-            cwd=tmp, capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
-        real_seconds = time.monotonic() - t0
-        silent.close()
-        assert got.returncode == 0, got.stderr[-4000:]
-        stats = json.loads(got.stdout.strip().splitlines()[-1])
+        rows = product_rows(web, sites.values(), private=True, faults=True)
+        rows.append({"url": dead, "site": "dead", "page_type": "product"})
+        rows.append({"url": hanging, "site": "hanging", "page_type": "product"})
+        with silent:
+            got, db = crawl_with_scrapy(
+                tmp,
+                clock,
+                config=CONFIG,
+                spider=SPIDER,
+                rows=rows,
+                run_for=f"{DAYS}d",
+                paused=[sites["paused"]],
+                RETRY_TIMES=1,
+                DOWNLOAD_TIMEOUT=0.5,
+            )
         yield Run(
             web,
             web.request_log.snapshot(),
-            stats,
+            got.stats,
             db,
             sites,
             dead,
             hanging,
-            real_seconds,
+            got.real_seconds,
             got.stderr,
         )
 
@@ -450,30 +417,22 @@ def test_leases_from_a_running_service(tmp_path: Path) -> None:
         settings = load_settings(tmp_path / "recrawl.toml").model_copy(
             update={"token": "t0k", "budget_per_day": 240}
         )
-        (tmp_path / "crawl.py").write_text(SPIDER)
+        (tmp_path / "crawl.py").write_text(spider_script(SPIDER))
         with open_store(str(tmp_path / "svc.db")) as store:
             engine = Engine(store, settings, clock=clock)
             rows = [{"url": u, "site": host, "page_type": "product"} for u in web.urls(host)]
             engine.add_urls(rows, now=clock())
             with serve_in_thread(create_app(engine, settings)) as base:
-                scrapy_settings = {
-                    "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
-                    "RECRAWL_SERVICE_URL": base,
-                    "RECRAWL_TOKEN": "t0k",
-                    "RECRAWL_CONFIG": str(tmp_path / "recrawl.toml"),
-                    "RECRAWL_RUN_FOR": "12h",
-                    "RECRAWL_TIME_SCALE": scale,
-                    "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
-                    "TELNETCONSOLE_ENABLED": False,
-                    "LOG_LEVEL": "INFO",
-                }
+                scrapy_settings = addon_settings(
+                    clock,
+                    tmp_path / "recrawl.toml",
+                    "12h",
+                    RECRAWL_SERVICE_URL=base,
+                    RECRAWL_TOKEN="t0k",
+                )
                 spider = {"start_urls": web.urls(fresh), "page_type": "product"}
-                got = subprocess.run(
-                    [sys.executable, "crawl.py", json.dumps(scrapy_settings), json.dumps(spider)],
-                    cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                )  # fmt: skip
-            assert got.returncode == 0, got.stderr[-4000:]
-            stats = json.loads(got.stdout.strip().splitlines()[-1])
+                got = run_script(tmp_path, scrapy_settings, spider, timeout=60)
+            stats = got.stats
             log = web.request_log.snapshot()
             pages = [r for r in log if r.path.startswith("/p/")]
             assert "Warning" not in got.stderr, got.stderr[-4000:]

@@ -11,9 +11,6 @@ request log and the store.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,9 +19,9 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+from scrapy_run import crawl_with_scrapy, product_rows
+
 from recrawl.clock import ScaledClock
-from recrawl.config import load_settings
-from recrawl.engine.engine import Engine
 from recrawl.sim.web import RequestRecord, SimWeb, SiteSpec
 from recrawl.store import open_store
 
@@ -47,15 +44,7 @@ allow_private_networks = true
 min_delay_s = 60
 """
 
-SPIDER = """\
-import json
-import sys
-
-from scrapy.crawler import CrawlerProcess
-
-from recrawl.scrapy import RecrawlSpider
-
-
+SPIDER = """
 class Shop(RecrawlSpider):
     name = "shop"
 
@@ -63,13 +52,6 @@ class Shop(RecrawlSpider):
         kind = "json" if response.meta.get("recrawl_json") else "page"
         self.crawler.stats.inc_value(f"test/parsed_{kind}")
         # no item: the record is the page type's fields, read from the body
-
-
-process = CrawlerProcess(json.loads(sys.argv[1]))
-crawler = process.create_crawler(Shop)
-process.crawl(crawler)
-process.start()
-print(json.dumps(crawler.stats.get_stats(), default=str))
 """
 
 
@@ -96,34 +78,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ]
     with SimWeb(specs, clock=clock, seed=5, origin=ORIGIN, horizon_s=2 * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
-        (tmp / "recrawl.toml").write_text(CONFIG)
-        (tmp / "crawl.py").write_text(SPIDER)
-        db = str(tmp / "recrawl.db")
-        with open_store(db) as store:
-            engine = Engine(store, load_settings(tmp / "recrawl.toml"), clock=clock)
-            rows = [
-                {"url": u, "site": host, "page_type": "product"}
-                for host in sites.values()
-                for u in web.urls(host)
-            ]
-            engine.add_urls(rows, now=clock())
-        settings = {
-            "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
-            "RECRAWL_DB": db,
-            "RECRAWL_CONFIG": str(tmp / "recrawl.toml"),
-            "RECRAWL_RUN_FOR": "1d",
-            "RECRAWL_TIME_SCALE": SCALE,
-            "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
-            "TELNETCONSOLE_ENABLED": False,
-            "LOG_LEVEL": "INFO",
-        }
-        got = subprocess.run(
-            [sys.executable, "crawl.py", json.dumps(settings)],
-            cwd=tmp, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert got.returncode == 0, got.stderr[-4000:]
-        stats = json.loads(got.stdout.strip().splitlines()[-1])
-        yield Run(web.request_log.snapshot(), stats, db, sites, got.stderr)
+        rows = product_rows(web, sites.values())
+        got, db = crawl_with_scrapy(
+            tmp, clock, config=CONFIG, spider=SPIDER, rows=rows, run_for="1d", timeout=60
+        )
+        yield Run(web.request_log.snapshot(), got.stats, db, sites, got.stderr)
 
 
 def _requests(run: Run, site: str) -> list[RequestRecord]:

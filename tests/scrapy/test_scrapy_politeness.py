@@ -15,8 +15,6 @@ import collections
 import itertools
 import json
 import math
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +23,9 @@ import pytest
 
 pytest.importorskip("scrapy")
 
+from scrapy_run import crawl_with_scrapy, product_rows
+
 from recrawl.clock import ScaledClock
-from recrawl.config import load_settings
 from recrawl.engine.engine import Engine
 from recrawl.sim.web import RequestRecord, SimWeb, SiteSpec
 from recrawl.store import open_store
@@ -56,15 +55,7 @@ min_delay_s = 60
 user_agent = "acme-bot/1 (+https://acme.example/bot)"
 """
 
-SPIDER = """\
-import json
-import sys
-
-from scrapy.crawler import CrawlerProcess
-
-from recrawl.scrapy import RecrawlSpider
-
-
+SPIDER = """
 class Shop(RecrawlSpider):
     name = "shop"
 
@@ -74,13 +65,6 @@ class Shop(RecrawlSpider):
             "price": response.css(".price::text").get(),
             "stock": response.css(".stock::text").get(),
         }
-
-
-process = CrawlerProcess(json.loads(sys.argv[1]))
-crawler = process.create_crawler(Shop)
-process.crawl(crawler)
-process.start()
-print(json.dumps(crawler.stats.get_stats(), default=str))
 """
 
 
@@ -108,36 +92,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ]
     with SimWeb(specs, clock=clock, seed=23, origin=ORIGIN, horizon_s=(DAYS + 1) * DAY) as web:
         sites = {s.name: web.site(s.name) for s in specs}
-        (tmp / "recrawl.toml").write_text(CONFIG)
-        (tmp / "crawl.py").write_text(SPIDER)
-        db = str(tmp / "recrawl.db")
-        with open_store(db) as store:
-            engine = Engine(store, load_settings(tmp / "recrawl.toml"), clock=clock)
-            rows = [
-                {"url": u, "site": host, "page_type": "product"}
-                for host in sites.values()
-                for u in web.urls(host)
-            ]
-            engine.add_urls(rows, now=clock())
-            engine.pause(sites["paused"], reason="test", now=clock())
-        scrapy_settings = {
-            "ADDONS": {"recrawl.scrapy.RecrawlAddon": 500},
-            "AUTOTHROTTLE_ENABLED": True,
-            "RECRAWL_DB": db,
-            "RECRAWL_CONFIG": str(tmp / "recrawl.toml"),
-            "RECRAWL_RUN_FOR": f"{DAYS}d",
-            "RECRAWL_TIME_SCALE": SCALE,
-            "RECRAWL_CLOCK_ORIGIN": f"{real0}={ORIGIN}",
-            "TELNETCONSOLE_ENABLED": False,
-            "LOG_LEVEL": "INFO",
-        }
-        got = subprocess.run(
-            [sys.executable, "crawl.py", json.dumps(scrapy_settings)],
-            cwd=tmp, capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
-        assert got.returncode == 0, got.stderr[-4000:]
-        stats = json.loads(got.stdout.strip().splitlines()[-1])
-        yield Run(web.request_log.snapshot(), stats, db, sites, got.stderr)
+        rows = product_rows(web, sites.values())
+        got, db = crawl_with_scrapy(
+            tmp,
+            clock,
+            config=CONFIG,
+            spider=SPIDER,
+            rows=rows,
+            run_for=f"{DAYS}d",
+            paused=[sites["paused"]],
+            AUTOTHROTTLE_ENABLED=True,
+        )
+        yield Run(web.request_log.snapshot(), got.stats, db, sites, got.stderr)
 
 
 def _pages(run: Run, site: str | None = None) -> list[RequestRecord]:

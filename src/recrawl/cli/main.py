@@ -523,22 +523,29 @@ def urls_add(
         added = engine.add_urls(rows)
         if update:
             retiered = engine.update_values([r for r in rows if "value" in r])
-    if as_json:
-        print_json(
-            {"received": len(rows), "added": added, "known": len(rows) - added,
-             "updated": retiered, "repeated": got.repeated, "rejected": got.bad}
-        )  # fmt: skip
-        if got.bad:
-            raise typer.Exit(1)
-        return
-    out.print(
+    _url_summary(
+        as_json,
+        {"received": len(rows), "added": added, "known": len(rows) - added,
+         "updated": retiered, "repeated": got.repeated, "rejected": got.bad},
         f"{added:,} new URLs registered, {len(rows) - added:,} already known"
         + (f" ({retiered:,} re-tiered)" if update else "")
-        + ", "
-        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
-        + f"{got.bad:,} rejected"
-    )
-    if got.bad:
+        + ", ",
+    )  # fmt: skip
+
+
+def _url_summary(as_json: bool, counts: dict[str, int], text: str) -> None:
+    """What `urls add` or `urls remove` did, in JSON or a line (``text``, then
+    the repeated and rejected counts); exit 1 if input rows were rejected."""
+    if as_json:
+        print_json(counts)
+    else:
+        repeated, bad = counts["repeated"], counts["rejected"]
+        out.print(
+            text
+            + (f"{repeated:,} repeated in the input, " if repeated else "")
+            + f"{bad:,} rejected"
+        )
+    if counts["rejected"]:
         raise typer.Exit(1)
 
 
@@ -563,21 +570,12 @@ def urls_remove(
     named.summary()
     with cli_store(db, existing=True) as store:
         removed = Engine(store).remove_urls([r["url"] for r in got.rows])
-    if as_json:
-        print_json(
-            {"received": len(got.rows), "removed": removed, "unknown": len(got.rows) - removed,
-             "repeated": got.repeated, "rejected": got.bad}
-        )  # fmt: skip
-        if got.bad:
-            raise typer.Exit(1)
-        return
-    out.print(
-        f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, "
-        + (f"{got.repeated:,} repeated in the input, " if got.repeated else "")
-        + f"{got.bad:,} rejected"
-    )
-    if got.bad:
-        raise typer.Exit(1)
+    _url_summary(
+        as_json,
+        {"received": len(got.rows), "removed": removed, "unknown": len(got.rows) - removed,
+         "repeated": got.repeated, "rejected": got.bad},
+        f"{removed:,} URLs removed, {len(got.rows) - removed:,} not in the store, ",
+    )  # fmt: skip
 
 
 @urls_app.command("list")

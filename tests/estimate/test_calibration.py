@@ -110,6 +110,31 @@ def test_predictions_use_only_the_evidence_before_each_revisit() -> None:
     assert r2.changed.tolist() == [True, False, False, False]
 
 
+def test_predictions_age_the_evidence_by_the_planners_hazard() -> None:
+    """With the planner's change-point hazard, a revisit after a long silence
+    is predicted as the planner sees the page then: its own quiet record
+    counts for less and its group's faster changes for more; a prompt
+    revisit is predicted almost as without the hazard."""
+    # page 0: quiet for months, then revisited after 400 days; page 1 of its
+    # group changes at every weekly revisit
+    at0 = np.array([0.0, 30.0, 60.0, 90.0, 490.0]) * DAY
+    at1 = np.arange(0.0, 100.0, 7.0) * DAY
+    page = [0] * len(at0) + [1] * len(at1)
+    at = np.concatenate([at0, at1])
+    kinds = [FIRST] + [UNCHANGED] * 4 + [FIRST] + [CHANGED] * (len(at1) - 1)
+    pri = fit_group_priors([1.0, 14.0], [90.0, 98.0], [0.0, 0.0], [0.0, 0.0], [0, 0])
+    kw = {"priors": pri, "half_life_days": math.inf}
+    plain = revisit_predictions(page, at, kinds, [0, 0], **kw)
+    aged = revisit_predictions(page, at, kinds, [0, 0], hazard_per_day=1 / 365, **kw)
+    late = (plain.page == 0) & (plain.interval_days == 400.0)
+    prompt = (plain.page == 0) & (plain.interval_days == 30.0)
+    assert late.sum() == 1 and prompt.sum() == 3
+    assert aged.rate_per_day[late][0] > 1.5 * plain.rate_per_day[late][0]
+    np.testing.assert_allclose(aged.rate_per_day[prompt], plain.rate_per_day[prompt], rtol=0.1)
+    with pytest.raises(ValueError, match="hazard"):
+        revisit_predictions(page, at, kinds, [0, 0], hazard_per_day=-1.0, **kw)
+
+
 def test_a_calibrated_model_is_not_flagged_and_a_speedup_is() -> None:
     """Poisson pages whose rates hold: observed changes within chance of the
     expected ones, and every probability bin near its prediction. Rates that

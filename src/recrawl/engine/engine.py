@@ -1464,7 +1464,7 @@ class Engine:
             pg[keep], h.fetched_at[keep], h.kind[keep], pages.group, since=since, until=stop,
             start=(first, ev[0], ev[1], ev[2], ev[3]), priors=group_priors(pages),
             half_life_days=DEFAULT_HALF_LIFE_DAYS if hl is None else hl,
-            start_evidence=evidence,
+            start_evidence=evidence, hazard_per_day=self.planner_config().change_hazard_per_day,
         )  # fmt: skip
         return _Revisits(cols, h, keep, pred, since, end)
 

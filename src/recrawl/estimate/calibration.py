@@ -146,6 +146,7 @@ def revisit_predictions(
     priors: GroupPriors | None = None,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     start_evidence: ArrayLike | None = None,
+    hazard_per_day: float = 0.0,
 ) -> RevisitPredictions:
     """What the model predicted at each revisit, from the evidence before it.
 
@@ -176,6 +177,12 @@ def revisit_predictions(
         ``start`` (:mod:`recrawl.records.evidence`); by default the bins of
         ``start``'s four numbers and the test at rest. They are folded as the
         store folds them, and the rates read from the bins, as the planner's.
+    hazard_per_day : float
+        Change-point hazard (the planner's ``change_hazard_per_day``): each
+        page's evidence aged over the revisit interval by
+        :func:`~recrawl.estimate.rates.evidence_weight`, as the planner ages
+        it over the days since the page's last fetch. 0 (the default) ages it
+        by the half-life only.
 
     Returns
     -------
@@ -266,6 +273,7 @@ def revisit_predictions(
     rate, _ = estimate_rates(
         e[:, 0], e[:, 1], e[:, 2], e[:, 3], grp[pg[rows_all]],
         priors=priors, elapsed_days=iv, half_life_days=half_life_days, bins=e_bins,
+        hazard_per_day=hazard_per_day,
     )  # fmt: skip
     return RevisitPredictions(
         page=pg[rows_all],

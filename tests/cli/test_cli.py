@@ -232,7 +232,7 @@ def test_demo_runs_the_main_job_and_writes_the_report(tmp_path: Path):
     )
     assert flat.count("diagnosis route (failing routes: pool-b)") == 2, flat[-1500:]
     assert "Sites the crawl paused: none." in flat
-    # route_diagnosis at its defaults, as tests/sim/test_routes_e2e.py (marked slow) checks it:
+    # route_diagnosis at its defaults, as tests/sim/test_routes_e2e.py checks it in make test:
     # both routes carried the crawl; after its death pool-b only reset connections
     routes = flat.split("is the route blamed, or the sites?", 1)[1]
     routes = routes.split("Sites the crawl paused")[0]

@@ -10,8 +10,8 @@ from recrawl.sim.crawl import route_diagnosis
 
 # `recrawl demo` runs route_diagnosis at these same defaults, and
 # tests/cli/test_cli.py::test_demo_runs_the_main_job_and_writes_the_report
-# checks all of the below from its output: this one repeats it (10 s of
-# simulated clock) in `make test-slow` only.
+# checks all of the below from its output; that test is slow (80 s), so this
+# one (10 s of simulated clock) is the route diagnosis end to end in `make test`.
 def test_a_dead_route_is_named_as_the_route_not_the_site(tmp_path: Path) -> None:
     got = route_diagnosis(tmp_path)
     after = got["requests_after_by_route"]

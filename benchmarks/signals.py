@@ -239,7 +239,17 @@ from recrawl.store import open_store
 ORIGIN = 1_800_000_000.0
 
 SITES = ("honest", "feed", "stamped")
-LISTING_KEYS = ("url", "items", "reads", "interval_s", "rate_per_day", "value", "late")
+LISTING_KEYS = (
+    "url",
+    "items",
+    "reads",
+    "interval_s",
+    "rate_per_day",
+    "value",
+    "late",
+    "late_at",
+    "late_reads",
+)
 LISTINGS = {
     "category": {
         "items": "li.item",

@@ -508,9 +508,10 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
         pytest.skip(
             f"the crawl spent {crawler.stats.spent / crawler.stats.budget:.0%} of its budget"
         )
-    fresh, stale = trust[hosts["fresh"]], trust[hosts["stale"]]
-    # the fresh listing is trusted to prove changes; the stale one's moves are not
-    assert fresh.changes and not stale.changes, (fresh, stale)
+    fresh, stale = trust[hosts["fresh"]], trust.get(hosts["stale"])
+    # the fresh listing is trusted to prove changes; the stale one's moves are
+    # not (judged late by the crawl's fetches, it may have given no hint to judge)
+    assert fresh.changes and (stale is None or not stale.changes), (fresh, stale)
     # valued for its items' worth, the fresh listing is read more often; the
     # refused one is back to its own value
     assert value[f"http://{hosts['fresh']}/list/0"] > 1.0

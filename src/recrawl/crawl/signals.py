@@ -258,6 +258,17 @@ class _Item:
     moves: int = 0
     digest: str | None = None
     unsure: tuple[float, float, str | None] | None = None
+    shown: float = -math.inf
+    """The read that first showed the current summary."""
+    caught: float | None = None
+    """The fetch (its start) a late sighting of the item was counted against."""
+    pending: float | None = None
+    """A fetch a listing was seen late against before any of the item's
+    fetches agreed with a listing: counted once one does."""
+    agreed: bool = False
+    """A fetch's record and a listing's summary of it agreed once (their
+    fields compare: a mismatch is not a format's)."""
+    site: str = ""
     left: bool = False
     """It left every listing page of its site (:meth:`SignalReader.listing`)."""
 
@@ -281,6 +292,13 @@ class ListingPage:
     value: float | None = None
     late: bool = False
     """Its site's listings were judged late (:meth:`SignalReader.late_sites`)."""
+    late_at: float | None = None
+    """When its site's listings were judged late (the read's time)."""
+    late_reads: int | None = None
+    """Its reads by then, that one included."""
+    arrivals: int = 0
+    """Its reads after the first that changed which items it shows (an item
+    came, or left it)."""
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -293,6 +311,8 @@ class ListingPage:
             "rate_per_day": self.rate_per_day,
             "value": self.value,
             "late": self.late,
+            "late_at": self.late_at,
+            "late_reads": self.late_reads,
         }
 
 
@@ -375,6 +395,8 @@ class SignalReader:
         self._dated: dict[str, list[int]] = {}
         """Per site: summary moves seen late and before the crawl's fetch
         (:meth:`late_sites`)."""
+        self._late_at: dict[str, float] = {}
+        """Per site: the read at which its listings were judged late."""
         self._by_origin: dict[str, set[str]] = {}
         self.reads: list[dict[str, Any]] = []
         """Sitemap and feed reads not yet taken (:meth:`take`): ``site``,
@@ -447,6 +469,17 @@ class SignalReader:
                 item.since, item.changed = (read if new != old else before), True
             item.unsure = None
         item.digest = new
+        if item.record and _same(json.loads(item.summary), item.record):
+            self._agreed(item)
+
+    def _agreed(self, item: _Item) -> None:
+        """A fetch's record and a listing's summary of ``item`` agreed: a late
+        sighting held for that is counted."""
+        item.agreed = True
+        if item.pending is not None and item.caught != item.pending:
+            self._dated.setdefault(item.site, [0, 0])[0] += 1
+            item.caught = item.pending
+        item.pending = None
 
     async def listing(
         self,
@@ -502,7 +535,7 @@ class SignalReader:
             key = json.dumps(it.summary, sort_keys=True)
             mem = self._items.get(u)
             if mem is None:
-                self._items[u] = _Item(key, now, now, now)
+                self._items[u] = _Item(key, now, now, now, shown=now, site=site)
                 self._by_origin.setdefault(origin, set()).add(u)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue
@@ -510,15 +543,29 @@ class SignalReader:
                 mem.left = False
                 self.delisted -= 1
                 self.left.append((u, site, None))
-            if mem.summary != key:
-                mem.summary, mem.moves = key, mem.moves + 1
-                f = mem.fetched
+            f = mem.fetched
+            if mem.summary == key:
+                if (
+                    f is not None
+                    and mem.caught != f
+                    and mem.shown < f
+                    and now - f >= LATE_AFTER_S
+                    and _same(it.summary, mem.record) is False
+                ):  # well after the fetch, still the summary it replaced
+                    if mem.agreed:
+                        dated[0] += 1
+                        mem.caught = f
+                    else:  # the fields may not compare: held until they agree once
+                        mem.pending = f
+            else:
+                mem.summary, mem.moves, mem.shown = key, mem.moves + 1, now
                 if f is not None and f <= now:
                     fetched_new = _same(it.summary, mem.record)
                     if fetched_new is False:
                         dated[1] += 1  # shown before the crawl fetched it
-                    elif fetched_new and mem.since < f and mem.seen - f >= LATE_AFTER_S:
+                    elif fetched_new and mem.caught != f and mem.seen - f >= LATE_AFTER_S:
                         dated[0] += 1  # still the former summary well after the fetch
+                        mem.caught = f
                 if f is not None and mem.seen < f <= now:  # fetched since the last sighting
                     before = _same(it.summary, mem.record)
                     if before is None:  # cannot tell: silent until the next fetch
@@ -528,15 +575,22 @@ class SignalReader:
                 else:
                     mem.since, mem.changed, mem.unsure = now, True, None
             mem.seen = max(mem.seen, now)
+            if not mem.agreed and _same(it.summary, mem.record):
+                self._agreed(mem)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
         page.late = site in self.late_sites()
         if page.late:
             hints = []
+            self._late_at.setdefault(site, now)
+            if page.late_at is None:
+                page.late_at, page.late_reads = self._late_at[site], page.reads + 1
         if page.last_read is not None and now > page.last_read:
             gap = now - page.last_read
             prev = page.interval_s
             page.interval_s = gap if prev is None else prev + READ_SMOOTHING * (gap - prev)
+        if page.reads and set(shown) != set(page.items):
+            page.arrivals += 1
         page.site, page.items, page.reads, page.last_read = site, shown, page.reads + 1, now
         if rate_per_day is not None and rate_per_day > 0:
             page.rate_per_day = rate_per_day
@@ -620,8 +674,8 @@ class SignalReader:
             if page.base is None:
                 page.base = min(float(values.get(page.url, 1.0)), float(vals.max()))
             base = page.base
-            if page.site in refused:
-                want = base
+            if page.site in refused:  # it tells which items are listed, no more
+                want = base * min((page.arrivals + 1) / max(page.reads, 1), 1.0)
             else:
                 rates = item_rates(
                     np.array([m.moves for m in mem], dtype=np.float64),

@@ -316,6 +316,13 @@ class ListingPage:
         }
 
 
+def _record(record: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A fetch's record as kept: its fields' values as text, empty ones left out."""
+    if record is None:
+        return None
+    return {k: str(v) for k, v in record.items() if v is not None and v != []}
+
+
 def _same(summary: Mapping[str, Any], record: Mapping[str, str] | None) -> bool | None:
     """Whether a fetched item's ``record`` shows ``summary``: None when they
     share no field (or no record)."""
@@ -395,6 +402,9 @@ class SignalReader:
         self._dated: dict[str, list[int]] = {}
         """Per site: summary moves seen late and before the crawl's fetch
         (:meth:`late_sites`)."""
+        self._unlisted: dict[str, tuple[float, dict[str, str] | None, str | None]] = {}
+        """Pages of sites whose listings were read, fetched but not listed yet:
+        the last fetch's time, record and digest (:meth:`fetched`)."""
         self._late_at: dict[str, float] = {}
         """Per site: the read at which its listings were judged late."""
         self._by_origin: dict[str, set[str]] = {}
@@ -454,14 +464,22 @@ class SignalReader:
         """This crawl fetched ``url`` at ``now`` (its start: the time the store
         keeps), its ``record`` the fields extracted and ``digest`` its content's
         (both None: as at the last fetch, a 304); kept for items a listing
-        shows. A summary move the last fetch could not date is dated now: the
-        content changed since that fetch, after it; the same, before it."""
+        shows, and for the other pages of a site whose listings were read
+        (until a listing shows them: what a listing first shows of an item
+        is then compared with its last fetch too). A summary move the last
+        fetch could not date is dated now: the content changed since that
+        fetch, after it; the same, before it."""
         item = self._items.get(url)
         if item is None:
+            if site_root(url) in self._by_origin and url not in self.listing_pages:
+                was = self._unlisted.get(url)
+                if record is None and digest is None and was is not None:
+                    record, digest = was[1], was[2]
+                self._unlisted[url] = (now, _record(record), digest)
             return
         item.fetched = now
         if record is not None:
-            item.record = {k: str(v) for k, v in record.items() if v is not None and v != []}
+            item.record = _record(record)
         new = item.digest if record is None and digest is None else digest
         if item.unsure is not None:
             read, before, old = item.unsure
@@ -535,7 +553,11 @@ class SignalReader:
             key = json.dumps(it.summary, sort_keys=True)
             mem = self._items.get(u)
             if mem is None:
-                self._items[u] = _Item(key, now, now, now, shown=now, site=site)
+                mem = self._items[u] = _Item(key, now, now, now, shown=now, site=site)
+                was = self._unlisted.pop(u, None)
+                if was is not None:  # fetched before a listing showed it
+                    mem.fetched, mem.record, mem.digest = was
+                    mem.agreed = bool(_same(it.summary, mem.record))
                 self._by_origin.setdefault(origin, set()).add(u)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue

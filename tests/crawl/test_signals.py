@@ -492,12 +492,7 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
         prices = {i: str(int((t / 86400.0) + i / 40.0)) for i in range(40)}
         asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
     now = 4 * 86400.0
-    # items the crawl holds no copy of yet: nothing to keep fresh, its own value
-    assert reader.listing_worth(now, {}) == []
-    assert reader.listing_pages[url].value is None and reader.listing_pages[url].base == 1.0
-    # once they were fetched (as the store tells), worth its items' freshness
-    held = {f"https://shop.example/p/{i}" for i in range(40)}
-    [(got_url, value)] = reader.listing_worth(now, {}, fetched=held)
+    [(got_url, value)] = reader.listing_worth(now, {})
     assert got_url == url and value > 2.0, value
     # the allocation (forty items, the listing, 1.6 fetches an item a day) then
     # reads the listing several times a day; valued as a page of its own, hardly
@@ -526,12 +521,11 @@ def test_a_listing_read_in_a_burst_is_read_again_once_its_items_had_time_to_chan
         asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
     last = 47 * HOUR
     rates = np.r_[np.ones(40), 40.0]
-    held = {f"https://shop.example/p/{i}" for i in range(40)}  # fetched, as the store tells
 
     def due(hours: float) -> float:
         """How far into its allocated interval the listing is, ``hours`` after
         its last read, the crawl setting its value at each hourly cycle."""
-        reader.listing_worth(last + hours * HOUR, {}, fetched=held)
+        reader.listing_worth(last + hours * HOUR, {})
         value = reader.listing_pages[url].value or 1.0
         # the allocation: the forty items and the listing, a fetch an item a day
         f = optimal_allocation(rates, 40.0, weight=np.r_[np.ones(40), value]).visits_per_day[-1]

@@ -416,20 +416,6 @@ class EmbeddedSource:
         result: dict[str, float] = await self._run(work)
         return result
 
-    async def fetched_pages(self, urls: Sequence[str]) -> set[str]:
-        """Those of the known ``urls`` fetched successfully at least once."""
-
-        def work() -> set[str]:
-            cols = self.engine.store.page_columns(["url", "last_ok"])
-            want = set(urls)
-            last_ok = cols["last_ok"].tolist()
-            return {
-                u for u, t in zip(cols["url"], last_ok, strict=True) if u in want and t == t
-            }  # NaN: never
-
-        result: set[str] = await self._run(work)
-        return result
-
     async def set_values(self, rows: Sequence[tuple[str, float]]) -> None:
         """Give pages new values (:meth:`Engine.update_values`)."""
         await self._run(lambda: self.engine.update_values({"url": u, "value": v} for u, v in rows))
@@ -648,7 +634,6 @@ class Crawler:
         self._cycle_budget = math.inf
         self._last_progress = 0.0
         self._item_values: dict[str, float] = {}
-        self._item_fetched: set[str] = set()
         self._refused: set[str] = set()
         self.signals = SignalReader(
             settings,
@@ -816,14 +801,11 @@ class Crawler:
                 self._item_values.update(await self.source.page_values(  # type: ignore[attr-defined]
                     [u for p in pages.values() for u in (p.url, *p.items)]
                 ))  # fmt: skip
-                self._item_fetched |= await self.source.fetched_pages(  # type: ignore[attr-defined]
-                    [u for p in pages.values() for u in p.items if u not in self._item_fetched]
-                )
                 self._refused = await self.source.refused_listings(now)  # type: ignore[attr-defined]
             refused = self._refused | self.signals.late_sites()
             rows = self.signals.listing_worth(
                 now, self._item_values, refused,
-                cycle_s=self.settings.cycle_hours * 3600.0, fetched=self._item_fetched,
+                cycle_s=self.settings.cycle_hours * 3600.0,
             )  # fmt: skip
             if rows:
                 await set_values(rows)

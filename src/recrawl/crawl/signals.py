@@ -672,7 +672,6 @@ class SignalReader:
         refused: AbstractSet[str] = frozenset(),
         *,
         cycle_s: float = 3600.0,
-        fetched: AbstractSet[str] = frozenset(),
     ) -> list[tuple[str, float]]:
         """The value each listing page should have now, where it moved (by more
         than a tenth): :func:`~recrawl.plan.freshness.reveal_weight` of its
@@ -687,20 +686,13 @@ class SignalReader:
         so. A listing of a site in ``refused`` (site names: its listings'
         moves mostly found no change) goes back to its own value: ``values`` of
         the listing at the first call, capped at its most valuable item's (a
-        crawl that starts again finds the value the last one gave it).
-
-        An item the crawl holds no copy of (not fetched by this crawl, nor in
-        ``fetched``: the URLs the store has fetched) adds nothing: a change
-        revealed cannot make it fresh, its first fetch is due anyway (on a
-        cold start, the listing is not read again before its items were
-        fetched once)."""
+        crawl that starts again finds the value the last one gave it)."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
-            urls = [u for u in page.items if u in self._items]
-            mem = [self._items[u] for u in urls]
+            mem = [self._items[u] for u in page.items if u in self._items]
             if not mem:
                 continue
-            vals = np.array([values.get(u, 1.0) for u in urls])
+            vals = np.array([values.get(u, 1.0) for u in page.items if u in self._items])
             if page.base is None:
                 page.base = min(float(values.get(page.url, 1.0)), float(vals.max()))
             base = page.base
@@ -712,16 +704,9 @@ class SignalReader:
                     np.array([(m.seen - m.first) / DAY for m in mem]),
                 )
                 since = max(now - page.last_read, 0.0) if page.last_read is not None else 0.0
-                held = np.array(
-                    [m.fetched is not None or u in fetched for u, m in zip(urls, mem, strict=True)]
-                )
+                visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
                 own = page.rate_per_day or float(rates.sum())
-                if held.any():
-                    rates, vals = rates[held], vals[held]
-                    visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
-                    want = max(base, reveal_weight(rates, vals, own, visits))
-                else:
-                    want = base
+                want = max(base, reveal_weight(rates, vals, own, visits))
             last = page.value if page.value is not None else base
             if abs(want - last) > 0.1 * max(last, 1e-9):
                 page.value = want

@@ -534,7 +534,16 @@ def one_budget(a: argparse.Namespace) -> dict[str, Any]:
                 "signal_requests": run.stats.signal_requests,
                 "signal_spent": run.stats.signal_spent,
                 "kept_up": kept_up(run, a.days),
-                "listings": [{k: d.get(k) for k in LISTING_KEYS} for d in run.stats.listings],
+                "listings": [
+                    {
+                        **{k: d.get(k) for k in LISTING_KEYS},
+                        # the day of the crawl its site's listings were judged late
+                        "late_day": (d["late_at"] - run.start) / DAY
+                        if d.get("late_at") is not None
+                        else None,
+                    }
+                    for d in run.stats.listings
+                ],
                 "sources": [
                     {
                         k: s[k]

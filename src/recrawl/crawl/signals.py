@@ -38,16 +38,26 @@ read and the plan's estimate of its own rate), which the crawl sets on the page
 (:meth:`recrawl.engine.Engine.update_values`) so that the allocation reads it
 as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
-to its own value.
+to its own value, times the share of its reads that changed which items it
+shows (its first read counted as one): all it still tells is which items are
+listed (new ones, delisted ones), and a listing whose items never come or go
+is read ever more rarely.
 
-A listing that shows its items late is told by the crawl's own fetches: read
-an hour or more after the crawl fetched an item with a new summary, it still
-showed the former one, then moved to the one the fetch had seen
-(:data:`LATE_AFTER_S`). Once a site's listings were caught so
-:data:`LATE_MIN` times, and in at least :data:`LATE_SHARE` of the moves its
-fetches could date (the others showed a change the crawl had not fetched),
-they are judged late (:meth:`SignalReader.late_sites`): they give no more
-hints, and fall back to their own value. The revisits cannot always tell:
+A listing that shows its items late is told by the crawl's own fetches
+(:data:`LATE_AFTER_S`): read an hour or more after the crawl fetched an item
+with a new summary, it still showed the one it had shown before the fetch;
+or, having shown another since the fetch, it moved to the fetched one. Both
+need the item's summary to have gone back (A, B, A) for a listing that is
+not late. The first is counted at that read once the item's fields compare
+(a fetch's record and a listing's summary of it agreed once: a price written
+``1.00`` on the listing and ``1`` on the page would otherwise always differ);
+the crawl keeps the last fetch of the pages of a site whose listings it
+reads before a listing shows them, so what a listing first shows is
+compared too. Once a site's listings were caught so :data:`LATE_MIN` times,
+and in at least :data:`LATE_SHARE` of the moves its fetches could date (the
+others showed a change the crawl had not fetched), they are judged late
+(:meth:`SignalReader.late_sites`): they give no more hints, and fall back to
+their own value as refused ones do. The revisits cannot always tell:
 where an item changes between most two revisits, a listing a day behind moves
 in nearly every revisit interval that found a change (an older change of the
 item surfacing), and its silence would vouch for items changed in the day it
@@ -116,8 +126,8 @@ READ_SMOOTHING = 0.3
 
 LATE_AFTER_S = 3600.0
 """Seconds after the crawl fetched an item with a new summary that a listing
-still showing the former one, then moving to the fetched one, shows the item
-late (a cache of a few minutes is not late)."""
+still showing the former one (or moving to the fetched one after showing
+another) shows the item late (a cache of a few minutes is not late)."""
 
 LATE_MIN = 3
 """Late sightings (:data:`LATE_AFTER_S`) of a site's listings, at least, for
@@ -526,12 +536,16 @@ class SignalReader:
         next fetch's content, against that fetch's, tells (:meth:`fetched`).
         Items new to the crawl and the next page are registered.
 
-        A move to the summary the item's last fetch showed, though a read at
-        least :data:`LATE_AFTER_S` after that fetch still showed the former
-        one, is the listing showing the item late; a move to a summary the
-        last fetch did not show, the listing showing a change first. A site
-        whose listings are judged late from those (:meth:`late_sites`) gets
-        no more hints: its items are still registered."""
+        A read at least :data:`LATE_AFTER_S` after the item's last fetch
+        still showing the summary a listing showed before that fetch, where
+        the fetch showed another, is the listing showing the item late
+        (counted once the item's fetches and listings agreed once: the
+        fields compare), as is a move to the summary the last fetch showed
+        after a read that long after it showed another; a move to a summary
+        the last fetch did not show, the listing showing a change first. Each
+        fetch counts once. A site whose listings are judged late from those
+        (:meth:`late_sites`) gets no more hints: its items are still
+        registered."""
         rule = self.listing_rules[page_type]
         items, nxt = self._listings[page_type].read(body, url)
         origin = site_root(url)
@@ -684,9 +698,12 @@ class SignalReader:
         value. Not at its read rate as last measured: that one moves only
         with reads, and a value too low to get the listing read would stay
         so. A listing of a site in ``refused`` (site names: its listings'
-        moves mostly found no change) goes back to its own value: ``values`` of
-        the listing at the first call, capped at its most valuable item's (a
-        crawl that starts again finds the value the last one gave it)."""
+        moves mostly found no change, or they are late) goes back to its own
+        value, ``values`` of the listing at the first call, capped at its most
+        valuable item's (a crawl that starts again finds the value the last
+        one gave it), times the share of its reads that changed which items
+        it shows, its first read counted as one: what is left of its worth is
+        which items are listed."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
             mem = [self._items[u] for u in page.items if u in self._items]

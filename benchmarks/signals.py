@@ -234,6 +234,13 @@ listing's reads (before + after it was judged late) and the day judged:
   shops at 100 a day, seed 7: fresh shop 0.756 against 0.641 (main), 0.761
   against 0.639 (now), 0 late; stale shop 0.599 against 0.625 (main: reads
   9+4, judged on day 2.52), 0.608 against 0.620 (now: 4+2, day 1.64).
+- Both shops at 400 a day (``--day-seconds 16``), seed 7: the stale listing
+  read 28 times instead of 165 (5+23 against 22+143, judged on day 0.67
+  against 1.93), the stale shop 0.904 against 0.873 (main 0.900 against
+  0.874); the fresh listing read 287 times instead of 240, the fresh shop
+  0.926 against 0.886 (main 0.922 against 0.885), 2.46 requests per change
+  against 4.91, 2.00x (main 2.31 against 4.92, 2.14x): the freed budget went
+  to the fresh listing's reads.
 
 The listing costs 7-9 reads in 8 days instead of 12-18 at 50 a day (13-14
 instead of 33-42 at 100), and the stale shop's loss is 0.004 on average

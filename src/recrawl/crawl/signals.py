@@ -38,16 +38,26 @@ read and the plan's estimate of its own rate), which the crawl sets on the page
 (:meth:`recrawl.engine.Engine.update_values`) so that the allocation reads it
 as often as the freshness it buys its items is worth; a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
-to its own value.
+to its own value, times the share of its reads that changed which items it
+shows (its first read counted as one): all it still tells is which items are
+listed (new ones, delisted ones), and a listing whose items never come or go
+is read ever more rarely.
 
-A listing that shows its items late is told by the crawl's own fetches: read
-an hour or more after the crawl fetched an item with a new summary, it still
-showed the former one, then moved to the one the fetch had seen
-(:data:`LATE_AFTER_S`). Once a site's listings were caught so
-:data:`LATE_MIN` times, and in at least :data:`LATE_SHARE` of the moves its
-fetches could date (the others showed a change the crawl had not fetched),
-they are judged late (:meth:`SignalReader.late_sites`): they give no more
-hints, and fall back to their own value. The revisits cannot always tell:
+A listing that shows its items late is told by the crawl's own fetches
+(:data:`LATE_AFTER_S`): read an hour or more after the crawl fetched an item
+with a new summary, it still showed the one it had shown before the fetch;
+or, having shown another since the fetch, it moved to the fetched one. Both
+need the item's summary to have gone back (A, B, A) for a listing that is
+not late. The first is counted at that read once the item's fields compare
+(a fetch's record and a listing's summary of it agreed once: a price written
+``1.00`` on the listing and ``1`` on the page would otherwise always differ);
+the crawl keeps the last fetch of the pages of a site whose listings it
+reads before a listing shows them, so what a listing first shows is
+compared too. Once a site's listings were caught so :data:`LATE_MIN` times,
+and in at least :data:`LATE_SHARE` of the moves its fetches could date (the
+others showed a change the crawl had not fetched), they are judged late
+(:meth:`SignalReader.late_sites`): they give no more hints, and fall back to
+their own value as refused ones do. The revisits cannot always tell:
 where an item changes between most two revisits, a listing a day behind moves
 in nearly every revisit interval that found a change (an older change of the
 item surfacing), and its silence would vouch for items changed in the day it
@@ -116,8 +126,8 @@ READ_SMOOTHING = 0.3
 
 LATE_AFTER_S = 3600.0
 """Seconds after the crawl fetched an item with a new summary that a listing
-still showing the former one, then moving to the fetched one, shows the item
-late (a cache of a few minutes is not late)."""
+still showing the former one (or moving to the fetched one after showing
+another) shows the item late (a cache of a few minutes is not late)."""
 
 LATE_MIN = 3
 """Late sightings (:data:`LATE_AFTER_S`) of a site's listings, at least, for
@@ -258,6 +268,17 @@ class _Item:
     moves: int = 0
     digest: str | None = None
     unsure: tuple[float, float, str | None] | None = None
+    shown: float = -math.inf
+    """The read that first showed the current summary."""
+    caught: float | None = None
+    """The fetch (its start) a late sighting of the item was counted against."""
+    pending: float | None = None
+    """A fetch a listing was seen late against before any of the item's
+    fetches agreed with a listing: counted once one does."""
+    agreed: bool = False
+    """A fetch's record and a listing's summary of it agreed once (their
+    fields compare: a mismatch is not a format's)."""
+    site: str = ""
     left: bool = False
     """It left every listing page of its site (:meth:`SignalReader.listing`)."""
 
@@ -281,6 +302,13 @@ class ListingPage:
     value: float | None = None
     late: bool = False
     """Its site's listings were judged late (:meth:`SignalReader.late_sites`)."""
+    late_at: float | None = None
+    """When its site's listings were judged late (the read's time)."""
+    late_reads: int | None = None
+    """Its reads by then, that one included."""
+    arrivals: int = 0
+    """Its reads after the first that changed which items it shows (an item
+    came, or left it)."""
 
     def figures(self) -> dict[str, Any]:
         return {
@@ -293,7 +321,16 @@ class ListingPage:
             "rate_per_day": self.rate_per_day,
             "value": self.value,
             "late": self.late,
+            "late_at": self.late_at,
+            "late_reads": self.late_reads,
         }
+
+
+def _record(record: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """A fetch's record as kept: its fields' values as text, empty ones left out."""
+    if record is None:
+        return None
+    return {k: str(v) for k, v in record.items() if v is not None and v != []}
 
 
 def _same(summary: Mapping[str, Any], record: Mapping[str, str] | None) -> bool | None:
@@ -375,6 +412,11 @@ class SignalReader:
         self._dated: dict[str, list[int]] = {}
         """Per site: summary moves seen late and before the crawl's fetch
         (:meth:`late_sites`)."""
+        self._unlisted: dict[str, tuple[float, dict[str, str] | None, str | None]] = {}
+        """Pages of sites whose listings were read, fetched but not listed yet:
+        the last fetch's time, record and digest (:meth:`fetched`)."""
+        self._late_at: dict[str, float] = {}
+        """Per site: the read at which its listings were judged late."""
         self._by_origin: dict[str, set[str]] = {}
         self.reads: list[dict[str, Any]] = []
         """Sitemap and feed reads not yet taken (:meth:`take`): ``site``,
@@ -432,14 +474,22 @@ class SignalReader:
         """This crawl fetched ``url`` at ``now`` (its start: the time the store
         keeps), its ``record`` the fields extracted and ``digest`` its content's
         (both None: as at the last fetch, a 304); kept for items a listing
-        shows. A summary move the last fetch could not date is dated now: the
-        content changed since that fetch, after it; the same, before it."""
+        shows, and for the other pages of a site whose listings were read
+        (until a listing shows them: what a listing first shows of an item
+        is then compared with its last fetch too). A summary move the last
+        fetch could not date is dated now: the content changed since that
+        fetch, after it; the same, before it."""
         item = self._items.get(url)
         if item is None:
+            if site_root(url) in self._by_origin and url not in self.listing_pages:
+                was = self._unlisted.get(url)
+                if record is None and digest is None and was is not None:
+                    record, digest = was[1], was[2]
+                self._unlisted[url] = (now, _record(record), digest)
             return
         item.fetched = now
         if record is not None:
-            item.record = {k: str(v) for k, v in record.items() if v is not None and v != []}
+            item.record = _record(record)
         new = item.digest if record is None and digest is None else digest
         if item.unsure is not None:
             read, before, old = item.unsure
@@ -447,6 +497,17 @@ class SignalReader:
                 item.since, item.changed = (read if new != old else before), True
             item.unsure = None
         item.digest = new
+        if item.record and _same(json.loads(item.summary), item.record):
+            self._agreed(item)
+
+    def _agreed(self, item: _Item) -> None:
+        """A fetch's record and a listing's summary of ``item`` agreed: a late
+        sighting held for that is counted."""
+        item.agreed = True
+        if item.pending is not None and item.caught != item.pending:
+            self._dated.setdefault(item.site, [0, 0])[0] += 1
+            item.caught = item.pending
+        item.pending = None
 
     async def listing(
         self,
@@ -475,12 +536,16 @@ class SignalReader:
         next fetch's content, against that fetch's, tells (:meth:`fetched`).
         Items new to the crawl and the next page are registered.
 
-        A move to the summary the item's last fetch showed, though a read at
-        least :data:`LATE_AFTER_S` after that fetch still showed the former
-        one, is the listing showing the item late; a move to a summary the
-        last fetch did not show, the listing showing a change first. A site
-        whose listings are judged late from those (:meth:`late_sites`) gets
-        no more hints: its items are still registered."""
+        A read at least :data:`LATE_AFTER_S` after the item's last fetch
+        still showing the summary a listing showed before that fetch, where
+        the fetch showed another, is the listing showing the item late
+        (counted once the item's fetches and listings agreed once: the
+        fields compare), as is a move to the summary the last fetch showed
+        after a read that long after it showed another; a move to a summary
+        the last fetch did not show, the listing showing a change first. Each
+        fetch counts once. A site whose listings are judged late from those
+        (:meth:`late_sites`) gets no more hints: its items are still
+        registered."""
         rule = self.listing_rules[page_type]
         items, nxt = self._listings[page_type].read(body, url)
         origin = site_root(url)
@@ -502,7 +567,11 @@ class SignalReader:
             key = json.dumps(it.summary, sort_keys=True)
             mem = self._items.get(u)
             if mem is None:
-                self._items[u] = _Item(key, now, now, now)
+                mem = self._items[u] = _Item(key, now, now, now, shown=now, site=site)
+                was = self._unlisted.pop(u, None)
+                if was is not None:  # fetched before a listing showed it
+                    mem.fetched, mem.record, mem.digest = was
+                    mem.agreed = bool(_same(it.summary, mem.record))
                 self._by_origin.setdefault(origin, set()).add(u)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue
@@ -510,15 +579,29 @@ class SignalReader:
                 mem.left = False
                 self.delisted -= 1
                 self.left.append((u, site, None))
-            if mem.summary != key:
-                mem.summary, mem.moves = key, mem.moves + 1
-                f = mem.fetched
+            f = mem.fetched
+            if mem.summary == key:
+                if (
+                    f is not None
+                    and mem.caught != f
+                    and mem.shown < f
+                    and now - f >= LATE_AFTER_S
+                    and _same(it.summary, mem.record) is False
+                ):  # well after the fetch, still the summary it replaced
+                    if mem.agreed:
+                        dated[0] += 1
+                        mem.caught = f
+                    else:  # the fields may not compare: held until they agree once
+                        mem.pending = f
+            else:
+                mem.summary, mem.moves, mem.shown = key, mem.moves + 1, now
                 if f is not None and f <= now:
                     fetched_new = _same(it.summary, mem.record)
                     if fetched_new is False:
                         dated[1] += 1  # shown before the crawl fetched it
-                    elif fetched_new and mem.since < f and mem.seen - f >= LATE_AFTER_S:
+                    elif fetched_new and mem.caught != f and mem.seen - f >= LATE_AFTER_S:
                         dated[0] += 1  # still the former summary well after the fetch
+                        mem.caught = f
                 if f is not None and mem.seen < f <= now:  # fetched since the last sighting
                     before = _same(it.summary, mem.record)
                     if before is None:  # cannot tell: silent until the next fetch
@@ -528,15 +611,22 @@ class SignalReader:
                 else:
                     mem.since, mem.changed, mem.unsure = now, True, None
             mem.seen = max(mem.seen, now)
+            if not mem.agreed and _same(it.summary, mem.record):
+                self._agreed(mem)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
         page.late = site in self.late_sites()
         if page.late:
             hints = []
+            self._late_at.setdefault(site, now)
+            if page.late_at is None:
+                page.late_at, page.late_reads = self._late_at[site], page.reads + 1
         if page.last_read is not None and now > page.last_read:
             gap = now - page.last_read
             prev = page.interval_s
             page.interval_s = gap if prev is None else prev + READ_SMOOTHING * (gap - prev)
+        if page.reads and set(shown) != set(page.items):
+            page.arrivals += 1
         page.site, page.items, page.reads, page.last_read = site, shown, page.reads + 1, now
         if rate_per_day is not None and rate_per_day > 0:
             page.rate_per_day = rate_per_day
@@ -608,9 +698,12 @@ class SignalReader:
         value. Not at its read rate as last measured: that one moves only
         with reads, and a value too low to get the listing read would stay
         so. A listing of a site in ``refused`` (site names: its listings'
-        moves mostly found no change) goes back to its own value: ``values`` of
-        the listing at the first call, capped at its most valuable item's (a
-        crawl that starts again finds the value the last one gave it)."""
+        moves mostly found no change, or they are late) goes back to its own
+        value, ``values`` of the listing at the first call, capped at its most
+        valuable item's (a crawl that starts again finds the value the last
+        one gave it), times the share of its reads that changed which items
+        it shows, its first read counted as one: what is left of its worth is
+        which items are listed."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
             mem = [self._items[u] for u in page.items if u in self._items]
@@ -620,8 +713,8 @@ class SignalReader:
             if page.base is None:
                 page.base = min(float(values.get(page.url, 1.0)), float(vals.max()))
             base = page.base
-            if page.site in refused:
-                want = base
+            if page.site in refused:  # it tells which items are listed, no more
+                want = base * min((page.arrivals + 1) / max(page.reads, 1), 1.0)
             else:
                 rates = item_rates(
                     np.array([m.moves for m in mem], dtype=np.float64),

@@ -272,6 +272,13 @@ with 7 reads (341 item fetches against 347, 2 % of the shop's) is mostly
 the paired crawls' fetch-timing noise, which moves a shop's freshness by
 0.01-0.02 a run.
 
+``--listings-last``: the listing pages registered after the items, so that
+the cold start fetches the items before it reads the listings. Worse, not
+better (10:52-10:59, the stale shop alone at 50 a day, seeds 7-12): 0.639 /
+0.615 / 0.614 / 0.676 / 0.648 / 0.592 against 0.650 / 0.621 / 0.631 / 0.671
+/ 0.657 / 0.603, a mean of 0.008 under; the listing read 11-15 times and
+judged late on day 2.1-2.4 (registered first: 7-9 reads, day 1.5-1.8).
+
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item
 fetch past an item's first finding a change, at the listing reads made

@@ -279,6 +279,13 @@ better (10:52-10:59, the stale shop alone at 50 a day, seeds 7-12): 0.639 /
 / 0.657 / 0.603, a mean of 0.008 under; the listing read 11-15 times and
 judged late on day 2.1-2.4 (registered first: 7-9 reads, day 1.5-1.8).
 
+Seeds 13-18 of the stale shop alone at 50 a day (11:00-11:06): 0.546 /
+0.606 / 0.582 / 0.598 / 0.654 / 0.615 against 0.550 / 0.610 / 0.584 / 0.610
+/ 0.664 / 0.617, the listing read 7-9 times; over seeds 7-18 a mean of 0.005
+under (10 of 12 under; from day 2 0.003 under), the price of the 7-9 reads
+(2 % of the budget) before and after the listing is told late: not met as
+"no worse".
+
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item
 fetch past an item's first finding a change, at the listing reads made

@@ -422,6 +422,24 @@ def test_a_listing_still_showing_the_price_a_fetch_replaced_is_judged_late_at_th
     assert fresh.listing_pages[url].figures()["late_at"] is None
 
 
+def test_every_listing_page_of_a_site_judged_late_shows_it_in_the_crawls_figures() -> None:
+    # two pages of one shop's listing read; the site is then judged late at
+    # the first page's read: the second, not read since, is late too
+    reader, _ = _reader()
+    first, second = "https://shop.example/list/0", "https://shop.example/list/1"
+    item = "https://shop.example/p/"
+    ones = dict.fromkeys(range(1, 5), "1")
+    asyncio.run(reader.listing(first, "shop", "category", _page(ones), 0.0))
+    asyncio.run(reader.listing(second, "shop", "category", _page({9: "5"}), 0.0))
+    for i in range(1, 5):
+        reader.fetched(item + str(i), 1 * HOUR, {"price": "1"}, digest="a")
+        reader.fetched(item + str(i), 2 * HOUR, {"price": "2"}, digest="b")
+    asyncio.run(reader.listing(first, "shop", "category", _page(ones), 4 * HOUR))
+    assert reader.late_sites() == {"shop"}
+    late = {f["url"]: f["late"] for f in reader.listing_figures()}
+    assert late == {first: True, second: True}
+
+
 def test_a_listing_whose_fields_never_matched_a_fetch_is_not_judged_late_by_them() -> None:
     # the listing writes its prices as 1.00, the pages as 1: a listing still
     # showing 1.00 after a fetch saw 2 could be a format, not a lag

@@ -737,7 +737,7 @@ class Crawler:
         await self._signal_news()
         self.stats.signal_spent = self.signals.spent
         self.stats.signals = self.signals.figures()
-        self.stats.listings = [p.figures() for p in self.signals.listing_pages.values()]
+        self.stats.listings = self.signals.listing_figures()
         self.stats.delisted = self.signals.delisted
         if self._cycle_spent > budget * 1.0000001:
             self.stats.over_budget_cycles += 1

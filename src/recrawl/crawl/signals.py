@@ -932,3 +932,11 @@ class SignalReader:
     def figures(self) -> list[dict[str, Any]]:
         """Each source's :meth:`SignalSource.figures`, by URL."""
         return [self.sources[u].figures() for u in sorted(self.sources)]
+
+    def listing_figures(self) -> list[dict[str, Any]]:
+        """Each listing page's :meth:`ListingPage.figures`, ``late`` as its
+        site stands now (:meth:`late_sites`): a site is judged late at one
+        page's read or at an item's fetch, its other pages' flags set only
+        at their own next read."""
+        late = self.late_sites()
+        return [{**p.figures(), "late": p.site in late} for p in self.listing_pages.values()]

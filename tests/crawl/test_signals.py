@@ -440,22 +440,30 @@ def test_every_listing_page_of_a_site_judged_late_shows_it_in_the_crawls_figures
     assert late == {first: True, second: True}
 
 
-def test_a_listing_whose_fields_never_matched_a_fetch_is_not_judged_late_by_them() -> None:
-    # the listing writes its prices as 1.00, the pages as 1: a listing still
-    # showing 1.00 after a fetch saw 2 could be a format, not a lag
-    reader, _ = _reader()
+def test_a_listing_is_judged_late_only_on_the_very_summary_a_fetch_replaced() -> None:
+    """Not by a format (the listing writes 1.00, the pages 1), a page lagging
+    its listing (its fetches never showed the listing's price), or items back
+    on the listing after leaving it; by the listing's own former summary."""
     url, item = "https://shop.example/list/0", "https://shop.example/p/"
-    shown = dict.fromkeys(range(1, 5), "1.00")
-    asyncio.run(reader.listing(url, "shop", "category", _page(shown), 0.0))
-    for i in range(1, 5):
-        reader.fetched(item + str(i), 1 * HOUR, {"price": "1"}, digest="a")
-        reader.fetched(item + str(i), 2 * HOUR, {"price": "2"}, digest="b")
-    asyncio.run(reader.listing(url, "shop", "category", _page(shown), 4 * HOUR))
-    assert reader.late_sites() == set()
-    # once a fetch and the listing agree on an item, its sighting counts
-    for i in range(1, 4):
-        reader.fetched(item + str(i), 5 * HOUR, {"price": "1.00"}, digest="c")
-    assert reader.late_sites() == {"shop"}
+    four = range(1, 5)
+
+    def judged(listed: str, fetches: tuple[str, str], gone_between: bool = False) -> set[str]:
+        reader, _ = _reader()
+        asyncio.run(reader.listing(url, "shop", "category", _page(dict.fromkeys(four, listed)), 0))
+        for i in four:
+            for k, price in enumerate(fetches, start=1):
+                reader.fetched(item + str(i), k * HOUR, {"price": price}, digest=price)
+        if gone_between:  # the items left the listing, and came back
+            asyncio.run(reader.listing(url, "shop", "category", _page({9: "5"}), 3 * HOUR))
+        shown = dict.fromkeys(four, listed)
+        asyncio.run(reader.listing(url, "shop", "category", _page(shown), 4 * HOUR))
+        return set(reader.late_sites())
+
+    assert judged("1.00", ("1", "2")) == set()  # a format, never the same fields' values
+    assert judged("2", ("1", "1")) == set()  # the page lags: no fetch replaced the listing's 2
+    assert judged("1", ("1", "2"), gone_between=True) == set()  # back after leaving it
+    assert judged("1.00", ("1.00", "2.00")) == {"shop"}  # still the summary 2.00 replaced
+    assert judged("1", ("1", "2")) == {"shop"}
 
 
 def test_a_listing_moving_to_the_fetched_price_after_showing_another_is_late() -> None:
@@ -485,16 +493,21 @@ def test_a_refused_listing_keeps_its_own_value_while_its_items_come_and_go() -> 
     # items, the other a new item at each read
     url = "https://shop.example/list/0"
     values = {}
-    for name, step in (("same", 0), ("new", 1)):
+    for name, step, reads, start in (
+        ("same", 0, 5, 1.0),
+        ("new", 1, 10, 1.0),
+        ("again", 0, 10, 0.2),
+    ):
         reader, _ = _reader()
-        for k in range(10):
+        for k in range(reads):
             prices = {i: "5" for i in range(k * step, k * step + 4)}
             asyncio.run(reader.listing(url, "shop", "category", _page(prices), k * HOUR))
-        worth = dict(reader.listing_worth(10 * HOUR, {}, {"shop"}))
+        worth = dict(reader.listing_worth(reads * HOUR, {url: start}, {"shop"}))
         values[name] = worth.get(url, reader.listing_pages[url].base)
     # all a refused listing still tells is which items are listed: read for
-    # that as often as it told something new
-    assert values == {"same": 1.0 / 10, "new": 1.0}, values
+    # that as often as it told something new; a crawl started again from the
+    # value the last one wrote (0.2) goes no lower than a tenth of its items'
+    assert values == pytest.approx({"same": 1.0 / 5, "new": 1.0, "again": 0.1}), values
 
 
 def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
@@ -520,8 +533,8 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     assert worth >= 4.0 and own < 1.0, (worth, own)
     # a site whose listing moves the revisits refused: back to the listing's own
     # value, at the share of its reads that changed which items it shows (none
-    # of its 48 did: the first read counts as one)
-    assert reader.listing_worth(now, {}, {"shop"}) == [(url, 1.0 / 48)]
+    # of its 48 did: the first read counts as one), a tenth of it at the least
+    assert reader.listing_worth(now, {}, {"shop"}) == [(url, 0.1)]
 
 
 def test_a_listing_read_in_a_burst_is_read_again_once_its_items_had_time_to_change() -> None:
@@ -615,6 +628,10 @@ def test_a_trusted_listing_is_read_for_its_items_and_a_stale_one_is_refused(
     # the fresh listing is trusted to prove changes; the stale one's moves are
     # not (judged late by the crawl's fetches, it may have given no hint to judge)
     assert fresh.changes and (stale is None or not stale.changes), (fresh, stale)
+    # and it is told apart: judged late, or trusted neither to vouch nor to prove
+    refused = stale is not None and not (stale.changes or stale.quiet)
+    assert hosts["stale"] in crawler.signals.late_sites() or refused, stale
+    assert hosts["fresh"] not in crawler.signals.late_sites()
     # valued for its items' worth, the fresh listing is read more often; the
     # refused one is back to its own value at most
     assert value[f"http://{hosts['fresh']}/list/0"] > 1.0

@@ -41,18 +41,21 @@ the crawl's revisits refused (mostly not changes: a stale listing) falls back
 to its own value, times the share of its reads that changed which items it
 shows (its first read counted as one): all it still tells is which items are
 listed (new ones, delisted ones), and a listing whose items never come or go
-is read ever more rarely.
+is read ever more rarely, down to :data:`REFUSED_FLOOR`.
 
 A listing that shows its items late is told by the crawl's own fetches
-(:data:`LATE_AFTER_S`): read an hour or more after the crawl fetched an item
-with a new summary, it still showed the one it had shown before the fetch;
-or, having shown another since the fetch, it moved to the fetched one. Both
-need the item's summary to have gone back (A, B, A) for a listing that is
-not late. The first is counted at that read once the item's fields compare
-(a fetch's record and a listing's summary of it agreed once: a price written
-``1.00`` on the listing and ``1`` on the page would otherwise always differ);
-the crawl keeps the last fetch of the pages of a site whose listings it
-reads before a listing shows them, so what a listing first shows is
+(:data:`LATE_AFTER_S`): read an hour or more after a fetch of an item
+replaced its summary (the fetch's record differed from the one before), it
+still showed, as at its read before, the very summary that fetch replaced
+(the fields of the record before, equal: a price written ``1.00`` on the
+listing and ``1`` on the page never counts, nor does a page that lags its
+listing, whose fetches did not show the listing's summary); or, having shown
+another since the fetch, it moved to the fetched one (a move between
+summaries of the same fields). Both need the item's summary to have gone
+back (A, B, A) within one read interval for a listing that is not late: the
+share :data:`LATE_SHARE` is the guard against that. The crawl keeps the last
+fetch of the pages of a site whose listings it reads before a listing shows
+them (at most :data:`UNLISTED_MAX`), so what a listing first shows is
 compared too. Once a site's listings were caught so :data:`LATE_MIN` times,
 and in at least :data:`LATE_SHARE` of the moves its fetches could date (the
 others showed a change the crawl had not fetched), they are judged late
@@ -132,6 +135,17 @@ another) shows the item late (a cache of a few minutes is not late)."""
 LATE_MIN = 3
 """Late sightings (:data:`LATE_AFTER_S`) of a site's listings, at least, for
 them to be judged late (:meth:`SignalReader.late_sites`)."""
+
+UNLISTED_MAX = 50_000
+"""Pages of listing sites that no listing showed yet whose last fetch the
+crawl keeps (the least recently fetched are let go first)."""
+
+REFUSED_FLOOR = 0.1
+"""A refused or late listing's value falls with the share of its reads that
+changed which items it shows, to this share of its most valuable item's at
+the least (or its own value, if lower): it is still read now and then for
+the items it lists, across restarts of the crawl too (each starts from the
+value the last one wrote)."""
 
 LATE_SHARE = 0.05
 """Share of a site's summary moves dated against the crawl's own fetches that
@@ -272,12 +286,11 @@ class _Item:
     """The read that first showed the current summary."""
     caught: float | None = None
     """The fetch (its start) a late sighting of the item was counted against."""
-    pending: float | None = None
-    """A fetch a listing was seen late against before any of the item's
-    fetches agreed with a listing: counted once one does."""
-    agreed: bool = False
-    """A fetch's record and a listing's summary of it agreed once (their
-    fields compare: a mismatch is not a format's)."""
+    prev: dict[str, str] | None = None
+    """The record the fetch at ``replaced`` replaced (what the item showed
+    before its last change the crawl fetched)."""
+    replaced: float | None = None
+    """The last fetch (its start) whose record differed from the one before."""
     site: str = ""
     left: bool = False
     """It left every listing page of its site (:meth:`SignalReader.listing`)."""
@@ -482,14 +495,19 @@ class SignalReader:
         item = self._items.get(url)
         if item is None:
             if site_root(url) in self._by_origin and url not in self.listing_pages:
-                was = self._unlisted.get(url)
+                was = self._unlisted.pop(url, None)
                 if record is None and digest is None and was is not None:
                     record, digest = was[1], was[2]
                 self._unlisted[url] = (now, _record(record), digest)
+                if len(self._unlisted) > UNLISTED_MAX:  # the least recently fetched goes
+                    del self._unlisted[next(iter(self._unlisted))]
             return
         item.fetched = now
         if record is not None:
-            item.record = _record(record)
+            rec = _record(record)
+            if item.record is not None and rec != item.record:
+                item.prev, item.replaced = item.record, now
+            item.record = rec
         new = item.digest if record is None and digest is None else digest
         if item.unsure is not None:
             read, before, old = item.unsure
@@ -497,17 +515,6 @@ class SignalReader:
                 item.since, item.changed = (read if new != old else before), True
             item.unsure = None
         item.digest = new
-        if item.record and _same(json.loads(item.summary), item.record):
-            self._agreed(item)
-
-    def _agreed(self, item: _Item) -> None:
-        """A fetch's record and a listing's summary of ``item`` agreed: a late
-        sighting held for that is counted."""
-        item.agreed = True
-        if item.pending is not None and item.caught != item.pending:
-            self._dated.setdefault(item.site, [0, 0])[0] += 1
-            item.caught = item.pending
-        item.pending = None
 
     async def listing(
         self,
@@ -536,14 +543,13 @@ class SignalReader:
         next fetch's content, against that fetch's, tells (:meth:`fetched`).
         Items new to the crawl and the next page are registered.
 
-        A read at least :data:`LATE_AFTER_S` after the item's last fetch
-        still showing the summary a listing showed before that fetch, where
-        the fetch showed another, is the listing showing the item late
-        (counted once the item's fetches and listings agreed once: the
-        fields compare), as is a move to the summary the last fetch showed
-        after a read that long after it showed another; a move to a summary
-        the last fetch did not show, the listing showing a change first. Each
-        fetch counts once. A site whose listings are judged late from those
+        A read at least :data:`LATE_AFTER_S` after a fetch replaced the
+        item's record, still showing (as at this page's read before) the
+        summary of the record that fetch replaced, is the listing showing the
+        item late, as is a move to the summary the last fetch showed after a
+        read that long after it showed another (of the same fields); a move
+        to a summary the last fetch did not show, the listing showing a
+        change first. Each fetch counts once. A site whose listings are judged late from those
         (:meth:`late_sites`) gets no more hints: its items are still
         registered."""
         rule = self.listing_rules[page_type]
@@ -556,6 +562,7 @@ class SignalReader:
         page = self.listing_pages.setdefault(url, ListingPage(url))
         dated = self._dated.setdefault(site, [0, 0])
         shown: list[str] = []
+        listed_before = set(page.items)  # what this page showed at its last read
         for it in items:
             try:
                 u = normalize_url(it.url)
@@ -571,7 +578,6 @@ class SignalReader:
                 was = self._unlisted.pop(u, None)
                 if was is not None:  # fetched before a listing showed it
                     mem.fetched, mem.record, mem.digest = was
-                    mem.agreed = bool(_same(it.summary, mem.record))
                 self._by_origin.setdefault(origin, set()).add(u)
                 rows.append({"url": u, "site": site, "page_type": item_type})
                 continue
@@ -579,23 +585,23 @@ class SignalReader:
                 mem.left = False
                 self.delisted -= 1
                 self.left.append((u, site, None))
-            f = mem.fetched
+            f, r = mem.fetched, mem.replaced
             if mem.summary == key:
                 if (
-                    f is not None
-                    and mem.caught != f
-                    and mem.shown < f
-                    and now - f >= LATE_AFTER_S
+                    r is not None
+                    and mem.caught != r
+                    and mem.shown < r
+                    and now - r >= LATE_AFTER_S
+                    and u in listed_before
+                    and _same(it.summary, mem.prev) is True
                     and _same(it.summary, mem.record) is False
-                ):  # well after the fetch, still the summary it replaced
-                    if mem.agreed:
-                        dated[0] += 1
-                        mem.caught = f
-                    else:  # the fields may not compare: held until they agree once
-                        mem.pending = f
+                ):  # well after a fetch replaced it, still the summary that fetch replaced
+                    dated[0] += 1
+                    mem.caught = r
             else:
+                former = json.loads(mem.summary)
                 mem.summary, mem.moves, mem.shown = key, mem.moves + 1, now
-                if f is not None and f <= now:
+                if f is not None and f <= now and former.keys() == it.summary.keys():
                     fetched_new = _same(it.summary, mem.record)
                     if fetched_new is False:
                         dated[1] += 1  # shown before the crawl fetched it
@@ -611,8 +617,6 @@ class SignalReader:
                 else:
                     mem.since, mem.changed, mem.unsure = now, True, None
             mem.seen = max(mem.seen, now)
-            if not mem.agreed and _same(it.summary, mem.record):
-                self._agreed(mem)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
         page.late = site in self.late_sites()
@@ -703,7 +707,9 @@ class SignalReader:
         valuable item's (a crawl that starts again finds the value the last
         one gave it), times the share of its reads that changed which items
         it shows, its first read counted as one: what is left of its worth is
-        which items are listed."""
+        which items are listed. Never under :data:`REFUSED_FLOOR` of its most
+        valuable item's (or its own value, if lower): a crawl that starts
+        again takes the value the last one wrote as its own."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
             mem = [self._items[u] for u in page.items if u in self._items]
@@ -714,7 +720,8 @@ class SignalReader:
                 page.base = min(float(values.get(page.url, 1.0)), float(vals.max()))
             base = page.base
             if page.site in refused:  # it tells which items are listed, no more
-                want = base * min((page.arrivals + 1) / max(page.reads, 1), 1.0)
+                share = min((page.arrivals + 1) / max(page.reads, 1), 1.0)
+                want = max(base * share, min(base, REFUSED_FLOOR * float(vals.max())))
             else:
                 rates = item_rates(
                     np.array([m.moves for m in mem], dtype=np.float64),
@@ -934,9 +941,13 @@ class SignalReader:
         return [self.sources[u].figures() for u in sorted(self.sources)]
 
     def listing_figures(self) -> list[dict[str, Any]]:
-        """Each listing page's :meth:`ListingPage.figures`, ``late`` as its
-        site stands now (:meth:`late_sites`): a site is judged late at one
-        page's read or at an item's fetch, its other pages' flags set only
-        at their own next read."""
+        """Each listing page's :meth:`ListingPage.figures`, ``late`` (and
+        ``late_at``) as its site stands now (:meth:`late_sites`): a site is
+        judged late at one page's read, its other pages' flags set only at
+        their own next read."""
         late = self.late_sites()
-        return [{**p.figures(), "late": p.site in late} for p in self.listing_pages.values()]
+        return [
+            {**p.figures(), "late": p.site in late}
+            | ({"late_at": self._late_at.get(p.site)} if p.late_at is None else {})
+            for p in self.listing_pages.values()
+        ]

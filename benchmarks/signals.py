@@ -297,6 +297,15 @@ of its items': the stale shop alone at 50 a day, seeds 7-12, 0.641 / 0.626
 at 100 a day, seed 7, 0.878 against 0.785 without, 2.27 requests per
 change, trusted both ways, not judged late (as before).
 
+The same code, the stale listing as the one difference (``--control-listings
+fresh``), both shops at 100 a day, seeds 7 / 8 / 9 (11:30-11:34): the stale
+shop 0.604 / 0.568 / 0.608 against 0.614 / 0.577 / 0.611 (a mean of 0.007
+under; before the review fixes the same seeds gave 0.001 under, the runs
+moving by 0.01-0.02), its listing read 6-8 times. Both shops, the crawl
+compared against without any listing, seeds 7 / 8: the stale shop 0.607 /
+0.573 against 0.627 / 0.603, the fresh one 0.761 / 0.723 against 0.634 /
+0.622, both together 0.684 / 0.648 against 0.631 / 0.613.
+
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item
 fetch past an item's first finding a change, at the listing reads made

@@ -306,6 +306,12 @@ compared against without any listing, seeds 7 / 8: the stale shop 0.607 /
 0.573 against 0.627 / 0.603, the fresh one 0.761 / 0.723 against 0.634 /
 0.622, both together 0.684 / 0.648 against 0.631 / 0.613.
 
+At 800 a day on the same code (``--budgets 800``, a day in 32 real seconds,
+11:37-11:47), seeds 7 / 8, both shops: the fresh shop 3.09x / 2.97x fewer
+requests per change (3.89x / 3.53x from day 2; ceiling 3.94 / 3.64), 2.95 /
+2.47 against 9.12 / 7.32, at freshness 0.948 / 0.934 against 0.939 / 0.933;
+the stale shop 0.955 / 0.953 against 0.935 / 0.936.
+
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item
 fetch past an item's first finding a change, at the listing reads made

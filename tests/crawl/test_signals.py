@@ -391,7 +391,7 @@ def test_a_listing_a_day_behind_is_caught_by_the_fetches_and_stops_vouching() ->
     # replaced: it vouches for nothing more (its unchanged prices would pass
     # items changed in the last day for unchanged)
     assert late_hints == [], late_hints[:3]
-    assert late.late_sites() == {"shop"} and late.listing_pages[url].figures()["late"]
+    assert late.late_sites() == {"shop"} and late.listing_figures()[0]["late"]
     # the one showing the prices as they are goes on speaking for its items
     assert len(fresh_hints) >= 10 and fresh.late_sites() == set()
 
@@ -414,12 +414,12 @@ def test_a_listing_still_showing_the_price_a_fetch_replaced_is_judged_late_at_th
     (late, late_hints), (fresh, fresh_hints) = got["late"], got["fresh"]
     # judged late at its second read, without waiting for it to show price 2
     # (main: only once it moved to the fetched price, a day later here)
-    figures = late.listing_pages[url].figures()
+    [figures] = late.listing_figures()
     assert late.late_sites() == {"shop"} and late_hints == []
     assert (figures["late"], figures["late_at"], figures["late_reads"]) == (True, 4 * HOUR, 2)
     # the listing showing price 2 is not late, and vouches for its items
     assert fresh.late_sites() == set() and len(fresh_hints) == 4
-    assert fresh.listing_pages[url].figures()["late_at"] is None
+    assert fresh.listing_figures()[0]["late_at"] is None
 
 
 def test_every_listing_page_of_a_site_judged_late_shows_it_in_the_crawls_figures() -> None:

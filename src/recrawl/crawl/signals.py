@@ -291,7 +291,6 @@ class _Item:
     before its last change the crawl fetched)."""
     replaced: float | None = None
     """The last fetch (its start) whose record differed from the one before."""
-    site: str = ""
     left: bool = False
     """It left every listing page of its site (:meth:`SignalReader.listing`)."""
 
@@ -313,12 +312,9 @@ class ListingPage:
     rate_per_day: float | None = None
     base: float | None = None
     value: float | None = None
-    late: bool = False
-    """Its site's listings were judged late (:meth:`SignalReader.late_sites`)."""
-    late_at: float | None = None
-    """When its site's listings were judged late (the read's time)."""
     late_reads: int | None = None
-    """Its reads by then, that one included."""
+    """Its reads by the first after its site's listings were judged late
+    (:meth:`SignalReader.late_sites`), that one included."""
     arrivals: int = 0
     """Its reads after the first that changed which items it shows (an item
     came, or left it)."""
@@ -333,8 +329,6 @@ class ListingPage:
             "interval_s": self.interval_s,
             "rate_per_day": self.rate_per_day,
             "value": self.value,
-            "late": self.late,
-            "late_at": self.late_at,
             "late_reads": self.late_reads,
         }
 
@@ -574,7 +568,7 @@ class SignalReader:
             key = json.dumps(it.summary, sort_keys=True)
             mem = self._items.get(u)
             if mem is None:
-                mem = self._items[u] = _Item(key, now, now, now, shown=now, site=site)
+                mem = self._items[u] = _Item(key, now, now, now, shown=now)
                 was = self._unlisted.pop(u, None)
                 if was is not None:  # fetched before a listing showed it
                     mem.fetched, mem.record, mem.digest = was
@@ -619,12 +613,11 @@ class SignalReader:
             mem.seen = max(mem.seen, now)
             if mem.changed or (mem.fetched is not None and mem.fetched >= mem.since):
                 hints.append(Hint(u, now, "listing", mem.since))
-        page.late = site in self.late_sites()
-        if page.late:
+        if site in self.late_sites():
             hints = []
             self._late_at.setdefault(site, now)
-            if page.late_at is None:
-                page.late_at, page.late_reads = self._late_at[site], page.reads + 1
+            if page.late_reads is None:
+                page.late_reads = page.reads + 1
         if page.last_read is not None and now > page.last_read:
             gap = now - page.last_read
             prev = page.interval_s
@@ -941,13 +934,11 @@ class SignalReader:
         return [self.sources[u].figures() for u in sorted(self.sources)]
 
     def listing_figures(self) -> list[dict[str, Any]]:
-        """Each listing page's :meth:`ListingPage.figures`, ``late`` (and
-        ``late_at``) as its site stands now (:meth:`late_sites`): a site is
-        judged late at one page's read, its other pages' flags set only at
-        their own next read."""
+        """Each listing page's :meth:`ListingPage.figures`, with whether its
+        site's listings are judged late (``late``, :meth:`late_sites`) and
+        the read at which they were (``late_at``)."""
         late = self.late_sites()
         return [
-            {**p.figures(), "late": p.site in late}
-            | ({"late_at": self._late_at.get(p.site)} if p.late_at is None else {})
+            {**p.figures(), "late": p.site in late, "late_at": self._late_at.get(p.site)}
             for p in self.listing_pages.values()
         ]

@@ -301,6 +301,16 @@ def marginal(r: ArrayLike) -> float | FloatArray:
     return out.reshape(x0.shape)
 
 
+def _revealed(item_rate: ArrayLike, item_value: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """The revealed items' rates and values (:func:`reveal_weight`,
+    :func:`reveal_read_rate`), checked: finite rates, both ≥ 0."""
+    lam = np.atleast_1d(_f64(item_rate))
+    v = np.broadcast_to(_f64(item_value), lam.shape)
+    if np.any(lam < 0) or not np.all(np.isfinite(lam)) or np.any(v < 0):
+        raise ValueError("item rates and values must be finite and ≥ 0")
+    return lam, v
+
+
 def reveal_weight(
     item_rate: ArrayLike,
     item_value: ArrayLike,
@@ -338,12 +348,9 @@ def reveal_weight(
     >>> round(reveal_weight(np.ones(40), np.ones(40), 40.0, 12.0), 2)
     6.22
     """
-    lam = np.atleast_1d(_f64(item_rate))
-    v = np.broadcast_to(_f64(item_value), lam.shape)
     if not (rate_per_day > 0 and visits_per_day > 0):
         raise ValueError("rate_per_day and visits_per_day must be positive")
-    if np.any(lam < 0) or not np.all(np.isfinite(lam)) or np.any(v < 0):
-        raise ValueError("item rates and values must be finite and ≥ 0")
+    lam, v = _revealed(item_rate, item_value)
     moving = lam > 0
     m = float(np.sum(v[moving] * marginal(lam[moving] / visits_per_day) / lam[moving]))
     own = marginal(rate_per_day / visits_per_day)
@@ -380,12 +387,9 @@ def reveal_read_rate(
     >>> reveal_read_rate(np.ones(40), np.ones(40), 3.0, 1 / 24)
     1.0
     """
-    lam = np.atleast_1d(_f64(item_rate))
-    v = np.broadcast_to(_f64(item_value), lam.shape)
     if not (min_days > 0 and days_since_read >= 0):
         raise ValueError("min_days must be positive and days_since_read ≥ 0")
-    if np.any(lam < 0) or not np.all(np.isfinite(lam)) or np.any(v < 0):
-        raise ValueError("item rates and values must be finite and ≥ 0")
+    lam, v = _revealed(item_rate, item_value)
     total = float(v.sum())
     mean = float(np.dot(v, lam)) / total if total > 0 else 0.0
     longest = max(min_days, 1.0 / mean) if mean > 0 else math.inf

@@ -394,7 +394,8 @@ def listing_web(pages: int, shops: tuple[str, ...] = ("fresh", "stale")) -> list
 def site_figures(run: CrawlRun, name: str, steady_days: float | None = None) -> dict[str, Any]:
     """One site's requests (robots.txt apart), changes detected, freshness;
     with ``steady_days``, the same counts from that day of the crawl on
-    (``steady``: once a source could be judged)."""
+    (``steady``: once a source could be judged), and the freshness of each
+    day (``daily_freshness``: the cold start is the first)."""
     host = run.sites[name]
     seen: dict[str, int] = {}
     requests = signal_requests = changes = 0
@@ -435,6 +436,17 @@ def site_figures(run: CrawlRun, name: str, steady_days: float | None = None) -> 
             "requests_per_change": late[0] / late[2] if late[2] else None,
             "freshness": run.web.freshness_from_log(urls, after, run.end, log=run.log),
         }
+        # each day's: the cold start's first day apart from the rest
+        days = max(1, round((run.end - run.start) / DAY))
+        out["daily_freshness"] = [
+            run.web.freshness_from_log(
+                urls,
+                run.start + d * DAY,
+                run.end if d == days - 1 else run.start + (d + 1) * DAY,
+                log=run.log,
+            )
+            for d in range(days)
+        ]
     return out
 
 
@@ -490,6 +502,41 @@ def replay_side(
             else None,
         }
     return out
+
+
+READ_COST_SPAN = 24
+"""Fetches either side of a shop's item fetches over which :func:`reads_cost`
+fits the replay's freshness per fetch."""
+
+
+def reads_cost(
+    run: CrawlRun, name: str, site: dict[str, Any], a: argparse.Namespace
+) -> dict[str, Any]:
+    """What a shop's listing reads cost its items' freshness, by the replay on
+    the shop's own change times (no fetch-timing noise between two crawls):
+    the freshness one more item fetch buys at the crawl's item fetches
+    (``per_fetch``: the least-squares slope over the budgets from
+    :data:`READ_COST_SPAN` fetches under to as many over, one replay per
+    fetch), times its listing reads (``cost``: what the crawl would have had,
+    the reads spent on items) and times two (``floor``: no crawl tells a
+    listing late from fewer than two reads, one before a fetch of an item
+    and one after it)."""
+    tr = traces(run, name)
+    page_days = a.pages * a.days
+    items = site["requests"] - site["signal_requests"]
+    n = np.arange(max(items - READ_COST_SPAN, 1), items + READ_COST_SPAN + 1)
+    fresh = np.array([
+        replay(tr, budget=float(k) / page_days, policies=["recrawl"])["policies"]["recrawl"]["freshness"]
+        for k in n
+    ])  # fmt: skip
+    slope = float(np.polyfit(n.astype(float), fresh, 1)[0])
+    return {
+        "item_fetches": int(items),
+        "reads": int(site["signal_requests"]),
+        "per_fetch": slope,
+        "cost": slope * site["signal_requests"],
+        "floor": slope * 2,
+    }
 
 
 def replay_figures(
@@ -680,6 +727,11 @@ def one_budget(a: argparse.Namespace) -> dict[str, Any]:
             }
         if not listing:
             result["replay_honest"] = replay_figures(runs, result, a)
+        else:
+            result["reads_cost"] = {
+                n: reads_cost(runs["with_signals"], n, result["with_signals"]["sites"][n], a)
+                for n in names
+            }
         for run in runs.values():
             run.engine.store.close()
     return result

@@ -510,6 +510,15 @@ def test_a_refused_listing_keeps_its_own_value_while_its_items_come_and_go() -> 
     assert values == pytest.approx({"same": 1.0 / 5, "new": 1.0, "again": 0.1}), values
 
 
+def _read_four_days(reader: Any, url: str) -> None:
+    """Forty items whose price moves once a day each, their listing ``url``
+    read every two hours for four days."""
+    for k in range(4 * 12):
+        t = k * 2 * HOUR
+        prices = {i: str(int((t / 86400.0) + i / 40.0)) for i in range(40)}
+        asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
+
+
 def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     import numpy as np
 
@@ -517,11 +526,7 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
 
     reader, _ = _reader()
     url = "https://shop.example/list/0"
-    # forty items whose price moves once a day each, the listing read every two hours
-    for k in range(4 * 12):
-        t = k * 2 * HOUR
-        prices = {i: str(int((t / 86400.0) + i / 40.0)) for i in range(40)}
-        asyncio.run(reader.listing(url, "shop", "category", _page(prices), t, rate_per_day=40.0))
+    _read_four_days(reader, url)  # forty items moving daily, the listing read every two hours
     now = 4 * 86400.0
     [(got_url, value)] = reader.listing_worth(now, {})
     assert got_url == url and value > 2.0, value
@@ -535,6 +540,28 @@ def test_a_listing_is_worth_reading_for_its_items_unless_refused() -> None:
     # value, at the share of its reads that changed which items it shows (none
     # of its 48 did: the first read counts as one), a tenth of it at the least
     assert reader.listing_worth(now, {}, {"shop"}) == [(url, 0.1)]
+
+
+def test_a_listing_not_judged_yet_is_worth_the_items_a_read_can_check() -> None:
+    # forty items whose price moves once a day each, the listing read every two
+    # hours for four days; the revisits have judged it neither way yet
+    reader, _ = _reader()
+    url, item = "https://shop.example/list/0", "https://shop.example/p/"
+    _read_four_days(reader, url)
+    now = 4 * 86400.0
+    # no item fetched since its last read: a read would check nothing, it
+    # stays at its own value
+    assert reader.listing_worth(now, {}, trusted=set()) == []
+    # half its items fetched since: worth half what it would be, trusted
+    for i in range(20):
+        reader.fetched(item + str(i), now - HOUR, {"price": "9"}, digest="a")
+    [(_, half)] = reader.listing_worth(now, {}, trusted=set())
+    [(_, full)] = reader.listing_worth(now, {}, trusted={"shop"})
+    assert half > 1.0 and half == pytest.approx(full / 2, rel=0.1), (half, full)
+    # without a word on trust (None), as if trusted
+    fresh, _ = _reader()
+    _read_four_days(fresh, url)
+    assert fresh.listing_worth(now, {}) == [(url, pytest.approx(full))]
 
 
 def test_a_listing_read_in_a_burst_is_read_again_once_its_items_had_time_to_change() -> None:

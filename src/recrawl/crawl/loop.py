@@ -97,7 +97,7 @@ with no success between them is the site saying no. A human resumes it."""
 
 LISTING_TRUST_CYCLES = 6
 """Cycles between two looks at the store for the listings' items' values and
-at the hint trust for the listings it refused (:meth:`Crawler._listing_worth`)."""
+at the hint trust for the listings (:meth:`Crawler._listing_worth`)."""
 
 JSON_MISSING = "json_missing"
 """The error reported for a page whose JSON twin answered 404 or 410 when its
@@ -420,20 +420,26 @@ class EmbeddedSource:
         """Give pages new values (:meth:`Engine.update_values`)."""
         await self._run(lambda: self.engine.update_values({"url": u, "value": v} for u, v in rows))
 
-    async def refused_listings(self, now: float) -> set[str]:
-        """Sites whose ``listing`` hints the revisits refused: judged on at
-        least :data:`~recrawl.estimate.hints.MIN_MOVES` moves, trusted neither
-        to vouch nor to prove (:meth:`Engine.hint_trust`)."""
+    async def listing_trust(self, now: float) -> tuple[set[str], set[str]]:
+        """Sites whose ``listing`` hints the revisits trusted (to vouch or to
+        prove), and those they refused: judged on at least
+        :data:`~recrawl.estimate.hints.MIN_MOVES` moves, trusted neither to
+        vouch nor to prove (:meth:`Engine.hint_trust`)."""
         from recrawl.estimate.hints import MIN_MOVES
 
-        def work() -> set[str]:
-            return {
-                t.site
-                for t in self.engine.hint_trust(until=now)
-                if t.source == "listing" and not (t.quiet or t.changes) and t.moved >= MIN_MOVES
-            }
+        def work() -> tuple[set[str], set[str]]:
+            trusted: set[str] = set()
+            refused: set[str] = set()
+            for t in self.engine.hint_trust(until=now):
+                if t.source != "listing":
+                    continue
+                if t.quiet or t.changes:
+                    trusted.add(t.site)
+                elif t.moved >= MIN_MOVES:
+                    refused.add(t.site)
+            return trusted, refused
 
-        result: set[str] = await self._run(work)
+        result: tuple[set[str], set[str]] = await self._run(work)
         return result
 
     async def close(self) -> None:
@@ -634,6 +640,7 @@ class Crawler:
         self._cycle_budget = math.inf
         self._last_progress = 0.0
         self._item_values: dict[str, float] = {}
+        self._trusted: set[str] = set()
         self._refused: set[str] = set()
         self.signals = SignalReader(
             settings,
@@ -788,9 +795,9 @@ class Crawler:
         """Give each listing page read so far the value what it reveals is
         worth (:meth:`SignalReader.listing_worth`), through a source that can
         set values (the embedded one); the sites whose listings the revisits
-        refused are judged again every :data:`LISTING_TRUST_CYCLES` cycles,
-        those the crawl's fetches found late (:meth:`SignalReader.late_sites`)
-        at every cycle."""
+        trusted or refused are judged again every :data:`LISTING_TRUST_CYCLES`
+        cycles, those the crawl's fetches found late
+        (:meth:`SignalReader.late_sites`) at every cycle."""
         pages = self.signals.listing_pages
         set_values = getattr(self.source, "set_values", None)
         if not pages or set_values is None:
@@ -801,10 +808,10 @@ class Crawler:
                 self._item_values.update(await self.source.page_values(  # type: ignore[attr-defined]
                     [u for p in pages.values() for u in (p.url, *p.items)]
                 ))  # fmt: skip
-                self._refused = await self.source.refused_listings(now)  # type: ignore[attr-defined]
+                self._trusted, self._refused = await self.source.listing_trust(now)  # type: ignore[attr-defined]
             refused = self._refused | self.signals.late_sites()
             rows = self.signals.listing_worth(
-                now, self._item_values, refused,
+                now, self._item_values, refused, trusted=self._trusted - refused,
                 cycle_s=self.settings.cycle_hours * 3600.0,
             )  # fmt: skip
             if rows:

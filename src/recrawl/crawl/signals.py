@@ -682,6 +682,7 @@ class SignalReader:
         values: Mapping[str, float],
         refused: AbstractSet[str] = frozenset(),
         *,
+        trusted: AbstractSet[str] | None = None,
         cycle_s: float = 3600.0,
     ) -> list[tuple[str, float]]:
         """The value each listing page should have now, where it moved (by more
@@ -702,7 +703,18 @@ class SignalReader:
         it shows, its first read counted as one: what is left of its worth is
         which items are listed. Never under :data:`REFUSED_FLOOR` of its most
         valuable item's (or its own value, if lower): a crawl that starts
-        again takes the value the last one wrote as its own."""
+        again takes the value the last one wrote as its own.
+
+        With ``trusted`` (the sites whose listings the revisits trusted to
+        vouch or to prove), a listing of a site in neither set is not judged
+        yet: what it shows buys its items nothing until it is, and all a read
+        brings is evidence on the items the crawl fetched since the listing's
+        last read (a read tells whether it showed their change, or still the
+        summary they had, and only a read after a revisit can tell a late
+        listing). Its reveal counts those items only: read about once its
+        items have been fetched again, not as often as a trusted listing
+        would be; at its own value while none was. None: every listing not
+        refused is valued as if trusted."""
         out: list[tuple[str, float]] = []
         for page in self.listing_pages.values():
             mem = [self._items[u] for u in page.items if u in self._items]
@@ -723,6 +735,10 @@ class SignalReader:
                 since = max(now - page.last_read, 0.0) if page.last_read is not None else 0.0
                 visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
                 own = page.rate_per_day or float(rates.sum())
+                if trusted is not None and page.site not in trusted:  # not judged yet
+                    last = page.last_read if page.last_read is not None else -math.inf
+                    checked = np.array([m.fetched is not None and m.fetched > last for m in mem])
+                    rates, vals = rates[checked], vals[checked]
                 want = max(base, reveal_weight(rates, vals, own, visits))
             last = page.value if page.value is not None else base
             if abs(want - last) > 0.1 * max(last, 1e-9):

@@ -312,6 +312,22 @@ requests per change (3.89x / 3.53x from day 2; ceiling 3.94 / 3.64), 2.95 /
 2.47 against 9.12 / 7.32, at freshness 0.948 / 0.934 against 0.939 / 0.933;
 the stale shop 0.955 / 0.953 against 0.935 / 0.936.
 
+On 2026-12-05 (12:35-13:38) the stale shop alone at 50 a day over seeds
+7-24, with listings minus without (standard error), each day's freshness
+(``daily_freshness``) and the reads' price (``reads_cost``): with fbe82df
+-0.0038 (0.0027), day 0 -0.0127 (0.0015, under on every seed: the listing's
+first read delays the items' first fetches), days 1-7 -0.0025 (0.0030), 8.2
+reads priced 0.0048; with a listing not judged yet worth only the items
+fetched since its last read, -0.0030 (0.0021), day 0 -0.0128 (0.0018), days
+1-7 -0.0016 (0.0023), 7.8 reads priced 0.0045. The loss is the reads'
+price; no crawl judges a listing in fewer than two reads (about 0.0012
+here). The fresh shop alone at 100 a day, seeds 7 / 8: 0.880 / 0.857
+against 0.878 / 0.854 with fbe82df, 213 / 160 listing reads against 225 /
+177. At 800 a day, both shops, seeds 7 / 8 / 9: the fresh shop 3.06x /
+2.93x / 3.12x fewer requests per change (fbe82df the same hour: 3.10x /
+2.98x / 3.04x), freshness 0.948 / 0.935 / 0.936 against 0.940 / 0.931 /
+0.932 without listings.
+
 ``ratio`` in each ``curve`` line (:func:`ratio_ceiling`): the fresh shop's
 requests per change without listings over with, and its ceiling, every item
 fetch past an item's first finding a change, at the listing reads made

@@ -36,7 +36,10 @@ page; each fetch is read here (:meth:`SignalReader.listing`): per item a hint
 values, their change rates as its reads saw them, the time since its last
 read and the plan's estimate of its own rate), which the crawl sets on the page
 (:meth:`recrawl.engine.Engine.update_values`) so that the allocation reads it
-as often as the freshness it buys its items is worth; a listing whose moves
+as often as the freshness it buys its items is worth (until the revisits
+have judged its site's listings, over the items fetched since its last read
+only: what it shows buys nothing yet, and a read brings evidence on those
+alone); a listing whose moves
 the crawl's revisits refused (mostly not changes: a stale listing) falls back
 to its own value, times the share of its reads that changed which items it
 shows (its first read counted as one): all it still tells is which items are

@@ -811,7 +811,7 @@ class Crawler:
                 self._trusted, self._refused = await self.source.listing_trust(now)  # type: ignore[attr-defined]
             refused = self._refused | self.signals.late_sites()
             rows = self.signals.listing_worth(
-                now, self._item_values, refused, trusted=self._trusted - refused,
+                now, self._item_values, refused, trusted=self._trusted,
                 cycle_s=self.settings.cycle_hours * 3600.0,
             )  # fmt: skip
             if rows:

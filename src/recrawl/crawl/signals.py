@@ -739,8 +739,8 @@ class SignalReader:
                 visits = reveal_read_rate(rates, vals, since / DAY, max(cycle_s, 1.0) / DAY)
                 own = page.rate_per_day or float(rates.sum())
                 if trusted is not None and page.site not in trusted:  # not judged yet
-                    last = page.last_read if page.last_read is not None else -math.inf
-                    checked = np.array([m.fetched is not None and m.fetched > last for m in mem])
+                    read = page.last_read if page.last_read is not None else -math.inf
+                    checked = np.array([m.fetched is not None and m.fetched > read for m in mem])
                     rates, vals = rates[checked], vals[checked]
                 want = max(base, reveal_weight(rates, vals, own, visits))
             last = page.value if page.value is not None else base
